@@ -1,0 +1,41 @@
+// The one way dtrain reports a failure that ends an operation: an exception under dtrain::Error
+// whose message names the culprit (file, flag, peer) and what is wrong. Caught at a task's
+// boundary, printed as one line and turned into an exit code. Expected outcomes (a retry, a stale
+// gradient) are values instead.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace dtrain {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A flag or configuration value is invalid. Exit code 2, as for any usage error.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A data file (IDX, TFRecord) is missing, malformed or inconsistent.
+class DataError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A checkpoint is missing, corrupt or does not match the model.
+class CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
+// An operating-system call failed (open, write, rename, fsync).
+class IoError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace dtrain
