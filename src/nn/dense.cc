@@ -1,0 +1,59 @@
+// Dense forward/backward. N = batch, I = in_features, O = out_features; in is (N,I), w is (I,O),
+// b is (O), out is (N,O).
+#include "nn/dense.h"
+
+#include <fmt/format.h>
+
+#include "tensor/blas.h"
+
+namespace dtrain {
+
+Dense::Dense(DenseOptions options) : options_(std::move(options)) {}
+
+std::string Dense::describe() const {
+  return fmt::format("dense {}->{} ({}, {})", options_.in_features, options_.out_features,
+                     options_.weight_name, options_.bias_name);
+}
+
+std::vector<ParamSpec> Dense::param_specs() const {
+  ParamSpec w{options_.weight_name,
+              {options_.in_features, options_.out_features},
+              options_.weight_stddev > 0 ? InitKind::kTruncatedNormal : InitKind::kZeros,
+              options_.weight_stddev,
+              true};
+  ParamSpec b{
+      options_.bias_name, {options_.out_features}, InitKind::kConstant, options_.bias_init, false};
+  return {w, b};
+}
+
+void Dense::forward(const ParamSet& params, const LayerIo& io) const {
+  const int n = io.batch, in = options_.in_features, out = options_.out_features;
+  const float* w = params.values(first_param_).data();
+  const float* b = params.values(first_param_ + 1).data();
+  // Broadcast the bias into out, then let the GEMM accumulate on top of it (beta = 1).
+  for (int r = 0; r < n; ++r) {
+    float* row = io.out + static_cast<size_t>(r) * out;
+    for (int c = 0; c < out; ++c) row[c] = b[c];
+  }
+  gemm(Trans::kNo, Trans::kNo, n, out, in, 1.0f, io.in, in, w, out, 1.0f, io.out, out);
+}
+
+void Dense::backward(const ParamSet& params, GradSet& grads, const LayerIo& io, const float* dout,
+                     float* din) const {
+  // Forward was out = in·w + b, so dw = inᵀ·dout, db = Σ_rows dout, din = dout·wᵀ.
+  const int n = io.batch, in = options_.in_features, out = options_.out_features;
+  float* dw = grads.values(first_param_).data();
+  float* db = grads.values(first_param_ + 1).data();
+  gemm(Trans::kYes, Trans::kNo, in, out, n, 1.0f, io.in, in, dout, out, 0.0f, dw, out);
+  for (int c = 0; c < out; ++c) db[c] = 0.0f;
+  for (int r = 0; r < n; ++r) {
+    const float* row = dout + static_cast<size_t>(r) * out;
+    for (int c = 0; c < out; ++c) db[c] += row[c];
+  }
+  if (din != nullptr) {
+    const float* w = params.values(first_param_).data();
+    gemm(Trans::kNo, Trans::kYes, n, in, out, 1.0f, dout, out, w, out, 0.0f, din, in);
+  }
+}
+
+}  // namespace dtrain

@@ -1,0 +1,50 @@
+// The layer interface: a forward/backward pair over a batch. Shapes exclude the batch dimension: a
+// layer maps (N, input_shape...) to (N, output_shape...). Layers are immutable once built and read
+// their parameters from a ParamSet passed in, so several towers may run one Model concurrently,
+// each with its own Workspace and GradSet.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "nn/param_set.h"
+#include "tensor/tensor.h"
+
+namespace dtrain {
+
+// Buffers of one layer for one step. `scratch` holds scratch_floats(batch) floats that survive from
+// forward to backward of the same step (im2col columns, pooling argmax, ...).
+struct LayerIo {
+  int batch = 0;
+  const float* in = nullptr;  // (batch, input_shape)
+  float* out = nullptr;       // (batch, output_shape)
+  float* scratch = nullptr;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  // One line such as "dense 784->500" for the start-up table.
+  virtual std::string describe() const = 0;
+  virtual Shape input_shape() const = 0;
+  virtual Shape output_shape() const = 0;
+  // Parameters this layer owns, in the order the model declares them.
+  virtual std::vector<ParamSpec> param_specs() const { return {}; }
+  virtual size_t scratch_floats(int /*batch*/) const { return 0; }
+
+  // REQUIRES: set_first_param() was called with the index of param_specs()[0] in the ParamSet.
+  virtual void forward(const ParamSet& params, const LayerIo& io) const = 0;
+  // Given dout = dLoss/dout, writes (not accumulates) this layer's parameter gradients into grads
+  // and, when din is not null, dLoss/din. io holds the same buffers as the forward call.
+  virtual void backward(const ParamSet& params, GradSet& grads, const LayerIo& io,
+                        const float* dout, float* din) const = 0;
+
+  void set_first_param(size_t index) { first_param_ = index; }
+
+ protected:
+  size_t first_param_ = 0;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,122 @@
+// Model construction and the forward/backward pass over its layers.
+#include "nn/model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "base/error.h"
+#include "nn/softmax_cross_entropy.h"
+#include "tensor/ops.h"
+
+namespace dtrain {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Model::Model(std::string name, std::vector<std::unique_ptr<Layer>> layers, float l2)
+    : name_(std::move(name)), layers_(std::move(layers)), l2_(l2) {
+  if (layers_.empty()) throw Error(fmt::format("model '{}' has no layers", name_));
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (i > 0 &&
+        num_elements(layers_[i]->input_shape()) != num_elements(layers_[i - 1]->output_shape())) {
+      throw Error(fmt::format("model '{}': layer {} ({}) expects {} but receives {}", name_, i,
+                              layers_[i]->describe(), shape_string(layers_[i]->input_shape()),
+                              shape_string(layers_[i - 1]->output_shape())));
+    }
+    layers_[i]->set_first_param(param_specs_.size());
+    for (ParamSpec& spec : layers_[i]->param_specs()) param_specs_.push_back(std::move(spec));
+  }
+}
+
+int64_t Model::input_size() const { return num_elements(layers_.front()->input_shape()); }
+
+int Model::num_classes() const {
+  return static_cast<int>(num_elements(layers_.back()->output_shape()));
+}
+
+Workspace::Workspace(const Model& model, int max_batch) : max_batch_(max_batch) {
+  size_t widest = 0;
+  for (const auto& layer : model.layers()) {
+    const size_t in = static_cast<size_t>(num_elements(layer->input_shape()));
+    const size_t out = static_cast<size_t>(num_elements(layer->output_shape()));
+    activations_.emplace_back(out * max_batch, 0.0f);
+    scratch_.emplace_back(layer->scratch_floats(max_batch), 0.0f);
+    widest = std::max({widest, in, out});
+  }
+  grad_a_.assign(widest * max_batch, 0.0f);
+  grad_b_.assign(widest * max_batch, 0.0f);
+}
+
+const float* ModelRunner::forward(const ParamSet& params, const float* images, int n) {
+  const float* in = images;
+  const auto& layers = model_.layers();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    LayerIo io{n, in, ws_.activations_[i].data(), ws_.scratch_[i].data()};
+    layers[i]->forward(params, io);
+    in = io.out;
+  }
+  return in;
+}
+
+float ModelRunner::compute_gradients(const ParamSet& params, const float* images,
+                                     const int32_t* labels, int n, GradSet& grads,
+                                     StepTimes* times) {
+  auto start = std::chrono::steady_clock::now();
+  const float* logits = forward(params, images, n);
+  float* dout = ws_.grad_a_.data();
+  float loss = softmax_cross_entropy(logits, labels, n, model_.num_classes(), dout);
+  if (times != nullptr) {
+    times->forward_s += seconds_since(start);
+    start = std::chrono::steady_clock::now();
+  }
+
+  const auto& layers = model_.layers();
+  float* din = ws_.grad_b_.data();
+  for (size_t i = layers.size(); i-- > 0;) {
+    const float* in = i == 0 ? images : ws_.activations_[i - 1].data();
+    LayerIo io{n, in, ws_.activations_[i].data(), ws_.scratch_[i].data()};
+    // Nobody needs the gradient with respect to the input images.
+    layers[i]->backward(params, grads, io, dout, i == 0 ? nullptr : din);
+    std::swap(dout, din);
+  }
+
+  if (model_.l2() > 0.0f) {
+    // loss += l2·Σw²/2, so dloss/dw += l2·w.
+    double penalty = 0.0;
+    for (size_t p = 0; p < params.count(); ++p) {
+      if (!params.spec(p).regularize) continue;
+      penalty += sum_squares(params.values(p));
+      axpy(model_.l2(), params.values(p), grads.values(p));
+    }
+    loss += static_cast<float>(0.5 * model_.l2() * penalty);
+  }
+  if (times != nullptr) times->backward_s += seconds_since(start);
+  return loss;
+}
+
+void ModelRunner::predict(const ParamSet& params, const float* images, int n,
+                          int32_t* predictions) {
+  argmax_rows(forward(params, images, n), n, model_.num_classes(), predictions);
+}
+
+double ModelRunner::accuracy(const ParamSet& params, const float* images, const int32_t* labels,
+                             int64_t n) {
+  std::vector<int32_t> predictions(ws_.max_batch());
+  int64_t correct = 0;
+  const int64_t stride = model_.input_size();
+  for (int64_t begin = 0; begin < n; begin += ws_.max_batch()) {
+    const int count = static_cast<int>(std::min<int64_t>(ws_.max_batch(), n - begin));
+    predict(params, images + begin * stride, count, predictions.data());
+    for (int i = 0; i < count; ++i) correct += predictions[i] == labels[begin + i];
+  }
+  return n > 0 ? static_cast<double>(correct) / static_cast<double>(n) : 0.0;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,85 @@
+// Model: a stack of layers ending in softmax cross-entropy, with its named parameters declared
+// once. A Model holds no parameter values and no buffers: values live in a ParamSet and per-batch
+// buffers in a Workspace, so one Model can serve several towers (threads) at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/layer.h"
+#include "nn/param_set.h"
+#include "tensor/aligned.h"
+
+namespace dtrain {
+
+class Model {
+ public:
+  // l2 is the coefficient of TensorFlow's l2_regularizer: loss += l2 · Σ w²/2 over the parameters
+  // whose spec says regularize (weights, not biases).
+  Model(std::string name, std::vector<std::unique_ptr<Layer>> layers, float l2);
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  const std::vector<ParamSpec>& param_specs() const { return param_specs_; }
+  int64_t input_size() const;  // floats per example
+  int num_classes() const;     // width of the last layer
+  float l2() const { return l2_; }
+
+ private:
+  std::string name_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<ParamSpec> param_specs_;
+  float l2_;
+};
+
+// Activations, their gradients and layer scratch for batches of up to max_batch examples. Allocated
+// once; a training step allocates nothing.
+class Workspace {
+ public:
+  Workspace(const Model& model, int max_batch);
+  int max_batch() const { return max_batch_; }
+
+ private:
+  friend class ModelRunner;
+  int max_batch_;
+  std::vector<FloatBuffer> activations_;  // output of layer i
+  std::vector<FloatBuffer> scratch_;      // scratch of layer i
+  FloatBuffer grad_a_, grad_b_;           // ping-pong buffers for dLoss/d(activation)
+};
+
+// Where one step's time went, for `dtrain bench train`.
+struct StepTimes {
+  double forward_s = 0;
+  double backward_s = 0;
+  double update_s = 0;
+};
+
+// Runs a Model over batches with the given buffers. Stateless apart from the references it holds.
+class ModelRunner {
+ public:
+  ModelRunner(const Model& model, Workspace& workspace) : model_(model), ws_(workspace) {}
+
+  // Forward, loss and backward over n examples (images (n, input_size), labels (n)). Writes the
+  // gradient of the mean loss, L2 term included, into grads and returns that loss.
+  // REQUIRES: n <= workspace.max_batch(); grads has the model's layout.
+  float compute_gradients(const ParamSet& params, const float* images, const int32_t* labels, int n,
+                          GradSet& grads, StepTimes* times = nullptr);
+
+  // Forward only: the predicted class of each example into predictions (n).
+  void predict(const ParamSet& params, const float* images, int n, int32_t* predictions);
+
+  // Fraction of the n examples whose prediction equals the label, in batches of max_batch.
+  double accuracy(const ParamSet& params, const float* images, const int32_t* labels, int64_t n);
+
+ private:
+  const float* forward(const ParamSet& params, const float* images, int n);
+
+  const Model& model_;
+  Workspace& ws_;
+};
+
+}  // namespace dtrain

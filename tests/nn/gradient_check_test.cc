@@ -1,0 +1,674 @@
+// Finite-difference gradient checks for every layer and the loss, plus reference tests that pin
+// each layer's forward to a naive loop (Dense, Conv2D) or hand-computed values (Conv2D, MaxPool2D).
+// The checks use the scalar loss L = Σ out ⊙ R for a fixed random R, so backward with dout = R must
+// give dL/dparams and dL/din.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "nn/activation.h"
+#include "nn/conv2d.h"
+#include "nn/dense.h"
+#include "nn/max_pool2d.h"
+#include "nn/softmax_cross_entropy.h"
+
+namespace dtrain {
+namespace {
+
+// Central-difference step on float values. Dense and Conv2D are affine in any single parameter or
+// input, and Relu and MaxPool2D are piecewise affine with test inputs kept at least 0.01 (> eps)
+// from their kinks and ties, so the difference quotient has no truncation error at all; eps only
+// has to be large against float32 rounding of the outputs.
+constexpr float kEps = 1e-3f;
+
+// Accepted error: |analytic - numeric| / max(|analytic|, |numeric|, 1). L is summed in double and
+// the outputs a perturbation does not touch come out bit-identical in both runs, so the numeric
+// derivative's only error is the float32 rounding δ of the T outputs it touches, ≈ √T·δ/(2·eps).
+// For a Conv2D input, T = K·K·C_out ≈ 50 outputs, each a sum of ≈ 100 float products (δ ≈ 1e-6),
+// gives a few 1e-3 at worst; the largest error measured over these cases is 5.6e-4 (Conv2D K4, an
+// input gradient), Dense's 5e-5, and Relu, Flatten and MaxPool2D are exact. 5e-3 sits well above
+// that noise while a wrong backward — a zeroed, dropped or 5% mis-scaled gradient — errs by 5e-2
+// or more (see HarnessRejects). The floor of 1 keeps near-zero gradients from turning rounding
+// noise into a large ratio.
+constexpr double kTolerance = 5e-3;
+
+// Written into gradient buffers before backward, to prove that backward overwrites them.
+constexpr float kStaleGradient = 12345.0f;
+
+std::vector<float> uniform(size_t n, float lo, float hi, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Values of magnitude in [0.1, 1) with random signs: none within eps of ReLU's kink at 0.
+std::vector<float> away_from_zero(size_t n, std::mt19937& rng) {
+  std::vector<float> v = uniform(n, 0.1f, 1.0f, rng);
+  std::bernoulli_distribution negative(0.5);
+  for (float& x : v) x = negative(rng) ? -x : x;
+  return v;
+}
+
+// A shuffled ladder 0.01 apart: no ties, and no eps-perturbation can change which input is largest.
+std::vector<float> distinct_values(size_t n, std::mt19937& rng) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = 0.01f * static_cast<float>(i) - 0.005f * n;
+  std::shuffle(v.begin(), v.end(), rng);
+  return v;
+}
+
+void fill_params(ParamSet& params, std::mt19937& rng) {
+  for (size_t i = 0; i < params.count(); ++i) {
+    std::vector<float> v = uniform(params.values(i).size(), -1.0f, 1.0f, rng);
+    std::copy(v.begin(), v.end(), params.values(i).begin());
+  }
+}
+
+size_t batch_floats(const Shape& shape, int batch) {
+  return static_cast<size_t>(batch) * static_cast<size_t>(num_elements(shape));
+}
+
+// Runs forward on its own output and scratch buffers, exactly sized so ASan catches overruns.
+std::vector<float> run_forward(const Layer& layer, const ParamSet& params, int batch,
+                               const std::vector<float>& in, std::vector<float>& scratch) {
+  std::vector<float> out(batch_floats(layer.output_shape(), batch));
+  scratch.assign(layer.scratch_floats(batch), 0.0f);
+  layer.forward(params, {batch, in.data(), out.data(), scratch.data()});
+  return out;
+}
+
+struct GradCheckResult {
+  double worst_error = 0.0;  // as defined for kTolerance; infinity for a non-finite gradient
+  std::string worst_entry;   // e.g. "conv_w[17]" or "input[3]"
+  size_t checked = 0;
+};
+
+// Compares layer.backward against central differences of L = Σ out ⊙ r for every parameter value
+// and every input value. REQUIRES: layer.set_first_param(0) was called; params match its specs.
+GradCheckResult check_gradients(const Layer& layer, int batch, std::vector<float> in,
+                                ParamSet& params, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::vector<float> r = uniform(batch_floats(layer.output_shape(), batch), -1.0f, 1.0f, rng);
+
+  std::vector<float> scratch;
+  const std::vector<float> out = run_forward(layer, params, batch, in, scratch);
+  GradSet grads(layer.param_specs());
+  std::fill(grads.flat().begin(), grads.flat().end(), kStaleGradient);
+  std::vector<float> din(in.size(), kStaleGradient);
+  layer.backward(params, grads, {batch, in.data(), const_cast<float*>(out.data()), scratch.data()},
+                 r.data(), din.data());
+
+  auto loss = [&]() {
+    std::vector<float> probe_scratch;
+    const std::vector<float> probe = run_forward(layer, params, batch, in, probe_scratch);
+    double sum = 0.0;
+    for (size_t i = 0; i < probe.size(); ++i) sum += static_cast<double>(probe[i]) * r[i];
+    return sum;
+  };
+  GradCheckResult result;
+  // Perturbs value in place; the step is what float actually stored, not the nominal 2·eps.
+  auto compare = [&](float& value, float analytic, const std::string& entry) {
+    const float saved = value;
+    value = saved + kEps;
+    const double plus_at = value;
+    const double plus = loss();
+    value = saved - kEps;
+    const double minus_at = value;
+    const double minus = loss();
+    value = saved;
+    const double numeric = (plus - minus) / (plus_at - minus_at);
+    const double scale =
+        std::max({std::fabs(static_cast<double>(analytic)), std::fabs(numeric), 1.0});
+    double error = std::fabs(analytic - numeric) / scale;
+    if (!std::isfinite(error)) error = std::numeric_limits<double>::infinity();
+    ++result.checked;
+    if (error > result.worst_error || result.worst_entry.empty()) {
+      result.worst_error = error;
+      result.worst_entry = fmt::format("{}: analytic {} numeric {}", entry, analytic, numeric);
+    }
+  };
+  for (size_t p = 0; p < params.count(); ++p) {
+    std::span<float> values = params.values(p);
+    for (size_t i = 0; i < values.size(); ++i) {
+      compare(values[i], grads.values(p)[i], fmt::format("{}[{}]", params.spec(p).name, i));
+    }
+  }
+  for (size_t i = 0; i < in.size(); ++i) compare(in[i], din[i], fmt::format("input[{}]", i));
+  return result;
+}
+
+// Builds the ParamSet, fills it and checks; for the common case of random parameters.
+GradCheckResult check_layer(Layer& layer, int batch, const std::vector<float>& in, uint32_t seed) {
+  std::mt19937 rng(seed);
+  ParamSet params(layer.param_specs());
+  layer.set_first_param(0);
+  fill_params(params, rng);
+  return check_gradients(layer, batch, in, params, seed + 1);
+}
+
+#define EXPECT_GRADIENTS_MATCH(result)                               \
+  do {                                                               \
+    const GradCheckResult& r_ = (result);                            \
+    EXPECT_GT(r_.checked, 0u);                                       \
+    EXPECT_LE(r_.worst_error, kTolerance)                            \
+        << "worst entry " << r_.worst_entry << " of " << r_.checked; \
+  } while (0)
+
+// ---------------------------------------------------------------------------------------------
+// The harness itself: it must reject a backward that is wrong.
+
+enum class Fault { kZeroBiasGradient, kScaleInputGradient, kZeroInputGradient };
+
+// Dense with one deliberate bug in backward.
+class FaultyDense : public Layer {
+ public:
+  FaultyDense(DenseOptions options, Fault fault) : dense_(std::move(options)), fault_(fault) {}
+  std::string describe() const override { return "faulty " + dense_.describe(); }
+  Shape input_shape() const override { return dense_.input_shape(); }
+  Shape output_shape() const override { return dense_.output_shape(); }
+  std::vector<ParamSpec> param_specs() const override { return dense_.param_specs(); }
+  void forward(const ParamSet& params, const LayerIo& io) const override {
+    dense_.forward(params, io);
+  }
+  void backward(const ParamSet& params, GradSet& grads, const LayerIo& io, const float* dout,
+                float* din) const override {
+    dense_.backward(params, grads, io, dout, din);
+    const size_t in_floats = batch_floats(input_shape(), io.batch);
+    std::span<float> db = grads.values(1);
+    switch (fault_) {
+      case Fault::kZeroBiasGradient:
+        std::fill(db.begin(), db.end(), 0.0f);
+        break;
+      case Fault::kScaleInputGradient:
+        for (size_t i = 0; i < in_floats; ++i) din[i] *= 1.05f;
+        break;
+      case Fault::kZeroInputGradient:
+        std::fill_n(din, in_floats, 0.0f);
+        break;
+    }
+  }
+
+ private:
+  Dense dense_;
+  Fault fault_;
+};
+
+class HarnessRejects : public testing::TestWithParam<Fault> {};
+
+TEST_P(HarnessRejects, ABackwardWithADeliberateBug) {
+  FaultyDense layer({.in_features = 5, .out_features = 4, .weight_name = "w", .bias_name = "b"},
+                    GetParam());
+  std::mt19937 rng(1);
+  const GradCheckResult result = check_layer(layer, 3, uniform(15, -1, 1, rng), 2);
+  EXPECT_GT(result.worst_error, kTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(GradientCheck, HarnessRejects,
+                         testing::Values(Fault::kZeroBiasGradient, Fault::kScaleInputGradient,
+                                         Fault::kZeroInputGradient));
+
+// ---------------------------------------------------------------------------------------------
+// Gradient checks, one per layer.
+
+TEST(GradientCheck, DenseMatchesFiniteDifferences) {
+  Dense layer({.in_features = 6, .out_features = 4, .weight_name = "w", .bias_name = "b"});
+  std::mt19937 rng(10);
+  EXPECT_GRADIENTS_MATCH(check_layer(layer, 3, uniform(18, -1, 1, rng), 11));
+}
+
+TEST(GradientCheck, ReluMatchesFiniteDifferencesAwayFromZero) {
+  Relu layer({2, 3, 4});
+  std::mt19937 rng(20);
+  EXPECT_GRADIENTS_MATCH(check_layer(layer, 2, away_from_zero(48, rng), 21));
+}
+
+TEST(GradientCheck, FlattenMatchesFiniteDifferences) {
+  Flatten layer({2, 3, 2});
+  std::mt19937 rng(30);
+  EXPECT_GRADIENTS_MATCH(check_layer(layer, 2, uniform(24, -1, 1, rng), 31));
+}
+
+struct ConvCase {
+  int height, width, in_channels, out_channels, kernel;
+};
+
+Conv2D make_conv(const ConvCase& c) {
+  return Conv2D({.height = c.height,
+                 .width = c.width,
+                 .in_channels = c.in_channels,
+                 .out_channels = c.out_channels,
+                 .kernel = c.kernel,
+                 .weight_name = "conv_w",
+                 .bias_name = "conv_b"});
+}
+
+std::string conv_case_name(const testing::TestParamInfo<ConvCase>& info) {
+  const ConvCase& c = info.param;
+  return fmt::format("H{}W{}C{}to{}K{}", c.height, c.width, c.in_channels, c.out_channels,
+                     c.kernel);
+}
+
+// 5x5x2 → 3 with kernels 3 and 5 (the kernel as large as the image, so every patch is clipped),
+// an even kernel whose SAME padding is asymmetric, a non-square image and a 1x1 kernel.
+const auto kConvCases =
+    testing::Values(ConvCase{5, 5, 2, 3, 3}, ConvCase{5, 5, 2, 3, 5}, ConvCase{6, 5, 2, 3, 4},
+                    ConvCase{4, 7, 3, 2, 3}, ConvCase{3, 4, 2, 2, 1});
+
+class Conv2DGradient : public testing::TestWithParam<ConvCase> {};
+
+TEST_P(Conv2DGradient, MatchesFiniteDifferences) {
+  Conv2D layer = make_conv(GetParam());
+  std::mt19937 rng(40);
+  const int batch = 2;
+  const std::vector<float> in = uniform(batch_floats(layer.input_shape(), batch), -1.0f, 1.0f, rng);
+  EXPECT_GRADIENTS_MATCH(check_layer(layer, batch, in, 41));
+}
+
+INSTANTIATE_TEST_SUITE_P(GradientCheck, Conv2DGradient, kConvCases, conv_case_name);
+
+// Backward computes the input gradient a few images at a time; 9 images spans several such chunks
+// and ends on a partial one.
+TEST(GradientCheck, Conv2DMatchesFiniteDifferencesOverABatchOfManyImages) {
+  Conv2D layer = make_conv({4, 4, 2, 3, 3});
+  std::mt19937 rng(42);
+  const int batch = 9;
+  const std::vector<float> in = uniform(batch_floats(layer.input_shape(), batch), -1.0f, 1.0f, rng);
+  EXPECT_GRADIENTS_MATCH(check_layer(layer, batch, in, 43));
+}
+
+struct PoolCase {
+  int height, width, channels, window, stride;
+};
+
+std::string pool_case_name(const testing::TestParamInfo<PoolCase>& info) {
+  const PoolCase& c = info.param;
+  return fmt::format("H{}W{}C{}F{}S{}", c.height, c.width, c.channels, c.window, c.stride);
+}
+
+class MaxPool2DGradient : public testing::TestWithParam<PoolCase> {};
+
+TEST_P(MaxPool2DGradient, MatchesFiniteDifferencesWithoutTies) {
+  const PoolCase& c = GetParam();
+  MaxPool2D layer({c.height, c.width, c.channels, c.window, c.stride});
+  std::mt19937 rng(50);
+  const int batch = 2;
+  EXPECT_GRADIENTS_MATCH(check_layer(
+      layer, batch, distinct_values(batch_floats(layer.input_shape(), batch), rng), 51));
+}
+
+// Even (VALID-like), odd in both and in one dimension, and overlapping 3x3/2 windows whose SAME
+// padding puts a row of padding before the first window.
+INSTANTIATE_TEST_SUITE_P(GradientCheck, MaxPool2DGradient,
+                         testing::Values(PoolCase{4, 4, 3, 2, 2}, PoolCase{5, 5, 2, 2, 2},
+                                         PoolCase{5, 4, 2, 2, 2}, PoolCase{7, 7, 2, 3, 2}),
+                         pool_case_name);
+
+// ---------------------------------------------------------------------------------------------
+// Softmax cross-entropy against log-sum-exp in double.
+
+// Mean over rows of log Σ_c exp(x_c) - x_label, computed stably in double.
+double reference_cross_entropy(const std::vector<double>& logits,
+                               const std::vector<int32_t>& labels, int classes) {
+  const int n = static_cast<int>(labels.size());
+  double total = 0.0;
+  for (int r = 0; r < n; ++r) {
+    const double* row = logits.data() + static_cast<size_t>(r) * classes;
+    const double max = *std::max_element(row, row + classes);
+    double sum = 0.0;
+    for (int c = 0; c < classes; ++c) sum += std::exp(row[c] - max);
+    total += max + std::log(sum) - row[labels[r]];
+  }
+  return total / n;
+}
+
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+std::vector<int32_t> random_labels(int n, int classes, std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> dist(0, classes - 1);
+  std::vector<int32_t> labels(n);
+  for (int32_t& l : labels) l = dist(rng);
+  return labels;
+}
+
+TEST(SoftmaxCrossEntropy, LossEqualsDoubleLogSumExp) {
+  std::mt19937 rng(60);
+  const int n = 7, classes = 10;
+  const std::vector<float> logits = uniform(n * classes, -5.0f, 5.0f, rng);
+  const std::vector<int32_t> labels = random_labels(n, classes, rng);
+  const double expected = reference_cross_entropy(to_double(logits), labels, classes);
+  EXPECT_NEAR(softmax_cross_entropy(logits.data(), labels.data(), n, classes, nullptr), expected,
+              1e-6 * std::fabs(expected));
+}
+
+TEST(SoftmaxCrossEntropy, DlogitsMatchCentralDifferencesOfTheDoubleReference) {
+  std::mt19937 rng(61);
+  const int n = 4, classes = 5;
+  const std::vector<float> logits = uniform(n * classes, -3.0f, 3.0f, rng);
+  const std::vector<int32_t> labels = random_labels(n, classes, rng);
+  std::vector<float> dlogits(logits.size(), kStaleGradient);
+  softmax_cross_entropy(logits.data(), labels.data(), n, classes, dlogits.data());
+
+  // In double the truncation error of a 1e-4 step is ~1e-9, far below float32 gradients' own
+  // rounding (~1e-8 here), so this checks the formula tightly.
+  const double h = 1e-4;
+  std::vector<double> x = to_double(logits);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double saved = x[i];
+    x[i] = saved + h;
+    const double plus = reference_cross_entropy(x, labels, classes);
+    x[i] = saved - h;
+    const double minus = reference_cross_entropy(x, labels, classes);
+    x[i] = saved;
+    EXPECT_NEAR(dlogits[i], (plus - minus) / (2 * h), 1e-6) << "logit " << i;
+  }
+}
+
+TEST(SoftmaxCrossEntropy, DlogitsMatchCentralDifferencesOfItsOwnLoss) {
+  std::mt19937 rng(62);
+  const int n = 4, classes = 5;
+  std::vector<float> logits = uniform(n * classes, -3.0f, 3.0f, rng);
+  const std::vector<int32_t> labels = random_labels(n, classes, rng);
+  std::vector<float> dlogits(logits.size(), kStaleGradient);
+  softmax_cross_entropy(logits.data(), labels.data(), n, classes, dlogits.data());
+
+  // The loss is float32 (≈ 1e-7 relative of a loss ≈ 2), so its difference quotient over 2e-3 is
+  // good to ≈ 1e-4 absolute, against gradients of magnitude up to 1/n = 0.25.
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float saved = logits[i];
+    logits[i] = saved + kEps;
+    const double plus_at = logits[i];
+    const double plus = softmax_cross_entropy(logits.data(), labels.data(), n, classes, nullptr);
+    logits[i] = saved - kEps;
+    const double minus_at = logits[i];
+    const double minus = softmax_cross_entropy(logits.data(), labels.data(), n, classes, nullptr);
+    logits[i] = saved;
+    EXPECT_NEAR(dlogits[i], (plus - minus) / (plus_at - minus_at), 5e-4) << "logit " << i;
+  }
+}
+
+TEST(SoftmaxCrossEntropy, StaysFiniteAndExactForLogitsOfTenThousand) {
+  std::mt19937 rng(63);
+  const int n = 6, classes = 10;
+  std::vector<float> logits = uniform(n * classes, -1e4f, 1e4f, rng);
+  logits[0] = 1e4f;  // a row with both extremes, labelled on the smallest
+  logits[1] = -1e4f;
+  std::vector<int32_t> labels = random_labels(n, classes, rng);
+  labels[0] = 1;
+  std::vector<float> dlogits(logits.size(), kStaleGradient);
+  const float loss =
+      softmax_cross_entropy(logits.data(), labels.data(), n, classes, dlogits.data());
+
+  const std::vector<double> x = to_double(logits);
+  const double expected = reference_cross_entropy(x, labels, classes);
+  ASSERT_TRUE(std::isfinite(loss));
+  EXPECT_NEAR(loss, expected, 1e-6 * std::fabs(expected));
+  for (int r = 0; r < n; ++r) {
+    const double* row = x.data() + static_cast<size_t>(r) * classes;
+    const double max = *std::max_element(row, row + classes);
+    double sum = 0.0;
+    for (int c = 0; c < classes; ++c) sum += std::exp(row[c] - max);
+    for (int c = 0; c < classes; ++c) {
+      const float g = dlogits[static_cast<size_t>(r) * classes + c];
+      const double softmax = std::exp(row[c] - max) / sum;
+      ASSERT_TRUE(std::isfinite(g)) << "row " << r << " class " << c;
+      EXPECT_NEAR(g, (softmax - (c == labels[r] ? 1.0 : 0.0)) / n, 1e-7);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward against references.
+
+TEST(Dense, ForwardEqualsNaiveLoop) {
+  const int n = 3, in = 7, out = 5;
+  Dense layer({.in_features = in, .out_features = out, .weight_name = "w", .bias_name = "b"});
+  ParamSet params(layer.param_specs());
+  layer.set_first_param(0);
+  std::mt19937 rng(70);
+  fill_params(params, rng);
+  const std::vector<float> x = uniform(n * in, -1, 1, rng);
+  std::vector<float> scratch;
+  const std::vector<float> y = run_forward(layer, params, n, x, scratch);
+  for (int r = 0; r < n; ++r) {
+    for (int c = 0; c < out; ++c) {
+      double expected = params.values(1)[c];
+      for (int k = 0; k < in; ++k)
+        expected += double{x[r * in + k]} * params.values(0)[k * out + c];
+      EXPECT_NEAR(y[r * out + c], expected, 1e-5) << "row " << r << " column " << c;
+    }
+  }
+}
+
+// Direct SAME convolution (cross-correlation, as tf.nn.conv2d) over NHWC / (KH,KW,C_in,C_out),
+// with TensorFlow's padding split: (K-1)/2 before.
+std::vector<double> direct_conv(const ConvCase& c, int batch, const std::vector<float>& in,
+                                std::span<const float> w, std::span<const float> b) {
+  const int pad = (c.kernel - 1) / 2;
+  std::vector<double> out(static_cast<size_t>(batch) * c.height * c.width * c.out_channels);
+  for (int n = 0; n < batch; ++n)
+    for (int oh = 0; oh < c.height; ++oh)
+      for (int ow = 0; ow < c.width; ++ow)
+        for (int o = 0; o < c.out_channels; ++o) {
+          double sum = b[o];
+          for (int kh = 0; kh < c.kernel; ++kh)
+            for (int kw = 0; kw < c.kernel; ++kw)
+              for (int ci = 0; ci < c.in_channels; ++ci) {
+                const int ih = oh + kh - pad, iw = ow + kw - pad;
+                if (ih < 0 || ih >= c.height || iw < 0 || iw >= c.width) continue;
+                sum += double{in[((n * c.height + ih) * c.width + iw) * c.in_channels + ci]} *
+                       w[((kh * c.kernel + kw) * c.in_channels + ci) * c.out_channels + o];
+              }
+          out[((n * c.height + oh) * c.width + ow) * c.out_channels + o] = sum;
+        }
+  return out;
+}
+
+class Conv2DForward : public testing::TestWithParam<ConvCase> {};
+
+TEST_P(Conv2DForward, EqualsDirectConvolutionOnRandomData) {
+  const ConvCase& c = GetParam();
+  Conv2D layer = make_conv(c);
+  ParamSet params(layer.param_specs());
+  layer.set_first_param(0);
+  std::mt19937 rng(80);
+  fill_params(params, rng);
+  const int batch = 3;
+  const std::vector<float> x = uniform(batch_floats(layer.input_shape(), batch), -1, 1, rng);
+  std::vector<float> scratch;
+  const std::vector<float> y = run_forward(layer, params, batch, x, scratch);
+  const std::vector<double> expected = direct_conv(c, batch, x, params.values(0), params.values(1));
+  ASSERT_EQ(y.size(), expected.size());
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], expected[i], 1e-5) << "output " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Conv2D, Conv2DForward, kConvCases, conv_case_name);
+
+// One 3x3 image holding 1..9, one input and one output channel; returns the 3x3 output.
+std::vector<float> conv_3x3_image(const std::vector<float>& filter, float bias) {
+  Conv2D layer = make_conv({3, 3, 1, 1, 3});
+  ParamSet params(layer.param_specs());
+  layer.set_first_param(0);
+  std::copy(filter.begin(), filter.end(), params.values(0).begin());
+  params.values(1)[0] = bias;
+  std::vector<float> image(9);
+  std::iota(image.begin(), image.end(), 1.0f);
+  std::vector<float> scratch;
+  return run_forward(layer, params, 1, image, scratch);
+}
+
+TEST(Conv2D, AllOnesFilterSumsEachZeroPaddedNeighbourhood) {
+  const std::vector<float> out = conv_3x3_image(std::vector<float>(9, 1.0f), 0.5f);
+  // 1 2 3      12 21 16
+  // 4 5 6  ->  27 45 33  (+ 0.5 bias)
+  // 7 8 9      24 39 28
+  const std::vector<float> expected = {12.5f, 21.5f, 16.5f, 27.5f, 45.5f,
+                                       33.5f, 24.5f, 39.5f, 28.5f};
+  EXPECT_EQ(out, expected);
+}
+
+TEST(Conv2D, TopLeftTapReadsTheUpperLeftNeighbour) {
+  // Cross-correlation, not flipped convolution: w[kh=0][kw=0] multiplies in[oh-1][ow-1].
+  std::vector<float> filter(9, 0.0f);
+  filter[0] = 1.0f;
+  const std::vector<float> expected = {0, 0, 0, 0, 1, 2, 0, 4, 5};
+  EXPECT_EQ(conv_3x3_image(filter, 0.0f), expected);
+}
+
+TEST(Conv2D, BackwardWithoutInputGradientGivesTheSameParameterGradients) {
+  const ConvCase c{5, 5, 2, 3, 3};
+  Conv2D layer = make_conv(c);
+  ParamSet params(layer.param_specs());
+  layer.set_first_param(0);
+  std::mt19937 rng(90);
+  fill_params(params, rng);
+  const int batch = 2;
+  const std::vector<float> x = uniform(batch_floats(layer.input_shape(), batch), -1, 1, rng);
+  std::vector<float> scratch;
+  std::vector<float> y = run_forward(layer, params, batch, x, scratch);
+  const std::vector<float> dy = uniform(y.size(), -1, 1, rng);
+  const LayerIo io{batch, x.data(), y.data(), scratch.data()};
+
+  GradSet with_din(layer.param_specs()), without_din(layer.param_specs());
+  std::vector<float> din(x.size());
+  layer.backward(params, with_din, io, dy.data(), din.data());
+  layer.backward(params, without_din, io, dy.data(), nullptr);
+  EXPECT_TRUE(
+      std::equal(with_din.flat().begin(), with_din.flat().end(), without_din.flat().begin()));
+}
+
+TEST(Conv2D, RejectsStrideOtherThanOne) {
+  EXPECT_THROW(Conv2D({.height = 8,
+                       .width = 8,
+                       .in_channels = 1,
+                       .out_channels = 1,
+                       .kernel = 3,
+                       .stride = 2,
+                       .weight_name = "w",
+                       .bias_name = "b"}),
+               Error);
+}
+
+TEST(Conv2D, DeclaresTensorFlowShapedRegularisedWeightsAndConstantBias) {
+  Conv2D layer({.height = 28,
+                .width = 28,
+                .in_channels = 1,
+                .out_channels = 32,
+                .kernel = 5,
+                .weight_name = "conv1_w",
+                .bias_name = "conv1_b"});
+  const std::vector<ParamSpec> specs = layer.param_specs();
+  ASSERT_EQ(specs.size(), 2u);
+  EXPECT_EQ(specs[0].name, "conv1_w");
+  EXPECT_EQ(specs[0].shape, (Shape{5, 5, 1, 32}));
+  EXPECT_EQ(specs[0].init, InitKind::kTruncatedNormal);
+  EXPECT_FLOAT_EQ(specs[0].init_value, 0.1f);
+  EXPECT_TRUE(specs[0].regularize);
+  EXPECT_EQ(specs[1].name, "conv1_b");
+  EXPECT_EQ(specs[1].shape, (Shape{32}));
+  EXPECT_EQ(specs[1].init, InitKind::kConstant);
+  EXPECT_FLOAT_EQ(specs[1].init_value, 0.1f);
+  EXPECT_FALSE(specs[1].regularize);
+  EXPECT_EQ(layer.output_shape(), (Shape{28, 28, 32}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// MaxPool2D by hand.
+
+struct PoolRun {
+  std::vector<float> out;
+  std::vector<float> din;
+};
+
+// Forward on one image, then backward with the given dout (or all ones when empty).
+PoolRun pool_one_image(const MaxPool2DOptions& options, const std::vector<float>& image,
+                       std::vector<float> dout = {}) {
+  MaxPool2D layer(options);
+  ParamSet params;
+  GradSet grads;
+  std::vector<float> scratch;
+  PoolRun run;
+  run.out = run_forward(layer, params, 1, image, scratch);
+  if (dout.empty()) dout.assign(run.out.size(), 1.0f);
+  run.din.assign(image.size(), kStaleGradient);
+  layer.backward(params, grads, {1, image.data(), run.out.data(), scratch.data()}, dout.data(),
+                 run.din.data());
+  return run;
+}
+
+TEST(MaxPool2D, PicksTheMaximumOfEachWindowAndRoutesItsGradientThere) {
+  const std::vector<float> image = {
+      1, 5, 2, 0,  //
+      3, 4, 8, 1,  //
+      0, 2, 6, 7,  //
+      9, 1, 3, 2,  //
+  };
+  const PoolRun run = pool_one_image({4, 4, 1, 2, 2}, image, {10, 20, 30, 40});
+  EXPECT_EQ(run.out, (std::vector<float>{5, 8, 9, 7}));
+  EXPECT_EQ(run.din, (std::vector<float>{
+                         0, 10, 0, 0,  //
+                         0, 0, 20, 0,  //
+                         0, 0, 0, 40,  //
+                         30, 0, 0, 0,  //
+                     }));
+}
+
+TEST(MaxPool2D, PoolsEachChannelIndependently) {
+  // 2x2x2: channel 0 peaks at (1,0), channel 1 at (0,1).
+  const std::vector<float> image = {0, 1, 2, 7, 5, 3, 4, 6};
+  const PoolRun run = pool_one_image({2, 2, 2, 2, 2}, image, {10, 20});
+  EXPECT_EQ(run.out, (std::vector<float>{5, 7}));
+  EXPECT_EQ(run.din, (std::vector<float>{0, 0, 0, 20, 10, 0, 0, 0}));
+}
+
+TEST(MaxPool2D, OddSizeEdgeWindowsPoolOnlyTheInputsTheyCover) {
+  // All negative, so a window that counted padding as 0 would output 0.
+  const std::vector<float> image = {
+      -5, -2, -9,  //
+      -4, -3, -1,  //
+      -8, -6, -7,  //
+  };
+  MaxPool2D layer({3, 3, 1, 2, 2});
+  EXPECT_EQ(layer.output_shape(), (Shape{2, 2, 1}));
+  const PoolRun run = pool_one_image({3, 3, 1, 2, 2}, image, {1, 2, 3, 4});
+  EXPECT_EQ(run.out, (std::vector<float>{-2, -1, -6, -7}));
+  EXPECT_EQ(run.din, (std::vector<float>{
+                         0, 1, 0,  //
+                         0, 0, 2,  //
+                         0, 3, 4,  //
+                     }));
+}
+
+TEST(MaxPool2D, TiesGoToTheFirstMaximum) {
+  const std::vector<float> image = {3, 3, 3, 3};
+  const PoolRun run = pool_one_image({2, 2, 1, 2, 2}, image);
+  EXPECT_EQ(run.out, (std::vector<float>{3}));
+  EXPECT_EQ(run.din, (std::vector<float>{1, 0, 0, 0}));
+}
+
+TEST(MaxPool2D, OverlappingWindowsAddTheirGradients) {
+  // 3x3 windows, stride 2, on 3x3: SAME gives 2x2 outputs whose windows all contain the centre.
+  const std::vector<float> image = {0, 0.1f, 0.2f, 0.3f, 9, 0.4f, 0.5f, 0.6f, 0.7f};
+  const PoolRun run = pool_one_image({3, 3, 1, 3, 2}, image, {1, 2, 3, 4});
+  EXPECT_EQ(run.out, (std::vector<float>{9, 9, 9, 9}));
+  EXPECT_EQ(run.din, (std::vector<float>{0, 0, 0, 0, 10, 0, 0, 0, 0}));
+}
+
+TEST(MaxPool2D, OutputIsCeilingOfHalfTheInput) {
+  EXPECT_EQ(MaxPool2D({28, 28, 32, 2, 2}).output_shape(), (Shape{14, 14, 32}));
+  EXPECT_EQ(MaxPool2D({7, 5, 3, 2, 2}).output_shape(), (Shape{4, 3, 3}));
+}
+
+}  // namespace
+}  // namespace dtrain
