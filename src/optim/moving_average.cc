@@ -1,0 +1,39 @@
+// Exponential moving average over the flat arena.
+#include "optim/moving_average.h"
+
+#include <algorithm>
+
+namespace dtrain {
+namespace {
+
+std::vector<ParamSpec> shadow_specs(const ParamSet& params) {
+  std::vector<ParamSpec> specs = params.specs();
+  for (ParamSpec& s : specs) s.name += "/ExponentialMovingAverage";
+  return specs;
+}
+
+}  // namespace
+
+MovingAverage::MovingAverage(float decay, const ParamSet& params)
+    : decay_(decay), shadow_(shadow_specs(params)) {
+  shadow_.copy_from(params);
+}
+
+float MovingAverage::decay_at(int64_t num_updates) const {
+  const double n = static_cast<double>(num_updates);
+  return static_cast<float>(std::min<double>(decay_, (1.0 + n) / (10.0 + n)));
+}
+
+void MovingAverage::update(const ParamSet& params, int64_t num_updates) {
+  const float d = decay_at(num_updates);
+  std::span<float> shadow = shadow_.flat();
+  std::span<const float> value = params.flat();
+  float* __restrict s = shadow.data();
+  const float* __restrict v = value.data();
+  // shadow -= (1-d)·(shadow - value), TensorFlow's assign_moving_average form.
+  for (size_t i = 0; i < shadow.size(); ++i) s[i] -= (1.0f - d) * (s[i] - v[i]);
+}
+
+void MovingAverage::reset(const ParamSet& params) { shadow_.copy_from(params); }
+
+}  // namespace dtrain

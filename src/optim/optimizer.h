@@ -1,0 +1,57 @@
+// Optimizers with TensorFlow's update rules. Slots (momentum accumulators, Adam's m and v) live in
+// ParamSets with the parameters' layout, so an update is one pass over flat buffers and the slots
+// can be checkpointed as tensors named "<var>/momentum", "<var>/adam_m", "<var>/adam_v".
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "nn/param_set.h"
+
+namespace dtrain {
+
+struct OptimizerConfig {
+  std::string name = "sgd";  // sgd | momentum | adam
+  float momentum = 0.9f;
+  bool use_nesterov = false;
+  // TensorFlow 1.x AdamOptimizer defaults; epsilon is added to sqrt(v) ("epsilon hat" placement).
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-8f;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string name() const = 0;
+
+  // One update of params from grads at learning rate lr. step is the 0-based number of updates
+  // applied before this one (Adam's bias correction uses step + 1).
+  // REQUIRES: params and grads have the layout given to make_optimizer.
+  virtual void apply(ParamSet& params, const GradSet& grads, float lr, int64_t step) = 0;
+
+  // The same update on one contiguous range of values: the parameter server applies it per shard.
+  // slots[k] is the matching range of slot k (see slot_suffixes()).
+  virtual void apply_range(std::span<float> values, std::span<const float> grads,
+                           std::span<const std::span<float>> slots, float lr, int64_t step) = 0;
+
+  // Suffixes of the per-variable slots, e.g. {"adam_m", "adam_v"}; empty for SGD.
+  virtual std::vector<std::string> slot_suffixes() const = 0;
+  // The slot tensors, each a ParamSet named "<var>/<suffix>".
+  std::vector<ParamSet>& slots() { return slots_; }
+  const std::vector<ParamSet>& slots() const { return slots_; }
+
+ protected:
+  void make_slots(const std::vector<ParamSpec>& params);
+  std::vector<ParamSet> slots_;
+};
+
+// REQUIRES: config.name is sgd, momentum or adam; otherwise throws UsageError.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config,
+                                          const std::vector<ParamSpec>& params);
+const std::vector<std::string>& optimizer_names();
+
+}  // namespace dtrain
