@@ -1,0 +1,111 @@
+// Batcher: a shuffle that depends on nothing but (seed, epoch) — our own Fisher–Yates over our own
+// uniform draw, since std::uniform_int_distribution differs between standard libraries — and a
+// gather of the chosen rows into buffers allocated once.
+#include "data/batcher.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+
+#include "base/error.h"
+
+namespace dtrain {
+namespace {
+
+// SplitMix64 (Steele, Lea, Flood 2014): decorrelates nearby (seed, epoch) pairs before they seed
+// the Mersenne Twister, whose first outputs are weak for similar seeds.
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t epoch_seed(uint64_t seed, int64_t epoch) {
+  return splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(epoch));
+}
+
+// A uniform draw from 0..bound-1. Plain rng() % bound favours small residues; rejecting draws
+// below 2^64 mod bound leaves a range whose size is a multiple of bound, so no residue is favoured.
+uint64_t uniform_below(std::mt19937_64& rng, uint64_t bound) {
+  const uint64_t threshold = (0 - bound) % bound;
+  for (;;) {
+    const uint64_t r = rng();
+    if (r >= threshold) return r % bound;
+  }
+}
+
+int64_t shard_size_of(int64_t data_size, int shard_index, int shard_count) {
+  return data_size > shard_index ? (data_size - shard_index + shard_count - 1) / shard_count : 0;
+}
+
+}  // namespace
+
+Batcher::Batcher(const Dataset& data, int batch_size, uint64_t seed, int shard_index,
+                 int shard_count)
+    : data_(&data),
+      batch_size_(batch_size),
+      seed_(seed),
+      shard_index_(shard_index),
+      shard_count_(shard_count) {
+  if (shard_count < 1) {
+    throw UsageError(fmt::format("shard_count {}: must be at least 1", shard_count));
+  }
+  if (shard_index < 0 || shard_index >= shard_count) {
+    throw UsageError(fmt::format("shard_index {}: must be in 0..{} for {} shards", shard_index,
+                                 shard_count - 1, shard_count));
+  }
+  if (batch_size < 1) {
+    throw UsageError(fmt::format("--batch_size {}: must be at least 1", batch_size));
+  }
+  const int64_t shard_size = shard_size_of(data.size, shard_index, shard_count);
+  if (batch_size > shard_size) {
+    throw UsageError(
+        fmt::format("--batch_size {}: larger than this worker's shard of {} examples ({} examples "
+                    "in {} shards)",
+                    batch_size, shard_size, data.size, shard_count));
+  }
+  steps_per_epoch_ = shard_size / batch_size;
+  order_.resize(shard_size);
+  images_.resize(static_cast<size_t>(batch_size) * data.example_size);
+  labels_.resize(batch_size);
+  batch_ = Batch{images_.data(), labels_.data(), batch_size};
+}
+
+void Batcher::shuffle_for_epoch(int64_t epoch) {
+  const int64_t n = shard_size();
+  for (int64_t k = 0; k < n; ++k) order_[k] = shard_index_ + k * shard_count_;
+  // Fisher–Yates (Knuth's Algorithm P), from the back: position i takes a uniform pick of 0..i.
+  std::mt19937_64 rng(epoch_seed(seed_, epoch));
+  for (int64_t i = n - 1; i > 0; --i) {
+    const auto j = static_cast<int64_t>(uniform_below(rng, static_cast<uint64_t>(i) + 1));
+    std::swap(order_[i], order_[j]);
+  }
+  shuffled_epoch_ = epoch;
+}
+
+const Batch& Batcher::next() {
+  if (shuffled_epoch_ != epoch_) shuffle_for_epoch(epoch_);
+  const int64_t example_size = data_->example_size;
+  const int64_t first = index_ * batch_size_;
+  for (int b = 0; b < batch_size_; ++b) {
+    const int64_t row = order_[first + b];
+    const float* source = data_->images.data() + row * example_size;
+    std::copy(source, source + example_size, images_.data() + b * example_size);
+    labels_[b] = data_->labels[row];
+  }
+  if (++index_ == steps_per_epoch_) {
+    ++epoch_;
+    index_ = 0;
+  }
+  return batch_;
+}
+
+void Batcher::seek(int64_t step) {
+  if (step < 0) throw UsageError(fmt::format("seek to step {}: must be at least 0", step));
+  epoch_ = step / steps_per_epoch_;
+  index_ = step % steps_per_epoch_;
+}
+
+}  // namespace dtrain

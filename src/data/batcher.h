@@ -1,0 +1,73 @@
+// Batcher: the stream of training batches one worker sees — its shard of a Dataset, reshuffled
+// every epoch, cut into fixed-size batches. The whole stream is a pure function of (seed, shard,
+// step), so a restarted worker resumes bit for bit with seek(step) instead of saving batcher state.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "data/dataset.h"
+#include "tensor/aligned.h"
+
+namespace dtrain {
+
+// A view of one batch: images is (size, example_size) row-major, labels has size entries. Both
+// point into the Batcher's buffers and stay valid until its next call to next().
+struct Batch {
+  const float* images = nullptr;
+  const int32_t* labels = nullptr;
+  int size = 0;
+};
+
+// Semantics:
+//   shard:   examples i of data with i % shard_count == shard_index (strided, so shard sizes differ
+//            by at most one);
+//   epoch e: the shard permuted by a Fisher–Yates shuffle driven by std::mt19937_64 seeded from
+//            (seed, e), cut into floor(shard_size / batch_size) batches; the remainder is dropped,
+//            as PyTorch's DataLoader(drop_last=True) does;
+//   step s:  batch s % steps_per_epoch() of epoch s / steps_per_epoch().
+// Not thread-safe. Allocates only in the constructor.
+class Batcher {
+ public:
+  // REQUIRES: data outlives the Batcher.
+  // Throws UsageError if batch_size < 1 or exceeds the shard, shard_count < 1, or shard_index is
+  // outside 0..shard_count-1.
+  Batcher(const Dataset& data, int batch_size, uint64_t seed, int shard_index = 0,
+          int shard_count = 1);
+  Batcher(Dataset&&, int, uint64_t, int = 0, int = 1) = delete;  // would dangle
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // Returns the next batch (step by step, across epoch boundaries without end).
+  const Batch& next();
+
+  // Positions the batcher so that next() returns what the step-th call (counting from 0) to next()
+  // of a fresh Batcher returns. Throws UsageError if step < 0.
+  void seek(int64_t step);
+
+  // The epoch of the batch next() returns next.
+  int64_t epoch() const { return epoch_; }
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int64_t shard_size() const { return static_cast<int64_t>(order_.size()); }
+
+ private:
+  void shuffle_for_epoch(int64_t epoch);
+
+  const Dataset* data_;
+  int batch_size_;
+  uint64_t seed_;
+  int shard_index_;
+  int shard_count_;
+  int64_t steps_per_epoch_;
+
+  std::vector<int64_t> order_;  // dataset rows of this shard, in the order of shuffled_epoch_
+  int64_t shuffled_epoch_ = -1;
+  int64_t epoch_ = 0;  // position of the batch next() returns next
+  int64_t index_ = 0;  // ... and its index within the epoch
+
+  FloatBuffer images_;  // (batch_size, example_size)
+  std::vector<int32_t> labels_;
+  Batch batch_;
+};
+
+}  // namespace dtrain
