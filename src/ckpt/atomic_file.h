@@ -1,0 +1,51 @@
+// AtomicFileWriter: replaces a file so that a reader, or the machine after a crash, sees either the
+// old contents or the complete new ones, never a mix. Used for checkpoints and the checkpoint
+// index.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dtrain {
+
+// Bytes go to "<path>.tmp-<pid>" through a large buffer; commit() flushes, fsyncs and closes that
+// file, renames it over path and fsyncs the directory so the rename itself survives a crash. A
+// writer destroyed without commit() (an exception on the way) removes its temporary file and leaves
+// path untouched. Every failure throws IoError naming the file. Not thread-safe; two writers of the
+// same path in one process would share the temporary name.
+class AtomicFileWriter {
+ public:
+  // Creates the temporary file (its directory must exist).
+  explicit AtomicFileWriter(std::filesystem::path path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void append(std::span<const std::byte> bytes);
+  void append(std::string_view text) { append(std::as_bytes(std::span(text.data(), text.size()))); }
+  // REQUIRES: not yet committed.
+  void commit();
+
+  const std::filesystem::path& temp_path() const { return temp_path_; }
+
+ private:
+  void flush();
+  void write_fully(const std::byte* data, size_t size);
+
+  std::filesystem::path path_;
+  std::filesystem::path temp_path_;
+  int fd_ = -1;
+  bool committed_ = false;
+  std::vector<std::byte> buffer_;
+};
+
+// "<path>.tmp-<pid>" for this process.
+std::filesystem::path atomic_temp_path(const std::filesystem::path& path);
+// Whether file_name looks like "<target_name>.tmp-<digits>"; if so, sets *target_name.
+bool parse_atomic_temp_name(std::string_view file_name, std::string_view* target_name);
+
+}  // namespace dtrain
