@@ -1,0 +1,55 @@
+// Checkpoint evaluation.
+#include "train/evaluate.h"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "base/error.h"
+#include "ckpt/checkpoint.h"
+#include "ckpt/checkpoint_manager.h"
+#include "ckpt/param_set_checkpoint.h"
+#include "data/dataset.h"
+#include "nn/model_zoo.h"
+#include "train/gradient_computer.h"
+
+namespace dtrain {
+namespace {
+
+std::pair<Checkpoint, std::filesystem::path> load(const std::filesystem::path& path,
+                                                  std::ostream& out) {
+  if (!std::filesystem::is_directory(path)) return {read_checkpoint(path), path};
+  CheckpointManager::RestoreResult restored = CheckpointManager(path).restore_latest();
+  for (const std::string& skipped : restored.skipped)
+    fmt::print(out, "skipped checkpoint {}\n", skipped);
+  if (!restored.checkpoint) {
+    throw CheckpointError(fmt::format("{}: no valid checkpoint in this folder", path.string()));
+  }
+  return {std::move(*restored.checkpoint), restored.path};
+}
+
+ModelConfig model_config(const Checkpoint& ckpt) {
+  ModelConfig config;
+  config.name = ckpt.model;
+  if (ckpt.config.contains("hidden_units"))
+    config.hidden_units = ckpt.config["hidden_units"].get<int>();
+  return config;
+}
+
+}  // namespace
+
+double evaluate_checkpoint(const EvalConfig& config, std::ostream& out) {
+  auto [ckpt, path] = load(config.checkpoint, out);
+  std::unique_ptr<Model> model = make_model(model_config(ckpt));
+  ParamSet params(model->param_specs());
+  load_tensors(ckpt, params, config.moving_average ? "/ExponentialMovingAverage" : "");
+  MnistData data = load_mnist(config.data_dir, 0);
+  GradientComputer computer(*model, 1, 1);
+  const double accuracy =
+      computer.accuracy(params, data.test.images.data(), data.test.labels.data(), data.test.size);
+  fmt::print(out, "{}: model {} at global step {}{}\n", path.string(), ckpt.model, ckpt.global_step,
+             config.moving_average ? " (moving average)" : "");
+  fmt::print(out, "test accuracy = {:.4f}\n", accuracy);
+  return accuracy;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,56 @@
+// Everything one training run needs, as a plain struct: the CLI fills it from flags, tests fill it
+// directly. Nothing below cli/ reads flags or the environment.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "nn/model_zoo.h"
+#include "optim/optimizer.h"
+
+namespace dtrain {
+
+struct TrainConfig {
+  ModelConfig model;
+  OptimizerConfig optimizer;
+  int batch_size = 100;
+  float learning_rate = 0.8f;
+  float lr_decay_rate = 0.99f;  // exponential decay; 1 disables it
+  int64_t lr_decay_steps = 0;   // 0: one epoch of this worker's shard
+  bool lr_staircase = true;
+  int64_t train_steps = 0;  // global step to stop at; 0: use epochs
+  double epochs = 10;
+  float moving_average_decay = 0;    // 0 disables the moving average
+  bool eval_moving_average = false;  // final and periodic evaluation on the averaged weights
+
+  std::filesystem::path data_dir;
+  std::filesystem::path train_dir;  // empty: no checkpoints, no metrics.jsonl
+  int64_t validation_size = 5000;
+  uint64_t seed = 1;
+
+  int threads = 1;  // BLAS threads per process, shared by the towers
+  int towers = 1;
+
+  int64_t log_every = 100;
+  int64_t save_steps = 0;  // 0: only at the end
+  double save_secs = 0;    // 0: off
+  int keep_checkpoints = 5;
+  int64_t eval_every = 0;  // 0: only at the end
+  std::optional<double> target_accuracy;
+  bool progress_bar = false;  // the CLI sets it when stdout is a terminal
+};
+
+// What a run achieved.
+struct TrainResult {
+  int64_t global_step = 0;
+  int64_t steps_run = 0;     // in this process (after a restore, fewer than global_step)
+  double train_seconds = 0;  // training only: evaluation excluded
+  double examples_per_second = 0;
+  double test_accuracy = 0;
+  double final_loss = 0;
+  std::optional<double> seconds_to_target;
+};
+
+}  // namespace dtrain
