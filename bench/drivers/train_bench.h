@@ -1,0 +1,26 @@
+// `dtrain bench train`: steady-state training throughput of one process on synthetic MNIST-shaped
+// batches (the cost of a step does not depend on the pixel values), with the per-step time split
+// into forward, backward and optimizer update.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+namespace dtrain::bench {
+
+struct TrainBenchConfig {
+  std::string model = "mnist_inference";
+  int hidden_units = 100;
+  std::string optimizer;  // empty: the model's recipe
+  int batch_size = 100;
+  int threads = 1;
+  int towers = 1;
+  double warmup_seconds = 1.0;
+  double seconds_per_rep = 1.0;
+  int reps = 5;
+};
+
+// Prints the figures and returns the median examples/sec.
+double run_train_bench(const TrainBenchConfig& config, std::ostream& out);
+
+}  // namespace dtrain::bench

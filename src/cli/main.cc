@@ -1,0 +1,41 @@
+// dtrain: entry point. Parses the command line, runs one subcommand, and turns failures into one
+// line on stderr and an exit code: 2 for a bad flag or value, 1 for anything else.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <iostream>
+
+#include "base/error.h"
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "dtrain: distributed neural-network training (parameter servers, all-reduce, towers)"};
+  app.require_subcommand(1);
+  dtrain::cli::Action action;
+  dtrain::cli::add_train_command(app, action);
+  dtrain::cli::add_eval_command(app, action);
+  dtrain::cli::add_bench_command(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << fmt::format(
+        "dtrain: error: {} (see dtrain {} --help)\n", e.what(),
+        app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name());
+    return 2;
+  }
+  try {
+    return action ? action() : 2;
+  } catch (const dtrain::UsageError& e) {
+    std::cerr << "dtrain: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "dtrain: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,138 @@
+// The dtrain binary end to end: real MNIST training, its output lines and files, and one clear
+// error line with exit code 2 for every bad flag value.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace dtrain::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+double last_test_accuracy(const std::string& out) {
+  const std::string key = "test accuracy = ";
+  const size_t at = out.rfind(key);
+  if (at == std::string::npos) return -1;
+  return std::stod(out.substr(at + key.size()));
+}
+
+TEST(TrainCliTest, SoftmaxTrainsToTutorialAccuracyInOneEpoch) {
+  ProcessResult r =
+      run_dtrain({"train", "--model", "softmax", "--epochs", "1", "--log_every", "100"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GE(last_test_accuracy(r.out), 0.90) << r.out;
+  // Step lines in the tutorials' shape, one per 100 steps of the 550.
+  EXPECT_EQ(count_lines_containing(r.out, "examples/sec; "), 5) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("step 100, loss = "));
+  EXPECT_THAT(r.out, HasSubstr("Training elapsed time: "));
+}
+
+TEST(TrainCliTest, TargetAccuracyStopsEarlyAndMetricsRecordTrainingSeconds) {
+  TempDir dir;
+  ProcessResult r = run_dtrain({"train", "--model", "softmax", "--epochs", "3", "--eval_every",
+                                "50", "--target_accuracy", "0.88", "--train_dir",
+                                dir.path().string(), "--log_every", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("target accuracy 0.88 reached at step"));
+  std::ifstream metrics(dir.path() / "metrics.jsonl");
+  ASSERT_TRUE(metrics.good());
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(metrics, line);)
+    records.push_back(nlohmann::json::parse(line));
+  ASSERT_GE(records.size(), 2u);
+  double previous = 0;
+  for (size_t i = 0; i + 1 < records.size(); ++i) {
+    EXPECT_EQ(records[i]["step"].get<int64_t>(), 50 * static_cast<int64_t>(i + 1));
+    EXPECT_GE(records[i]["train_seconds"].get<double>(), previous);
+    previous = records[i]["train_seconds"].get<double>();
+  }
+  // It stopped at the first evaluation that reached the target, long before 3 epochs (1650 steps).
+  const auto& stop = records[records.size() - 2];
+  EXPECT_GE(stop["test_accuracy"].get<double>(), 0.88);
+  EXPECT_LT(stop["step"].get<int64_t>(), 1650);
+  for (size_t i = 0; i + 2 < records.size(); ++i)
+    EXPECT_LT(records[i]["test_accuracy"].get<double>(), 0.88);
+}
+
+TEST(TrainCliTest, TowersStrategyTrainsAndSaysSo) {
+  ProcessResult r = run_dtrain({"train", "--model", "softmax", "--strategy", "towers", "--towers",
+                                "2", "--train_steps", "300", "--log_every", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("strategy towers"));
+  EXPECT_GE(last_test_accuracy(r.out), 0.88);
+}
+
+TEST(TrainCliTest, EvalPrintsTheAccuracyOfTheSavedCheckpoint) {
+  TempDir dir;
+  ProcessResult train = run_dtrain({"train", "--model", "softmax", "--train_steps", "200",
+                                    "--train_dir", dir.path().string(), "--log_every", "0"});
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  ProcessResult eval =
+      run_dtrain({"eval", "--checkpoint", (dir.path() / "model.ckpt-200.safetensors").string()});
+  ASSERT_EQ(eval.exit_code, 0) << eval.err;
+  EXPECT_NEAR(last_test_accuracy(eval.out), last_test_accuracy(train.out), 1e-9);
+}
+
+struct BadFlag {
+  std::vector<std::string> args;
+  std::string culprit;
+};
+
+// Names each case after its flags so a failure reads "Flags/BadFlagTest.../batch_size_0".
+std::string flag_case_name(const ::testing::TestParamInfo<BadFlag>& info) {
+  std::string name;
+  for (const std::string& arg : info.param.args) {
+    for (char c : arg) {
+      if (std::isalnum(static_cast<unsigned char>(c)) || c == '_')
+        name += c;
+      else if (c == '-' && !name.empty() && name.back() != '_')
+        name += '_';
+    }
+    name += '_';
+  }
+  while (!name.empty() && name.back() == '_') name.pop_back();
+  return name;
+}
+
+void PrintTo(const BadFlag& flag, std::ostream* os) {
+  for (const std::string& arg : flag.args) *os << arg << ' ';
+}
+
+class BadFlagTest : public ::testing::TestWithParam<BadFlag> {};
+
+TEST_P(BadFlagTest, GivesOneClearLineAndExitCode2) {
+  std::vector<std::string> args = {"train"};
+  args.insert(args.end(), GetParam().args.begin(), GetParam().args.end());
+  ProcessResult r = run_dtrain(args);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(count_lines_containing(r.err, ""), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(GetParam().culprit));
+  EXPECT_THAT(r.out, Not(HasSubstr("step ")));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, BadFlagTest,
+    ::testing::Values(BadFlag{{"--batch_size", "0"}, "--batch_size 0"},
+                      BadFlag{{"--batch_size", "-5"}, "--batch_size -5"},
+                      BadFlag{{"--batch_size", "abc"}, "--batch_size"},
+                      BadFlag{{"--model", "nope"}, "--model nope"},
+                      BadFlag{{"--optimizer", "nope"}, "--optimizer nope"},
+                      BadFlag{{"--learning_rate", "-1"}, "--learning_rate"},
+                      BadFlag{{"--threads", "0"}, "--threads 0"},
+                      BadFlag{{"--towers", "2"}, "--strategy towers"},
+                      BadFlag{{"--epochs", "0"}, "--epochs"},
+                      BadFlag{{"--hidden_units", "0", "--model", "mlp"}, "--hidden_units 0"},
+                      BadFlag{{"--target_accuracy", "1.5"}, "--target_accuracy"},
+                      BadFlag{{"--strategy", "magic"}, "--strategy"},
+                      BadFlag{{"--no_such_flag"}, "--no_such_flag"}),
+    flag_case_name);
+
+}  // namespace
+}  // namespace dtrain::testing
