@@ -40,13 +40,14 @@ double run_train_bench(const TrainBenchConfig& config, std::ostream& out) {
   recipe.model.hidden_units = config.hidden_units;
   if (!config.optimizer.empty()) recipe.optimizer.name = config.optimizer;
 
-  blas_set_threads(std::max(1, config.threads / std::max(1, config.towers)));
+  blas_set_threads(1);  // the towers' teams split the products; see GradientComputer
   std::unique_ptr<Model> model = make_model(recipe.model);
   ParamSet params(model->param_specs());
   GradSet grads(model->param_specs());
   initialize_params(params, 1);
   std::unique_ptr<Optimizer> optimizer = make_optimizer(recipe.optimizer, model->param_specs());
-  GradientComputer computer(*model, config.towers, config.batch_size);
+  GradientComputer computer(*model, config.towers, config.batch_size,
+                            threads_per_tower(config.threads, config.towers));
 
   std::mt19937_64 rng(7);
   std::vector<float> images(static_cast<size_t>(config.batch_size) * model->input_size());
@@ -58,12 +59,12 @@ double run_train_bench(const TrainBenchConfig& config, std::ostream& out) {
   const float lr = std::min(recipe.learning_rate, 1e-3f);
 
   int64_t step = 0;
+  const GradientComputer::ChunkUpdate update = [&](size_t begin, size_t end) {
+    optimizer->apply(params, grads, lr, step, begin, end);
+  };
   auto run_step = [&](StepTimes* times) {
-    computer.compute(params, batch, grads, times);
-    const auto start = Clock::now();
-    optimizer->apply(params, grads, lr, step++);
-    if (times != nullptr)
-      times->update_s += std::chrono::duration<double>(Clock::now() - start).count();
+    computer.compute(params, batch, grads, times, &update);
+    ++step;
   };
 
   fmt::print(out,

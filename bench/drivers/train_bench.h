@@ -6,6 +6,8 @@
 #include <ostream>
 #include <string>
 
+#include "base/cpu.h"
+
 namespace dtrain::bench {
 
 struct TrainBenchConfig {
@@ -13,7 +15,7 @@ struct TrainBenchConfig {
   int hidden_units = 100;
   std::string optimizer;  // empty: the model's recipe
   int batch_size = 100;
-  int threads = 1;
+  int threads = available_cores();
   int towers = 1;
   double warmup_seconds = 1.0;
   double seconds_per_rep = 1.0;

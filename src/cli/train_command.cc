@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "base/cpu.h"
 #include "base/error.h"
 #include "cli/commands.h"
 #include "train/recipes.h"
@@ -29,7 +30,7 @@ struct TrainFlags {
   std::string train_dir;
   int64_t validation_size = 5000;
   uint64_t seed = 1;
-  int threads = 1;
+  int threads = available_cores();
   int towers = 1;
   int64_t log_every = 100;
   int64_t save_steps = 0;
@@ -118,7 +119,9 @@ void add_train_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "Seed of initialisation and shuffling")
       ->capture_default_str();
-  cmd->add_option("--threads", flags->threads, "Compute threads (BLAS) for this process")
+  cmd->add_option("--threads", flags->threads,
+                  "Compute threads; each takes a slice of every batch (default: the cores this "
+                  "process may use)")
       ->capture_default_str();
   cmd->add_option("--towers", flags->towers,
                   "Model replicas on separate threads (--strategy towers)")

@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "nn/softmax_cross_entropy.h"
 #include "tensor/ops.h"
+#include "tensor/thread_team.h"
 
 namespace dtrain {
 namespace {
@@ -89,11 +90,21 @@ float ModelRunner::compute_gradients(const ParamSet& params, const float* images
 
   if (model_.l2() > 0.0f) {
     // loss += l2·Σw²/2, so dloss/dw += l2·w.
+    // Split over the team, partial sums added in part order: the same team size gives the same
+    // loss bit for bit.
     double penalty = 0.0;
+    std::vector<double>& partial = ws_.l2_partials_;
+    partial.resize(static_cast<size_t>(parallel_parts()));  // allocates once per team size
     for (size_t p = 0; p < params.count(); ++p) {
       if (!params.spec(p).regularize) continue;
-      penalty += sum_squares(params.values(p));
-      axpy(model_.l2(), params.values(p), grads.values(p));
+      std::span<const float> w = params.values(p);
+      std::span<float> g = grads.values(p);
+      std::fill(partial.begin(), partial.end(), 0.0);
+      parallel_ranges(w.size(), 16, [&](int part, size_t begin, size_t end) {
+        partial.at(part) = sum_squares(w.subspan(begin, end - begin));
+        axpy(model_.l2(), w.subspan(begin, end - begin), g.subspan(begin, end - begin));
+      });
+      for (double s : partial) penalty += s;
     }
     loss += static_cast<float>(0.5 * model_.l2() * penalty);
   }

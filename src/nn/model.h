@@ -49,6 +49,7 @@ class Workspace {
   std::vector<FloatBuffer> activations_;  // output of layer i
   std::vector<FloatBuffer> scratch_;      // scratch of layer i
   FloatBuffer grad_a_, grad_b_;           // ping-pong buffers for dLoss/d(activation)
+  std::vector<double> l2_partials_;       // per-thread sums of the L2 penalty
 };
 
 // Where one step's time went, for `dtrain bench train`.

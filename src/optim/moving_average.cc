@@ -24,10 +24,11 @@ float MovingAverage::decay_at(int64_t num_updates) const {
   return static_cast<float>(std::min<double>(decay_, (1.0 + n) / (10.0 + n)));
 }
 
-void MovingAverage::update(const ParamSet& params, int64_t num_updates) {
+void MovingAverage::update(const ParamSet& params, int64_t num_updates, size_t begin, size_t end) {
   const float d = decay_at(num_updates);
-  std::span<float> shadow = shadow_.flat();
-  std::span<const float> value = params.flat();
+  end = std::min(end, shadow_.flat().size());
+  std::span<float> shadow = shadow_.flat().subspan(begin, end - begin);
+  std::span<const float> value = params.flat().subspan(begin, end - begin);
   float* __restrict s = shadow.data();
   const float* __restrict v = value.data();
   // shadow -= (1-d)·(shadow - value), TensorFlow's assign_moving_average form.

@@ -4,6 +4,7 @@
 // often scores better than the raw parameters.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "nn/param_set.h"
@@ -16,7 +17,8 @@ class MovingAverage {
   MovingAverage(float decay, const ParamSet& params);
 
   // REQUIRES: params has the layout given to the constructor.
-  void update(const ParamSet& params, int64_t num_updates);
+  // [begin, end) limits the update to that range of the flat arena (see Optimizer::apply).
+  void update(const ParamSet& params, int64_t num_updates, size_t begin = 0, size_t end = SIZE_MAX);
   // Decay used for update num_updates.
   float decay_at(int64_t num_updates) const;
   // Restarts the average from params (after a restore that lacks shadow values).

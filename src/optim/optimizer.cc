@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "base/error.h"
@@ -17,9 +19,6 @@ class Sgd : public Optimizer {
  public:
   std::string name() const override { return "sgd"; }
   std::vector<std::string> slot_suffixes() const override { return {}; }
-  void apply(ParamSet& params, const GradSet& grads, float lr, int64_t step) override {
-    apply_range(params.flat(), grads.flat(), {}, lr, step);
-  }
   void apply_range(std::span<float> values, std::span<const float> grads,
                    std::span<const std::span<float>>, float lr, int64_t) override {
     float* __restrict v = values.data();
@@ -36,10 +35,6 @@ class Momentum : public Optimizer {
   }
   std::string name() const override { return "momentum"; }
   std::vector<std::string> slot_suffixes() const override { return {"momentum"}; }
-  void apply(ParamSet& params, const GradSet& grads, float lr, int64_t step) override {
-    std::span<float> slot = slots_[0].flat();
-    apply_range(params.flat(), grads.flat(), std::span<const std::span<float>>(&slot, 1), lr, step);
-  }
   void apply_range(std::span<float> values, std::span<const float> grads,
                    std::span<const std::span<float>> slots, float lr, int64_t) override {
     // accum = momentum·accum + g;  v -= lr·accum  (nesterov: v -= lr·(g + momentum·accum))
@@ -65,10 +60,6 @@ class Adam : public Optimizer {
   }
   std::string name() const override { return "adam"; }
   std::vector<std::string> slot_suffixes() const override { return {"adam_m", "adam_v"}; }
-  void apply(ParamSet& params, const GradSet& grads, float lr, int64_t step) override {
-    std::span<float> slots[2] = {slots_[0].flat(), slots_[1].flat()};
-    apply_range(params.flat(), grads.flat(), slots, lr, step);
-  }
   void apply_range(std::span<float> values, std::span<const float> grads,
                    std::span<const std::span<float>> slots, float lr, int64_t step) override {
     // TensorFlow: lr_t = lr·sqrt(1-β2^t)/(1-β1^t); m = β1·m + (1-β1)·g; v = β2·v + (1-β2)·g²;
@@ -92,6 +83,17 @@ class Adam : public Optimizer {
 };
 
 }  // namespace
+
+void Optimizer::apply(ParamSet& params, const GradSet& grads, float lr, int64_t step, size_t begin,
+                      size_t end) {
+  end = std::min(end, params.flat().size());
+  // A fixed array, not a vector: this runs every step and the steady state allocates nothing.
+  std::array<std::span<float>, 2> slot_ranges;
+  for (size_t k = 0; k < slots_.size(); ++k)
+    slot_ranges.at(k) = slots_[k].flat().subspan(begin, end - begin);
+  apply_range(params.flat().subspan(begin, end - begin), grads.flat().subspan(begin, end - begin),
+              std::span<const std::span<float>>(slot_ranges.data(), slots_.size()), lr, step);
+}
 
 void Optimizer::make_slots(const std::vector<ParamSpec>& params) {
   for (const std::string& suffix : slot_suffixes()) {

@@ -3,6 +3,7 @@
 // can be checkpointed as tensors named "<var>/momentum", "<var>/adam_m", "<var>/adam_v".
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -31,7 +32,10 @@ class Optimizer {
   // One update of params from grads at learning rate lr. step is the 0-based number of updates
   // applied before this one (Adam's bias correction uses step + 1).
   // REQUIRES: params and grads have the layout given to make_optimizer.
-  virtual void apply(ParamSet& params, const GradSet& grads, float lr, int64_t step) = 0;
+  // [begin, end) limits the update to that range of the flat arena, so threads can each update
+  // their own chunk of one step.
+  void apply(ParamSet& params, const GradSet& grads, float lr, int64_t step, size_t begin = 0,
+             size_t end = SIZE_MAX);
 
   // The same update on one contiguous range of values: the parameter server applies it per shard.
   // slots[k] is the matching range of slot k (see slot_suffixes()).

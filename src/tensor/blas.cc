@@ -3,6 +3,8 @@
 
 #include <cblas.h>
 
+#include "tensor/thread_team.h"
+
 extern "C" {
 // OpenBLAS extensions, not part of the CBLAS standard header on every distribution.
 void openblas_set_num_threads(int num_threads);
@@ -12,11 +14,52 @@ char* openblas_get_corename(void);
 
 namespace dtrain {
 
-void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-          const float* b, int ldb, float beta, float* c, int ldc) {
+namespace {
+
+void serial_gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
+                 int lda, const float* b, int ldb, float beta, float* c, int ldc) {
   cblas_sgemm(CblasRowMajor, trans_a == Trans::kYes ? CblasTrans : CblasNoTrans,
               trans_b == Trans::kYes ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
               beta, c, ldc);
+}
+
+// Below this many flops a product is faster on one thread than split (a split costs a few µs).
+constexpr double kMinParallelFlops = 2e6;
+
+}  // namespace
+
+void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+          const float* b, int ldb, float beta, float* c, int ldc) {
+  ThreadTeam* team = ThreadTeam::current();
+  if (team == nullptr || team->size() == 1 || 2.0 * m * n * k < kMinParallelFlops) {
+    serial_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  // Split C by columns when it is wide enough: each thread then reads and writes only its own
+  // columns of B and C, which for a layer's weights means the same columns every step, so they
+  // stay in that core's cache. Otherwise split by rows. Parts start on 16-float boundaries.
+  const int parts = team->size();
+  if (n >= 32 * parts) {
+    team->run([&](int p) {
+      const int begin = n * p / parts / 16 * 16;
+      const int end = p + 1 == parts ? n : n * (p + 1) / parts / 16 * 16;
+      if (begin == end) return;
+      const float* b_part =
+          trans_b == Trans::kNo ? b + begin : b + static_cast<size_t>(begin) * ldb;
+      serial_gemm(trans_a, trans_b, m, end - begin, k, alpha, a, lda, b_part, ldb, beta, c + begin,
+                  ldc);
+    });
+  } else {
+    team->run([&](int p) {
+      const int begin = m * p / parts;
+      const int end = m * (p + 1) / parts;
+      if (begin == end) return;
+      const float* a_part =
+          trans_a == Trans::kNo ? a + static_cast<size_t>(begin) * lda : a + begin;
+      serial_gemm(trans_a, trans_b, end - begin, n, k, alpha, a_part, lda, b, ldb, beta,
+                  c + static_cast<size_t>(begin) * ldc, ldc);
+    });
+  }
 }
 
 void blas_set_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }

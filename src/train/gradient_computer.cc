@@ -1,12 +1,13 @@
 // Towers: tower 0 runs in the caller's thread, towers 1..K-1 on owned threads. Each step has three
 // barrier phases: start (the job fields are published), computed (every tower's gradients are
-// ready), reduced (every chunk of the average is written). The barrier orders the plain memory
-// accesses between phases, so the job fields need no further locking.
+// ready), reduced (every chunk of the average is written and, if asked, updated). The barrier
+// orders the plain memory accesses between phases, so the job fields need no further locking.
 #include "train/gradient_computer.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "base/error.h"
 
@@ -21,10 +22,14 @@ std::pair<int, int> slice(int n, int k, int towers) {
 
 }  // namespace
 
-GradientComputer::Tower::Tower(const Model& model, int max_batch)
-    : workspace(model, max_batch), grads(model.param_specs()) {}
+int threads_per_tower(int threads, int towers) {
+  return std::max(1, threads / std::max(1, towers));
+}
 
-GradientComputer::GradientComputer(const Model& model, int towers, int max_batch)
+GradientComputer::Tower::Tower(const Model& model, int max_batch, int team_size)
+    : team(team_size), workspace(model, max_batch), grads(model.param_specs()) {}
+
+GradientComputer::GradientComputer(const Model& model, int towers, int max_batch, int team_size)
     : model_(model), eval_workspace_(model, std::max(max_batch, 1000)), barrier_(towers) {
   if (towers < 1) throw UsageError(fmt::format("--towers {}: must be at least 1", towers));
   if (towers > max_batch) {
@@ -33,7 +38,7 @@ GradientComputer::GradientComputer(const Model& model, int towers, int max_batch
   }
   for (int k = 0; k < towers; ++k) {
     const auto [begin, end] = slice(max_batch, k, towers);
-    towers_.push_back(std::make_unique<Tower>(model, end - begin + 1));
+    towers_.push_back(std::make_unique<Tower>(model, end - begin + 1, team_size));
   }
   for (int k = 1; k < towers; ++k) threads_.emplace_back([this, k] { worker_loop(k); });
 }
@@ -46,12 +51,13 @@ GradientComputer::~GradientComputer() {
 }
 
 void GradientComputer::worker_loop(int k) {
+  ScopedTeam team(&towers_[k]->team);
   for (;;) {
     barrier_.arrive_and_wait();  // start
     if (stopping_) return;
     run_tower(k);
     barrier_.arrive_and_wait();  // computed
-    reduce_chunk(k);
+    reduce_and_update_chunk(k);
     barrier_.arrive_and_wait();  // reduced
   }
 }
@@ -66,44 +72,72 @@ void GradientComputer::run_tower(int k) {
     tower.loss =
         runner.compute_gradients(*params_, batch_.images + begin * stride, batch_.labels + begin,
                                  end - begin, tower.grads, &tower.times);
-    // Weight by the slice's share so the sum over towers is the mean over the batch.
-    const float weight = static_cast<float>(end - begin) / static_cast<float>(batch_.size);
-    for (float& g : tower.grads.flat()) g *= weight;
-    tower.loss *= weight;
+    tower.weight = static_cast<float>(end - begin) / static_cast<float>(batch_.size);
+    tower.loss *= tower.weight;
   } catch (...) {
     tower.error = std::current_exception();
   }
 }
 
-void GradientComputer::reduce_chunk(int k) {
+void GradientComputer::reduce_and_update_chunk(int k) {
+  // A failed tower leaves garbage gradients; compute() rethrows its error and nothing is applied.
+  for (const auto& tower : towers_)
+    if (tower->error) return;
+  const auto start = std::chrono::steady_clock::now();
   // Tower k sums chunk k of the arena over all towers, in tower order, so the result does not
-  // depend on thread timing.
+  // depend on thread timing. Chunks start on 16-float (64-byte) boundaries: no two threads write
+  // one cache line.
   std::span<float> out = out_->flat();
   const size_t n = out.size(), K = towers_.size();
-  const size_t begin = n * k / K, end = n * (k + 1) / K;
+  auto boundary = [&](size_t t) { return t == K ? n : std::min(n, (n * t / K) & ~size_t{15}); };
+  const size_t begin = boundary(k), end = boundary(k + 1);
+  // Block by block, so the update reads the summed gradient from L1 instead of memory.
+  constexpr size_t kBlock = 4096;
   float* __restrict dst = out.data();
-  std::copy(towers_[0]->grads.flat().begin() + begin, towers_[0]->grads.flat().begin() + end,
-            dst + begin);
-  for (size_t t = 1; t < K; ++t) {
-    const float* __restrict src = towers_[t]->grads.flat().data();
-    for (size_t i = begin; i < end; ++i) dst[i] += src[i];
+  for (size_t block = begin; block < end; block += kBlock) {
+    const size_t block_end = std::min(end, block + kBlock);
+    for (size_t t = 0; t < K; ++t) {
+      // Weighted by the slice's share of the batch, so the sum is the mean over the batch.
+      const float weight = towers_[t]->weight;
+      const float* __restrict src = towers_[t]->grads.flat().data();
+      if (t == 0) {
+        for (size_t i = block; i < block_end; ++i) dst[i] = weight * src[i];
+      } else {
+        for (size_t i = block; i < block_end; ++i) dst[i] += weight * src[i];
+      }
+    }
+    if (update_ != nullptr) (*update_)(block, block_end);
   }
+  towers_[k]->times.update_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 float GradientComputer::compute(const ParamSet& params, const Batch& batch, GradSet& grads,
-                                StepTimes* times) {
+                                StepTimes* times, const ChunkUpdate* update) {
+  ScopedTeam team(&towers_[0]->team);
   if (towers() == 1) {
     ModelRunner runner(model_, towers_[0]->workspace);
-    return runner.compute_gradients(params, batch.images, batch.labels, batch.size, grads, times);
+    const float loss =
+        runner.compute_gradients(params, batch.images, batch.labels, batch.size, grads, times);
+    if (update != nullptr) {
+      const auto start = std::chrono::steady_clock::now();
+      parallel_ranges(grads.flat().size(), 16,
+                      [&](int, size_t begin, size_t end) { (*update)(begin, end); });
+      if (times != nullptr)
+        times->update_s +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    return loss;
   }
   params_ = &params;
   batch_ = batch;
   out_ = &grads;
+  update_ = update;
   for (auto& tower : towers_) tower->error = nullptr;
   barrier_.arrive_and_wait();  // start
   run_tower(0);
   barrier_.arrive_and_wait();  // computed
-  reduce_chunk(0);
+  reduce_and_update_chunk(0);
   barrier_.arrive_and_wait();  // reduced
 
   float loss = 0.0f;
@@ -115,12 +149,14 @@ float GradientComputer::compute(const ParamSet& params, const Batch& batch, Grad
     // Wall time of the step is set by the slowest tower; tower 0 stands for them all.
     times->forward_s += towers_[0]->times.forward_s;
     times->backward_s += towers_[0]->times.backward_s;
+    times->update_s += towers_[0]->times.update_s;
   }
   return loss;
 }
 
 double GradientComputer::accuracy(const ParamSet& params, const float* images,
                                   const int32_t* labels, int64_t n) {
+  ScopedTeam team(&towers_[0]->team);
   ModelRunner runner(model_, eval_workspace_);
   return runner.accuracy(params, images, labels, n);
 }

@@ -1,11 +1,19 @@
 // Computes one step's gradients over a batch: in the calling thread (one tower), or split over K
 // towers on K threads, each a replica of the model on its slice of the batch, whose gradients are
 // then averaged (the multi-GPU tower pattern, on CPU threads). The result is the gradient of the
-// mean loss over the whole batch either way, up to float reassociation.
+// mean loss over the whole batch either way, up to float reassociation. Each tower has a ThreadTeam
+// of --threads / --towers threads that splits its matrix products (intra-op parallelism); BLAS
+// itself stays single-threaded, so dtrain owns every thread that runs.
+//
+// The optimizer update can run inside the step: each thread sums its chunk of the arena over the
+// towers and then updates that chunk, so the update is parallel and touches memory that is already
+// in the thread's cache.
 #pragma once
 
 #include <barrier>
+#include <cstddef>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -13,39 +21,50 @@
 #include "data/batcher.h"
 #include "nn/model.h"
 #include "nn/param_set.h"
+#include "tensor/thread_team.h"
 
 namespace dtrain {
 
+// Threads of each tower's team for --threads T and --towers K: T / K, at least 1.
+int threads_per_tower(int threads, int towers);
+
 class GradientComputer {
  public:
-  // towers >= 1; max_batch is the largest batch compute() will see.
-  GradientComputer(const Model& model, int towers, int max_batch);
+  // towers >= 1; max_batch is the largest batch compute() will see; team_size threads per tower.
+  GradientComputer(const Model& model, int towers, int max_batch, int team_size = 1);
   ~GradientComputer();
   GradientComputer(const GradientComputer&) = delete;
   GradientComputer& operator=(const GradientComputer&) = delete;
 
   int towers() const { return static_cast<int>(towers_.size()); }
 
-  // Writes the gradient of the mean loss over the batch into grads and returns that loss.
+  // Applies the step's update to the arena range [begin, end) of the parameters, from grads.
+  using ChunkUpdate = std::function<void(size_t begin, size_t end)>;
+
+  // Writes the gradient of the mean loss over the batch into grads and returns that loss. If
+  // update is set, it is called on disjoint chunks covering the whole arena, once grads holds
+  // the final values of that chunk, and before compute returns; no tower reads params by then.
   // REQUIRES: batch.size <= max_batch and batch.size >= towers.
   float compute(const ParamSet& params, const Batch& batch, GradSet& grads,
-                StepTimes* times = nullptr);
+                StepTimes* times = nullptr, const ChunkUpdate* update = nullptr);
 
   // Test accuracy etc.: a forward-only pass in the calling thread.
   double accuracy(const ParamSet& params, const float* images, const int32_t* labels, int64_t n);
 
  private:
   struct Tower {
-    Tower(const Model& model, int max_batch);
+    Tower(const Model& model, int max_batch, int team_size);
+    ThreadTeam team;
     Workspace workspace;
     GradSet grads;
     float loss = 0;
+    float weight = 0;  // the slice's share of the batch
     StepTimes times;
     std::exception_ptr error;
   };
 
   void run_tower(int k);
-  void reduce_chunk(int k);
+  void reduce_and_update_chunk(int k);
   void worker_loop(int k);
 
   const Model& model_;
@@ -56,6 +75,7 @@ class GradientComputer {
   const ParamSet* params_ = nullptr;
   Batch batch_;
   GradSet* out_ = nullptr;
+  const ChunkUpdate* update_ = nullptr;
   bool stopping_ = false;
   // Three phases per step: start, gradients computed, reduction done.
   std::barrier<> barrier_;

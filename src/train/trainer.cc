@@ -54,8 +54,8 @@ void print_config(std::ostream& out, const TrainConfig& c, const Model& model, i
       c.moving_average_decay > 0 ? fmt::format(", moving average {}", c.moving_average_decay) : "");
   fmt::print(out, "  batch        {} ({} steps per epoch), {} steps\n", c.batch_size,
              steps_per_epoch, total_steps);
-  fmt::print(out, "  threads      {} BLAS threads, {} tower(s), kernels {}\n", c.threads, c.towers,
-             blas_kernel_name());
+  fmt::print(out, "  threads      {} ({} tower(s) of {} thread(s)), kernels {}\n", c.threads,
+             c.towers, threads_per_tower(c.threads, c.towers), blas_kernel_name());
   fmt::print(out, "  data         {}\n", c.data_dir.string());
   if (!c.train_dir.empty()) fmt::print(out, "  train_dir    {}\n", c.train_dir.string());
   out << std::flush;
@@ -99,7 +99,8 @@ class LocalRun {
         grads_(model_->param_specs()),
         optimizer_(make_optimizer(config.optimizer, model_->param_specs())),
         batcher_(data_.train, config.batch_size, config.seed),
-        computer_(*model_, config.towers, config.batch_size) {
+        computer_(*model_, config.towers, config.batch_size,
+                  threads_per_tower(config.threads, config.towers)) {
     initialize_params(params_, config.seed);
     if (config.moving_average_decay > 0)
       moving_average_.emplace(config.moving_average_decay, params_);
@@ -200,10 +201,9 @@ class LocalRun {
  private:
   float train_step() {
     const Batch& batch = batcher_.next();
-    const float loss = computer_.compute(params_, batch, grads_);
-    optimizer_->apply(params_, grads_, schedule_.at(step_), step_);
+    step_lr_ = schedule_.at(step_);
+    const float loss = computer_.compute(params_, batch, grads_, nullptr, &update_);
     ++step_;
-    if (moving_average_) moving_average_->update(params_, step_);
     return loss;
   }
 
@@ -280,13 +280,19 @@ class LocalRun {
   MetricsLog metrics_;
   int64_t total_steps_ = 0;
   int64_t step_ = 0;
+  float step_lr_ = 0;
+  // Built once: the update of one chunk of the arena at step_, run by the computer's threads.
+  const GradientComputer::ChunkUpdate update_ = [this](size_t begin, size_t end) {
+    optimizer_->apply(params_, grads_, step_lr_, step_, begin, end);
+    if (moving_average_) moving_average_->update(params_, step_ + 1, begin, end);
+  };
 };
 
 }  // namespace
 
 TrainResult train_local(const TrainConfig& config, std::ostream& out) {
   validate(config);
-  blas_set_threads(std::max(1, config.threads / std::max(1, config.towers)));
+  blas_set_threads(1);  // the towers' teams split the products; see GradientComputer
   LocalRun run(config, out);
   return run.run();
 }
