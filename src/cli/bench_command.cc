@@ -19,7 +19,10 @@ void add_bench_command(CLI::App& app, Action& action) {
   train->add_option("--optimizer", config->optimizer,
                     "sgd | momentum | adam (default: the model's recipe)");
   train->add_option("--batch_size", config->batch_size, "Examples per step")->capture_default_str();
-  train->add_option("--threads", config->threads, "Compute threads")->capture_default_str();
+  train
+      ->add_option("--threads", config->threads,
+                   "Compute threads (default: the cores this process may use)")
+      ->capture_default_str();
   train->add_option("--towers", config->towers, "Model replicas on separate threads")
       ->capture_default_str();
   train->add_option("--warmup_secs", config->warmup_seconds, "Warm-up before timing")

@@ -120,8 +120,8 @@ void add_train_command(CLI::App& app, Action& action) {
   cmd->add_option("--seed", flags->seed, "Seed of initialisation and shuffling")
       ->capture_default_str();
   cmd->add_option("--threads", flags->threads,
-                  "Compute threads; each takes a slice of every batch (default: the cores this "
-                  "process may use)")
+                  "Compute threads that split every large matrix product (default: the cores "
+                  "this process may use)")
       ->capture_default_str();
   cmd->add_option("--towers", flags->towers,
                   "Model replicas on separate threads (--strategy towers)")

@@ -155,7 +155,8 @@ void Conv2D::backward(const ParamSet& params, GradSet& grads, const LayerIo& io,
   const float* cols = io.scratch;
   float* dw = grads.values(first_param_).data();
   float* db = grads.values(first_param_ + 1).data();
-  gemm(Trans::kYes, Trans::kNo, p, o, rows, 1.0f, cols, p, dout, o, 0.0f, dw, o);
+  const float beta = start_weight_gradient(params, grads, first_param_);  // the L2 term
+  gemm(Trans::kYes, Trans::kNo, p, o, rows, 1.0f, cols, p, dout, o, beta, dw, o);
   std::fill_n(db, o, 0.0f);
   for (int r = 0; r < rows; ++r) {
     const float* row = dout + static_cast<size_t>(r) * o;

@@ -44,7 +44,8 @@ void Dense::backward(const ParamSet& params, GradSet& grads, const LayerIo& io, 
   const int n = io.batch, in = options_.in_features, out = options_.out_features;
   float* dw = grads.values(first_param_).data();
   float* db = grads.values(first_param_ + 1).data();
-  gemm(Trans::kYes, Trans::kNo, in, out, n, 1.0f, io.in, in, dout, out, 0.0f, dw, out);
+  const float beta = start_weight_gradient(params, grads, first_param_);  // the L2 term
+  gemm(Trans::kYes, Trans::kNo, in, out, n, 1.0f, io.in, in, dout, out, beta, dw, out);
   for (int c = 0; c < out; ++c) db[c] = 0.0f;
   for (int r = 0; r < n; ++r) {
     const float* row = dout + static_cast<size_t>(r) * out;

@@ -42,9 +42,18 @@ class Layer {
                         const float* dout, float* din) const = 0;
 
   void set_first_param(size_t index) { first_param_ = index; }
+  // The model's L2 coefficient: backward adds l2·w to the gradient of every parameter whose spec
+  // says regularize.
+  void set_l2(float l2) { l2_ = l2; }
 
  protected:
+  // Writes l2·w into the gradient of parameter `index` if it is regularised and returns 1, else
+  // returns 0: the beta for the GEMM that then adds the data term, so L2 costs one pass and
+  // BLAS never zeroes the output first.
+  float start_weight_gradient(const ParamSet& params, GradSet& grads, size_t index) const;
+
   size_t first_param_ = 0;
+  float l2_ = 0;
 };
 
 }  // namespace dtrain

@@ -32,6 +32,7 @@ Model::Model(std::string name, std::vector<std::unique_ptr<Layer>> layers, float
                               shape_string(layers_[i - 1]->output_shape())));
     }
     layers_[i]->set_first_param(param_specs_.size());
+    layers_[i]->set_l2(l2_);
     for (ParamSpec& spec : layers_[i]->param_specs()) param_specs_.push_back(std::move(spec));
   }
 }
@@ -89,20 +90,17 @@ float ModelRunner::compute_gradients(const ParamSet& params, const float* images
   }
 
   if (model_.l2() > 0.0f) {
-    // loss += l2·Σw²/2, so dloss/dw += l2·w.
-    // Split over the team, partial sums added in part order: the same team size gives the same
-    // loss bit for bit.
+    // The layers added l2·w to the gradients; the loss gains l2·Σw²/2. Split over the team,
+    // partial sums added in part order: the same team size gives the same loss bit for bit.
     double penalty = 0.0;
     std::vector<double>& partial = ws_.l2_partials_;
     partial.resize(static_cast<size_t>(parallel_parts()));  // allocates once per team size
     for (size_t p = 0; p < params.count(); ++p) {
       if (!params.spec(p).regularize) continue;
       std::span<const float> w = params.values(p);
-      std::span<float> g = grads.values(p);
       std::fill(partial.begin(), partial.end(), 0.0);
       parallel_ranges(w.size(), 16, [&](int part, size_t begin, size_t end) {
         partial.at(part) = sum_squares(w.subspan(begin, end - begin));
-        axpy(model_.l2(), w.subspan(begin, end - begin), g.subspan(begin, end - begin));
       });
       for (double s : partial) penalty += s;
     }

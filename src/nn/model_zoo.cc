@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <array>
 #include <cmath>
 
 #include "base/error.h"
@@ -34,15 +35,22 @@ std::unique_ptr<Model> softmax(const ModelConfig& config) {
   return std::make_unique<Model>("softmax", std::move(layers), config.l2.value_or(0.0f));
 }
 
+// Variable names of a 784-hidden-10 network: {hidden weights, hidden biases, output weights,
+// output biases}.
+using MlpNames = std::array<const char*, 4>;
+constexpr MlpNames kDistMnistNames = {"hid_w", "hid_b", "sm_w", "sm_b"};
+constexpr MlpNames kTfBookNames = {"layer1/weights", "layer1/biases", "layer2/weights",
+                                   "layer2/biases"};
+
 std::unique_ptr<Model> mlp(const ModelConfig& config, const std::string& name, int hidden,
-                           float hidden_stddev, float out_stddev, float l2) {
+                           float hidden_stddev, float out_stddev, float l2, const MlpNames& names) {
   if (hidden < 1) {
     throw UsageError(fmt::format("--hidden_units {}: must be at least 1", hidden));
   }
   Layers layers;
-  add_dense(layers, kPixels, hidden, "hid_w", "hid_b", hidden_stddev);
+  add_dense(layers, kPixels, hidden, names[0], names[1], hidden_stddev);
   layers.push_back(std::make_unique<Relu>(Shape{hidden}));
-  add_dense(layers, hidden, kClasses, "sm_w", "sm_b", out_stddev);
+  add_dense(layers, hidden, kClasses, names[2], names[3], out_stddev);
   return std::make_unique<Model>(name, std::move(layers), config.l2.value_or(l2));
 }
 
@@ -88,10 +96,10 @@ std::unique_ptr<Model> make_model(const ModelConfig& config) {
     // dist_mnist: truncated normal with stddev 1/sqrt(fan-in).
     const int hidden = config.hidden_units;
     return mlp(config, "mlp", hidden, 1.0f / std::sqrt(float(kPixels)),
-               1.0f / std::sqrt(float(std::max(hidden, 1))), 0.0f);
+               1.0f / std::sqrt(float(std::max(hidden, 1))), 0.0f, kDistMnistNames);
   }
   if (config.name == "mnist_inference")
-    return mlp(config, "mnist_inference", 500, 0.1f, 0.1f, 1e-4f);
+    return mlp(config, "mnist_inference", 500, 0.1f, 0.1f, 1e-4f, kTfBookNames);
   if (config.name == "lenet") return lenet(config);
   throw UsageError(fmt::format("--model {}: unknown model; choose one of {}", config.name,
                                fmt::join(model_names(), ", ")));

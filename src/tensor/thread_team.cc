@@ -12,15 +12,34 @@ namespace {
 
 thread_local ThreadTeam* current_team = nullptr;
 
-// A worker that has had no job for this long sleeps until the next one, giving the core back.
-constexpr auto kSpinTime = std::chrono::microseconds(500);
-
 void cpu_relax() {
 #if defined(__x86_64__)
   _mm_pause();
 #else
   std::this_thread::yield();
 #endif
+}
+
+// Waiting is staged: busy-spin for the few microseconds a product's partner part usually takes,
+// then spin with sched_yield so that other runnable threads (another process sharing the cores,
+// a descheduled partner) get the core, and a worker with no job for kSleepAfter sleeps until
+// the next one.
+constexpr auto kBusySpin = std::chrono::microseconds(20);
+constexpr auto kSleepAfter = std::chrono::microseconds(500);
+
+// Calls done() until it returns true, waiting in the stages above; block() is the last stage.
+template <typename Done, typename Block>
+void staged_wait(Done done, Block block) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int spins = 1; !done(); ++spins) {
+    if (spins % 64 != 0) {
+      cpu_relax();
+      continue;
+    }
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (waited < kBusySpin) continue;
+    if (waited < kSleepAfter || !block()) std::this_thread::yield();
+  }
 }
 
 }  // namespace
@@ -53,7 +72,8 @@ void ThreadTeam::run(const std::function<void(int)>& part) {
   } catch (...) {
     errors_[0] = std::current_exception();
   }
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  // The caller never sleeps: its wait is one part of one product.
+  staged_wait([&] { return pending_.load(std::memory_order_acquire) == 0; }, [] { return false; });
   for (const std::exception_ptr& e : errors_)
     if (e) std::rethrow_exception(e);
 }
@@ -61,15 +81,13 @@ void ThreadTeam::run(const std::function<void(int)>& part) {
 void ThreadTeam::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    // Spin briefly (the next product of the step is microseconds away), then sleep.
-    const auto spin_until = std::chrono::steady_clock::now() + kSpinTime;
-    uint64_t generation;
-    for (int spins = 0; (generation = generation_.load(std::memory_order_acquire)) == seen;) {
-      cpu_relax();
-      if (++spins % 256 == 0 && std::chrono::steady_clock::now() > spin_until)
-        generation_.wait(seen, std::memory_order_acquire);
-    }
-    seen = generation;
+    // The next product of the step is usually microseconds away; between steps it may not be.
+    staged_wait([&] { return generation_.load(std::memory_order_acquire) != seen; },
+                [&] {
+                  generation_.wait(seen, std::memory_order_acquire);
+                  return true;
+                });
+    seen = generation_.load(std::memory_order_acquire);
     if (stopping_.load(std::memory_order_relaxed)) return;
     try {
       (*job_)(index);
