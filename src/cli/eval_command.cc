@@ -15,8 +15,16 @@ void add_eval_command(CLI::App& app, Action& action) {
       ->required();
   cmd->add_option("--data_dir", *data_dir,
                   "MNIST folder (default $DTRAIN_DATA_DIR or ~/.cache/dtrain/mnist)");
-  cmd->add_flag("--moving_average", config->moving_average, "Evaluate the moving-average weights");
-  cmd->callback([config, data_dir, &action] {
+  auto moving_average = std::make_shared<bool>(false);
+  auto raw_weights = std::make_shared<bool>(false);
+  CLI::Option* average_flag = cmd->add_flag(
+      "--moving_average", *moving_average,
+      "Evaluate the moving-average weights (default: whichever the training run evaluated)");
+  cmd->add_flag("--raw_weights", *raw_weights, "Evaluate the raw weights, not their moving average")
+      ->excludes(average_flag);
+  cmd->callback([config, data_dir, moving_average, raw_weights, &action] {
+    if (*moving_average) config->weights = EvalConfig::Weights::kMovingAverage;
+    if (*raw_weights) config->weights = EvalConfig::Weights::kRaw;
     action = [config, data_dir] {
       config->data_dir = data_dir->empty() ? default_data_dir() : *data_dir;
       evaluate_checkpoint(*config, std::cout);

@@ -35,19 +35,32 @@ ModelConfig model_config(const Checkpoint& ckpt) {
   return config;
 }
 
+bool use_moving_average(EvalConfig::Weights weights, const Checkpoint& ckpt) {
+  switch (weights) {
+    case EvalConfig::Weights::kRaw:
+      return false;
+    case EvalConfig::Weights::kMovingAverage:
+      return true;
+    case EvalConfig::Weights::kAsTrained:
+      break;
+  }
+  return ckpt.config.value("eval_moving_average", false);
+}
+
 }  // namespace
 
 double evaluate_checkpoint(const EvalConfig& config, std::ostream& out) {
   auto [ckpt, path] = load(config.checkpoint, out);
   std::unique_ptr<Model> model = make_model(model_config(ckpt));
   ParamSet params(model->param_specs());
-  load_tensors(ckpt, params, config.moving_average ? "/ExponentialMovingAverage" : "");
+  const bool moving_average = use_moving_average(config.weights, ckpt);
+  load_tensors(ckpt, params, moving_average ? "/ExponentialMovingAverage" : "");
   MnistData data = load_mnist(config.data_dir, 0);
   GradientComputer computer(*model, 1, 1);
   const double accuracy =
       computer.accuracy(params, data.test.images.data(), data.test.labels.data(), data.test.size);
   fmt::print(out, "{}: model {} at global step {}{}\n", path.string(), ckpt.model, ckpt.global_step,
-             config.moving_average ? " (moving average)" : "");
+             moving_average ? " (moving average)" : "");
   fmt::print(out, "test accuracy = {:.4f}\n", accuracy);
   return accuracy;
 }

@@ -10,7 +10,10 @@ namespace dtrain {
 struct EvalConfig {
   std::filesystem::path checkpoint;  // a checkpoint file, or a train_dir (its newest valid one)
   std::filesystem::path data_dir;
-  bool moving_average = false;  // evaluate the averaged weights the checkpoint holds
+  // Which weights to evaluate. By default, those the training run evaluated: the moving average
+  // when it was trained with evaluation on one, the raw weights otherwise.
+  enum class Weights { kAsTrained, kRaw, kMovingAverage };
+  Weights weights = Weights::kAsTrained;
 };
 
 double evaluate_checkpoint(const EvalConfig& config, std::ostream& out);

@@ -38,6 +38,7 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"learning_rate", c.learning_rate},
           {"lr_decay_rate", c.lr_decay_rate},
           {"moving_average_decay", c.moving_average_decay},
+          {"eval_moving_average", c.eval_moving_average},
           {"seed", c.seed},
           {"towers", c.towers}};
 }

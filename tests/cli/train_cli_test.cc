@@ -77,7 +77,14 @@ TEST(TrainCliTest, EvalPrintsTheAccuracyOfTheSavedCheckpoint) {
   ProcessResult eval =
       run_dtrain({"eval", "--checkpoint", (dir.path() / "model.ckpt-200.safetensors").string()});
   ASSERT_EQ(eval.exit_code, 0) << eval.err;
+  // softmax's recipe evaluates on the moving average, and eval follows the checkpoint's record.
+  EXPECT_THAT(eval.out, HasSubstr("(moving average)"));
   EXPECT_NEAR(last_test_accuracy(eval.out), last_test_accuracy(train.out), 1e-9);
+
+  ProcessResult raw = run_dtrain({"eval", "--raw_weights", "--checkpoint", dir.path().string()});
+  ASSERT_EQ(raw.exit_code, 0) << raw.err;
+  EXPECT_THAT(raw.out, Not(HasSubstr("(moving average)")));
+  EXPECT_GE(last_test_accuracy(raw.out), 0.85);
 }
 
 struct BadFlag {
