@@ -20,7 +20,8 @@ TrainConfig recipe_for(const std::string& model) {
     c.epochs = 5;
   } else if (model == "mlp") {
     // Kubeflow dist_mnist: 100 hidden units, Adam. Adam at 2e-3 with evaluation on a moving
-    // average reaches 0.979-0.981 in 10 epochs (seeds 1-3); Adam 1e-3 on the raw weights 0.973-0.978.
+    // average reaches 0.979-0.981 in 10 epochs (seeds 1-3); Adam 1e-3 on the raw weights
+    // 0.973-0.978.
     c.optimizer.name = "adam";
     c.learning_rate = 0.002f;
     c.lr_decay_rate = 1.0f;
