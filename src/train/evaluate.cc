@@ -54,6 +54,12 @@ double evaluate_checkpoint(const EvalConfig& config, std::ostream& out) {
   std::unique_ptr<Model> model = make_model(model_config(ckpt));
   ParamSet params(model->param_specs());
   const bool moving_average = use_moving_average(config.weights, ckpt);
+  if (moving_average && ckpt.find(params.spec(0).name + "/ExponentialMovingAverage") == nullptr) {
+    throw CheckpointError(fmt::format(
+        "{}: holds no moving averages of the weights (trained without --moving_average_decay); "
+        "evaluate without --moving_average",
+        path.string()));
+  }
   load_tensors(ckpt, params, moving_average ? "/ExponentialMovingAverage" : "");
   MnistData data = load_mnist(config.data_dir, 0);
   GradientComputer computer(*model, 1, 1);

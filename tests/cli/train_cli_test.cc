@@ -87,6 +87,23 @@ TEST(TrainCliTest, EvalPrintsTheAccuracyOfTheSavedCheckpoint) {
   EXPECT_GE(last_test_accuracy(raw.out), 0.85);
 }
 
+TEST(TrainCliTest, EvalOfMovingAveragesACheckpointLacksNamesTheFile) {
+  TempDir dir;
+  ProcessResult train =
+      run_dtrain({"train", "--model", "softmax", "--train_steps", "20", "--moving_average_decay",
+                  "0", "--train_dir", dir.path().string(), "--log_every", "0"});
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  const std::string file = (dir.path() / "model.ckpt-20.safetensors").string();
+  ProcessResult eval = run_dtrain({"eval", "--moving_average", "--checkpoint", file});
+  EXPECT_EQ(eval.exit_code, 1);
+  EXPECT_THAT(eval.err, HasSubstr(file));
+  EXPECT_THAT(eval.err, HasSubstr("no moving averages"));
+  // Without the flag the same checkpoint evaluates its raw weights.
+  ProcessResult raw = run_dtrain({"eval", "--checkpoint", file});
+  ASSERT_EQ(raw.exit_code, 0) << raw.err;
+  EXPECT_THAT(raw.out, Not(HasSubstr("(moving average)")));
+}
+
 struct BadFlag {
   std::vector<std::string> args;
   std::string culprit;
