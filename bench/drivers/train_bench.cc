@@ -62,8 +62,14 @@ double run_train_bench(const TrainBenchConfig& config, std::ostream& out) {
   const GradientComputer::ChunkUpdate update = [&](size_t begin, size_t end) {
     optimizer->apply(params, grads, lr, step, begin, end);
   };
+  // The step the trainer takes for this optimizer (see LocalRun::train_step).
+  const bool fold_sgd = optimizer->plain_sgd() && computer.towers() == 1;
   auto run_step = [&](StepTimes* times) {
-    computer.compute(params, batch, grads, times, &update);
+    if (fold_sgd) {
+      computer.sgd_step(params, batch, grads, lr, times);
+    } else {
+      computer.compute(params, batch, grads, times, &update);
+    }
     ++step;
   };
 

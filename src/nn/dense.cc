@@ -43,18 +43,41 @@ void Dense::backward(const ParamSet& params, GradSet& grads, const LayerIo& io, 
   // Forward was out = in·w + b, so dw = inᵀ·dout, db = Σ_rows dout, din = dout·wᵀ.
   const int n = io.batch, in = options_.in_features, out = options_.out_features;
   float* dw = grads.values(first_param_).data();
-  float* db = grads.values(first_param_ + 1).data();
   const float beta = start_weight_gradient(params, grads, first_param_);  // the L2 term
   gemm(Trans::kYes, Trans::kNo, in, out, n, 1.0f, io.in, in, dout, out, beta, dw, out);
-  for (int c = 0; c < out; ++c) db[c] = 0.0f;
+  bias_gradient(n, dout, grads.values(first_param_ + 1).data());
+  if (din != nullptr) input_gradient(params, n, dout, din);
+}
+
+void Dense::backward_sgd_step(ParamSet& params, GradSet& grads, const LayerIo& io,
+                              const float* dout, float* din, float lr) const {
+  const int n = io.batch, in = options_.in_features, out = options_.out_features;
+  if (din != nullptr) input_gradient(params, n, dout, din);  // before w changes
+  // w -= lr·(l2·w + inᵀ·dout) is w = (1 - lr·l2)·w - lr·inᵀ·dout: one GEMM into w itself, which
+  // saves the passes that would write the gradient, read it back and add l2·w.
+  float* w = params.values(first_param_).data();
+  const float decay = 1.0f - lr * l2_for(params, first_param_);
+  gemm(Trans::kYes, Trans::kNo, in, out, n, -lr, io.in, in, dout, out, decay, w, out);
+  float* db = grads.values(first_param_ + 1).data();
+  bias_gradient(n, dout, db);
+  float* b = params.values(first_param_ + 1).data();
+  for (int c = 0; c < out; ++c) b[c] -= lr * db[c];
+}
+
+void Dense::bias_gradient(int n, const float* dout, float* db) const {
+  const int out = options_.out_features;
+  float* __restrict sum = db;
+  for (int c = 0; c < out; ++c) sum[c] = 0.0f;
   for (int r = 0; r < n; ++r) {
-    const float* row = dout + static_cast<size_t>(r) * out;
-    for (int c = 0; c < out; ++c) db[c] += row[c];
+    const float* __restrict row = dout + static_cast<size_t>(r) * out;
+    for (int c = 0; c < out; ++c) sum[c] += row[c];
   }
-  if (din != nullptr) {
-    const float* w = params.values(first_param_).data();
-    gemm(Trans::kNo, Trans::kYes, n, in, out, 1.0f, dout, out, w, out, 0.0f, din, in);
-  }
+}
+
+void Dense::input_gradient(const ParamSet& params, int n, const float* dout, float* din) const {
+  const int in = options_.in_features, out = options_.out_features;
+  const float* w = params.values(first_param_).data();
+  gemm(Trans::kNo, Trans::kYes, n, in, out, 1.0f, dout, out, w, out, 0.0f, din, in);
 }
 
 }  // namespace dtrain

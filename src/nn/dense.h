@@ -25,8 +25,15 @@ class Dense : public Layer {
   void forward(const ParamSet& params, const LayerIo& io) const override;
   void backward(const ParamSet& params, GradSet& grads, const LayerIo& io, const float* dout,
                 float* din) const override;
+  void backward_sgd_step(ParamSet& params, GradSet& grads, const LayerIo& io, const float* dout,
+                         float* din, float lr) const override;
 
  private:
+  // db = Σ_rows dout, into db (out_features).
+  void bias_gradient(int n, const float* dout, float* db) const;
+  // din = dout·wᵀ.
+  void input_gradient(const ParamSet& params, int n, const float* dout, float* din) const;
+
   DenseOptions options_;
 };
 

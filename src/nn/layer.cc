@@ -1,5 +1,6 @@
 #include "nn/layer.h"
 
+#include "tensor/ops.h"
 #include "tensor/thread_team.h"
 
 namespace dtrain {
@@ -14,6 +15,18 @@ float Layer::start_weight_gradient(const ParamSet& params, GradSet& grads, size_
     for (size_t i = begin; i < end; ++i) dst[i] = l2_ * src[i];
   });
   return 1.0f;
+}
+
+void Layer::backward_sgd_step(ParamSet& params, GradSet& grads, const LayerIo& io,
+                              const float* dout, float* din, float lr) const {
+  backward(params, grads, io, dout, din);
+  for (size_t p = first_param_; p < first_param_ + num_params_; ++p) {
+    std::span<float> v = params.values(p);
+    std::span<const float> g = grads.values(p);
+    parallel_ranges(v.size(), 16, [&](int, size_t begin, size_t end) {
+      axpy(-lr, g.subspan(begin, end - begin), v.subspan(begin, end - begin));
+    });
+  }
 }
 
 }  // namespace dtrain

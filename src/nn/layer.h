@@ -40,8 +40,18 @@ class Layer {
   // and, when din is not null, dLoss/din. io holds the same buffers as the forward call.
   virtual void backward(const ParamSet& params, GradSet& grads, const LayerIo& io,
                         const float* dout, float* din) const = 0;
+  // Backward and one plain SGD step of this layer's parameters (value -= lr·gradient, L2 term
+  // included) in one; din comes from the values before the step. grads is scratch. The default
+  // goes through grads; Dense folds the step into its weight-gradient GEMM, so that gradient is
+  // never written out and read back.
+  virtual void backward_sgd_step(ParamSet& params, GradSet& grads, const LayerIo& io,
+                                 const float* dout, float* din, float lr) const;
 
-  void set_first_param(size_t index) { first_param_ = index; }
+  // Called once by the Model with the index of param_specs()[0] in its ParamSet.
+  void set_first_param(size_t index) {
+    first_param_ = index;
+    num_params_ = param_specs().size();
+  }
   // The model's L2 coefficient: backward adds l2·w to the gradient of every parameter whose spec
   // says regularize.
   void set_l2(float l2) { l2_ = l2; }
@@ -51,8 +61,13 @@ class Layer {
   // returns 0: the beta for the GEMM that then adds the data term, so L2 costs one pass and
   // BLAS never zeroes the output first.
   float start_weight_gradient(const ParamSet& params, GradSet& grads, size_t index) const;
+  // The L2 coefficient that applies to parameter `index`: the model's, or 0 if not regularised.
+  float l2_for(const ParamSet& params, size_t index) const {
+    return params.spec(index).regularize ? l2_ : 0.0f;
+  }
 
   size_t first_param_ = 0;
+  size_t num_params_ = 0;
   float l2_ = 0;
 };
 

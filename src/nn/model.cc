@@ -67,9 +67,9 @@ const float* ModelRunner::forward(const ParamSet& params, const float* images, i
   return in;
 }
 
-float ModelRunner::compute_gradients(const ParamSet& params, const float* images,
-                                     const int32_t* labels, int n, GradSet& grads,
-                                     StepTimes* times) {
+template <typename BackwardLayer>
+float ModelRunner::train_pass(const ParamSet& params, const float* images, const int32_t* labels,
+                              int n, StepTimes* times, BackwardLayer backward_layer) {
   auto start = std::chrono::steady_clock::now();
   const float* logits = forward(params, images, n);
   float* dout = ws_.grad_a_.data();
@@ -78,6 +78,9 @@ float ModelRunner::compute_gradients(const ParamSet& params, const float* images
     times->forward_s += seconds_since(start);
     start = std::chrono::steady_clock::now();
   }
+  // The loss is that of the parameters the gradients are taken at: before an SGD step changes
+  // them.
+  if (model_.l2() > 0.0f) loss += static_cast<float>(l2_penalty(params));
 
   const auto& layers = model_.layers();
   float* din = ws_.grad_b_.data();
@@ -85,29 +88,46 @@ float ModelRunner::compute_gradients(const ParamSet& params, const float* images
     const float* in = i == 0 ? images : ws_.activations_[i - 1].data();
     LayerIo io{n, in, ws_.activations_[i].data(), ws_.scratch_[i].data()};
     // Nobody needs the gradient with respect to the input images.
-    layers[i]->backward(params, grads, io, dout, i == 0 ? nullptr : din);
+    backward_layer(*layers[i], io, dout, i == 0 ? nullptr : din);
     std::swap(dout, din);
-  }
-
-  if (model_.l2() > 0.0f) {
-    // The layers added l2·w to the gradients; the loss gains l2·Σw²/2. Split over the team,
-    // partial sums added in part order: the same team size gives the same loss bit for bit.
-    double penalty = 0.0;
-    std::vector<double>& partial = ws_.l2_partials_;
-    partial.resize(static_cast<size_t>(parallel_parts()));  // allocates once per team size
-    for (size_t p = 0; p < params.count(); ++p) {
-      if (!params.spec(p).regularize) continue;
-      std::span<const float> w = params.values(p);
-      std::fill(partial.begin(), partial.end(), 0.0);
-      parallel_ranges(w.size(), 16, [&](int part, size_t begin, size_t end) {
-        partial.at(part) = sum_squares(w.subspan(begin, end - begin));
-      });
-      for (double s : partial) penalty += s;
-    }
-    loss += static_cast<float>(0.5 * model_.l2() * penalty);
   }
   if (times != nullptr) times->backward_s += seconds_since(start);
   return loss;
+}
+
+double ModelRunner::l2_penalty(const ParamSet& params) {
+  // The layers add l2·w to the gradients; the loss gains l2·Σw²/2. Split over the team, partial
+  // sums added in part order: the same team size gives the same loss bit for bit.
+  double penalty = 0.0;
+  std::vector<double>& partial = ws_.l2_partials_;
+  partial.resize(static_cast<size_t>(parallel_parts()));  // allocates once per team size
+  for (size_t p = 0; p < params.count(); ++p) {
+    if (!params.spec(p).regularize) continue;
+    std::span<const float> w = params.values(p);
+    std::fill(partial.begin(), partial.end(), 0.0);
+    parallel_ranges(w.size(), 16, [&](int part, size_t begin, size_t end) {
+      partial.at(part) = sum_squares(w.subspan(begin, end - begin));
+    });
+    for (double s : partial) penalty += s;
+  }
+  return 0.5 * model_.l2() * penalty;
+}
+
+float ModelRunner::compute_gradients(const ParamSet& params, const float* images,
+                                     const int32_t* labels, int n, GradSet& grads,
+                                     StepTimes* times) {
+  return train_pass(params, images, labels, n, times,
+                    [&](const Layer& layer, const LayerIo& io, const float* dout, float* din) {
+                      layer.backward(params, grads, io, dout, din);
+                    });
+}
+
+float ModelRunner::sgd_step(ParamSet& params, const float* images, const int32_t* labels, int n,
+                            GradSet& grads, float lr, StepTimes* times) {
+  return train_pass(params, images, labels, n, times,
+                    [&](const Layer& layer, const LayerIo& io, const float* dout, float* din) {
+                      layer.backward_sgd_step(params, grads, io, dout, din, lr);
+                    });
 }
 
 void ModelRunner::predict(const ParamSet& params, const float* images, int n,

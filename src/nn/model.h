@@ -70,6 +70,11 @@ class ModelRunner {
   float compute_gradients(const ParamSet& params, const float* images, const int32_t* labels, int n,
                           GradSet& grads, StepTimes* times = nullptr);
 
+  // The same pass with one plain SGD step folded into backward (see Layer::backward_sgd_step):
+  // params become params - lr·gradient, grads is scratch. Returns the loss before the step.
+  float sgd_step(ParamSet& params, const float* images, const int32_t* labels, int n,
+                 GradSet& grads, float lr, StepTimes* times = nullptr);
+
   // Forward only: the predicted class of each example into predictions (n).
   void predict(const ParamSet& params, const float* images, int n, int32_t* predictions);
 
@@ -78,6 +83,13 @@ class ModelRunner {
 
  private:
   const float* forward(const ParamSet& params, const float* images, int n);
+  // Forward, loss, L2 penalty, then backward_layer(layer, io, dout, din) from the last layer to
+  // the first. Returns the loss.
+  template <typename BackwardLayer>
+  float train_pass(const ParamSet& params, const float* images, const int32_t* labels, int n,
+                   StepTimes* times, BackwardLayer backward_layer);
+  // l2·Σw²/2 over the regularised parameters.
+  double l2_penalty(const ParamSet& params);
 
   const Model& model_;
   Workspace& ws_;

@@ -18,6 +18,7 @@ namespace {
 class Sgd : public Optimizer {
  public:
   std::string name() const override { return "sgd"; }
+  bool plain_sgd() const override { return true; }
   std::vector<std::string> slot_suffixes() const override { return {}; }
   void apply_range(std::span<float> values, std::span<const float> grads,
                    std::span<const std::span<float>>, float lr, int64_t) override {

@@ -28,6 +28,9 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
+  // True for plain SGD (value -= lr·gradient), which is linear in the gradient and keeps no
+  // state, so a trainer may fold it into backward instead of calling apply().
+  virtual bool plain_sgd() const { return false; }
 
   // One update of params from grads at learning rate lr. step is the 0-based number of updates
   // applied before this one (Adam's bias correction uses step + 1).

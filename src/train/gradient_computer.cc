@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 
 #include "base/error.h"
 
@@ -150,6 +151,24 @@ float GradientComputer::compute(const ParamSet& params, const Batch& batch, Grad
     times->forward_s += towers_[0]->times.forward_s;
     times->backward_s += towers_[0]->times.backward_s;
     times->update_s += towers_[0]->times.update_s;
+  }
+  return loss;
+}
+
+float GradientComputer::sgd_step(ParamSet& params, const Batch& batch, GradSet& grads, float lr,
+                                 StepTimes* times, const ChunkUpdate* after) {
+  if (towers() != 1) throw std::logic_error("GradientComputer::sgd_step needs exactly one tower");
+  ScopedTeam team(&towers_[0]->team);
+  ModelRunner runner(model_, towers_[0]->workspace);
+  const float loss =
+      runner.sgd_step(params, batch.images, batch.labels, batch.size, grads, lr, times);
+  if (after != nullptr) {
+    const auto start = std::chrono::steady_clock::now();
+    parallel_ranges(params.flat().size(), 16,
+                    [&](int, size_t begin, size_t end) { (*after)(begin, end); });
+    if (times != nullptr)
+      times->update_s +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   return loss;
 }

@@ -48,6 +48,15 @@ class GradientComputer {
   float compute(const ParamSet& params, const Batch& batch, GradSet& grads,
                 StepTimes* times = nullptr, const ChunkUpdate* update = nullptr);
 
+  // One plain SGD step (params -= lr·gradient of the mean loss) folded into backward, which saves
+  // a pass over the gradients (see ModelRunner::sgd_step); grads is scratch. If after is set, it
+  // is then called on disjoint chunks covering the whole arena, split over the team (the moving
+  // average). Returns the loss before the step. Only for one tower: towers must average their
+  // gradients before anything is applied.
+  // REQUIRES: towers() == 1 and batch.size <= max_batch.
+  float sgd_step(ParamSet& params, const Batch& batch, GradSet& grads, float lr,
+                 StepTimes* times = nullptr, const ChunkUpdate* after = nullptr);
+
   // Test accuracy etc.: a forward-only pass in the calling thread.
   double accuracy(const ParamSet& params, const float* images, const int32_t* labels, int64_t n);
 

@@ -203,7 +203,9 @@ class LocalRun {
   float train_step() {
     const Batch& batch = batcher_.next();
     step_lr_ = schedule_.at(step_);
-    const float loss = computer_.compute(params_, batch, grads_, nullptr, &update_);
+    const float loss = fold_sgd_ ? computer_.sgd_step(params_, batch, grads_, step_lr_, nullptr,
+                                                      moving_average_ ? &average_update_ : nullptr)
+                                 : computer_.compute(params_, batch, grads_, nullptr, &update_);
     ++step_;
     return loss;
   }
@@ -282,10 +284,16 @@ class LocalRun {
   int64_t total_steps_ = 0;
   int64_t step_ = 0;
   float step_lr_ = 0;
+  // Plain SGD on one tower is folded into backward (GradientComputer::sgd_step); the moving
+  // average then follows in its own pass.
+  const bool fold_sgd_ = optimizer_->plain_sgd() && computer_.towers() == 1;
   // Built once: the update of one chunk of the arena at step_, run by the computer's threads.
   const GradientComputer::ChunkUpdate update_ = [this](size_t begin, size_t end) {
     optimizer_->apply(params_, grads_, step_lr_, step_, begin, end);
     if (moving_average_) moving_average_->update(params_, step_ + 1, begin, end);
+  };
+  const GradientComputer::ChunkUpdate average_update_ = [this](size_t begin, size_t end) {
+    moving_average_->update(params_, step_ + 1, begin, end);
   };
 };
 
