@@ -31,7 +31,7 @@ class Dense : public Layer {
  private:
   // db = Σ_rows dout, into db (out_features).
   void bias_gradient(int n, const float* dout, float* db) const;
-  // din = dout·wᵀ.
+  // din = dout·w.
   void input_gradient(const ParamSet& params, int n, const float* dout, float* din) const;
 
   DenseOptions options_;

@@ -9,11 +9,12 @@ float Layer::start_weight_gradient(const ParamSet& params, GradSet& grads, size_
   if (l2_ == 0.0f || !params.spec(index).regularize) return 0.0f;
   std::span<const float> w = params.values(index);
   std::span<float> g = grads.values(index);
-  parallel_ranges(w.size(), 16, [&](int, size_t begin, size_t end) {
-    const float* __restrict src = w.data();
-    float* __restrict dst = g.data();
-    for (size_t i = begin; i < end; ++i) dst[i] = l2_ * src[i];
-  });
+  parallel_rows(params.rows(index), w.size() / params.rows(index),
+                [&](int, size_t begin, size_t end) {
+                  const float* __restrict src = w.data();
+                  float* __restrict dst = g.data();
+                  for (size_t i = begin; i < end; ++i) dst[i] = l2_ * src[i];
+                });
   return 1.0f;
 }
 
@@ -23,7 +24,7 @@ void Layer::backward_sgd_step(ParamSet& params, GradSet& grads, const LayerIo& i
   for (size_t p = first_param_; p < first_param_ + num_params_; ++p) {
     std::span<float> v = params.values(p);
     std::span<const float> g = grads.values(p);
-    parallel_ranges(v.size(), 16, [&](int, size_t begin, size_t end) {
+    parallel_rows(params.rows(p), v.size() / params.rows(p), [&](int, size_t begin, size_t end) {
       axpy(-lr, g.subspan(begin, end - begin), v.subspan(begin, end - begin));
     });
   }

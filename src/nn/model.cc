@@ -96,20 +96,18 @@ float ModelRunner::train_pass(const ParamSet& params, const float* images, const
 }
 
 double ModelRunner::l2_penalty(const ParamSet& params) {
-  // The layers add l2·w to the gradients; the loss gains l2·Σw²/2. Split over the team, partial
-  // sums added in part order: the same team size gives the same loss bit for bit.
-  double penalty = 0.0;
+  // The layers add l2·w to the gradients; the loss gains l2·Σw²/2. Each thread sums the rows of
+  // the weights it updates; partial sums are added in part order, so the same team size gives
+  // the same loss bit for bit.
   std::vector<double>& partial = ws_.l2_partials_;
-  partial.resize(static_cast<size_t>(parallel_parts()));  // allocates once per team size
-  for (size_t p = 0; p < params.count(); ++p) {
-    if (!params.spec(p).regularize) continue;
-    std::span<const float> w = params.values(p);
-    std::fill(partial.begin(), partial.end(), 0.0);
-    parallel_ranges(w.size(), 16, [&](int part, size_t begin, size_t end) {
-      partial.at(part) = sum_squares(w.subspan(begin, end - begin));
-    });
-    for (double s : partial) penalty += s;
-  }
+  partial.assign(static_cast<size_t>(parallel_parts()), 0.0);  // allocates once per team size
+  std::span<const float> flat = params.flat();
+  parallel_tensor_rows(params, [&](int part, size_t tensor, size_t begin, size_t end) {
+    if (params.spec(tensor).regularize)
+      partial[part] += sum_squares(flat.subspan(begin, end - begin));
+  });
+  double penalty = 0.0;
+  for (double s : partial) penalty += s;
   return 0.5 * model_.l2() * penalty;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "tensor/thread_team.h"
 
 namespace dtrain {
 namespace {
@@ -47,6 +48,24 @@ int64_t ParamSet::num_values() const {
   int64_t n = 0;
   for (size_t s : sizes_) n += static_cast<int64_t>(s);
   return n;
+}
+
+void parallel_tensor_rows(const ParamSet& layout,
+                          const std::function<void(int, size_t, size_t, size_t)>& fn) {
+  const int parts = parallel_parts();
+  auto run_part = [&](int p) {
+    for (size_t t = 0; t < layout.count(); ++t) {
+      const size_t rows = layout.rows(t), row_size = layout.values(t).size() / rows;
+      const size_t begin = split_point(rows, parts, p) * row_size;
+      const size_t end = split_point(rows, parts, p + 1) * row_size;
+      if (begin < end) fn(p, t, layout.offset(t) + begin, layout.offset(t) + end);
+    }
+  };
+  if (parts == 1) {
+    run_part(0);
+  } else {
+    ThreadTeam::current()->run(run_part);
+  }
 }
 
 }  // namespace dtrain

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -38,6 +39,13 @@ class ParamSet {
   std::span<float> values(size_t i) { return {arena_.data() + offsets_[i], sizes_[i]}; }
   std::span<const float> values(size_t i) const { return {arena_.data() + offsets_[i], sizes_[i]}; }
   TensorView view(size_t i) { return {arena_.data() + offsets_[i], specs_[i].shape}; }
+  // Where tensor i starts in flat().
+  size_t offset(size_t i) const { return offsets_[i]; }
+  // Rows of tensor i, the unit threads split it by: its first dimension, 1 for a scalar.
+  size_t rows(size_t i) const {
+    const Shape& shape = specs_[i].shape;
+    return shape.empty() || shape[0] == 0 ? 1 : static_cast<size_t>(shape[0]);
+  }
 
   // Index of the tensor with this name, if any.
   std::optional<size_t> find(std::string_view name) const;
@@ -62,5 +70,13 @@ class ParamSet {
 
 // Gradients mirror the parameters' layout exactly.
 using GradSet = ParamSet;
+
+// Runs an elementwise pass over every tensor of a set with this layout on the current ThreadTeam:
+// fn(part, tensor, begin, end) for part p's share of each tensor's rows (its first dimension),
+// cut where gemm() cuts (split_point), with [begin, end) in flat() offsets. The products of a step
+// leave each core's rows of the weights in its cache; a pass that cut the arena in flat halves
+// instead would move hundreds of kilobytes between the cores every step. Padding is skipped.
+void parallel_tensor_rows(const ParamSet& layout,
+                          const std::function<void(int, size_t, size_t, size_t)>& fn);
 
 }  // namespace dtrain

@@ -29,20 +29,19 @@ constexpr double kMinParallelFlops = 2e6;
 }  // namespace
 
 void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-          const float* b, int ldb, float beta, float* c, int ldc) {
+          const float* b, int ldb, float beta, float* c, int ldc, Split split) {
   ThreadTeam* team = ThreadTeam::current();
   if (team == nullptr || team->size() == 1 || 2.0 * m * n * k < kMinParallelFlops) {
     serial_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  // Split C by columns when it is wide enough: each thread then reads and writes only its own
-  // columns of B and C, which for a layer's weights means the same columns every step, so they
-  // stay in that core's cache. Otherwise split by rows. Parts start on 16-float boundaries.
   const int parts = team->size();
-  if (n >= 32 * parts) {
+  // Parts start at split_point(), the boundaries every parallel pass of the team uses.
+  if (split == Split::kAuto) split = n >= 32 * parts ? Split::kColumns : Split::kRows;
+  if (split == Split::kColumns) {
     team->run([&](int p) {
-      const int begin = n * p / parts / 16 * 16;
-      const int end = p + 1 == parts ? n : n * (p + 1) / parts / 16 * 16;
+      const int begin = static_cast<int>(split_point(n, parts, p));
+      const int end = static_cast<int>(split_point(n, parts, p + 1));
       if (begin == end) return;
       const float* b_part =
           trans_b == Trans::kNo ? b + begin : b + static_cast<size_t>(begin) * ldb;
@@ -51,8 +50,8 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
     });
   } else {
     team->run([&](int p) {
-      const int begin = m * p / parts;
-      const int end = m * (p + 1) / parts;
+      const int begin = static_cast<int>(split_point(m, parts, p));
+      const int end = static_cast<int>(split_point(m, parts, p + 1));
       if (begin == end) return;
       const float* a_part =
           trans_a == Trans::kNo ? a + static_cast<size_t>(begin) * lda : a + begin;

@@ -3,15 +3,22 @@
 // one place.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace dtrain {
 
 enum class Trans { kNo, kYes };
 
+// How a product is divided over the current ThreadTeam. The threads write disjoint blocks of C, and
+// when a block of C (or of B) is the same memory step after step, it stays in one core's cache:
+// a layer asks for the split that keeps each core on its own rows of the weights across the
+// forward and backward products. kAuto splits by columns when C is wide enough, else by rows.
+enum class Split { kAuto, kRows, kColumns };
+
 // C (m x n) = alpha * op(A) (m x k) * op(B) (k x n) + beta * C, row-major with leading dimensions.
 void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-          const float* b, int ldb, float beta, float* c, int ldc);
+          const float* b, int ldb, float beta, float* c, int ldc, Split split = Split::kAuto);
 
 // Threads BLAS may use for one call. dtrain owns this count: BLAS's pool and our own threads share
 // the cores, and oversubscribing two cores halves throughput.

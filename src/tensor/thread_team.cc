@@ -102,6 +102,11 @@ ScopedTeam::ScopedTeam(ThreadTeam* team) : previous_(current_team) { current_tea
 
 ScopedTeam::~ScopedTeam() { current_team = previous_; }
 
+size_t split_point(size_t size, int parts, int p) {
+  if (p >= parts) return size;
+  return std::min(size, size * static_cast<size_t>(p) / static_cast<size_t>(parts) / 16 * 16);
+}
+
 int parallel_parts() { return current_team == nullptr ? 1 : current_team->size(); }
 
 void parallel_ranges(size_t n, size_t align, const std::function<void(int, size_t, size_t)>& fn) {
@@ -116,6 +121,19 @@ void parallel_ranges(size_t n, size_t align, const std::function<void(int, size_
   current_team->run([&](int p) {
     const size_t begin = boundary(p), end = boundary(p + 1);
     if (begin < end) fn(p, begin, end);
+  });
+}
+
+void parallel_rows(size_t rows, size_t row_size,
+                   const std::function<void(int, size_t, size_t)>& fn) {
+  const int parts = parallel_parts();
+  if (parts == 1) {
+    if (rows > 0 && row_size > 0) fn(0, 0, rows * row_size);
+    return;
+  }
+  current_team->run([&](int p) {
+    const size_t begin = split_point(rows, parts, p), end = split_point(rows, parts, p + 1);
+    if (begin < end && row_size > 0) fn(p, begin * row_size, end * row_size);
   });
 }
 

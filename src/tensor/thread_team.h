@@ -59,10 +59,20 @@ class ScopedTeam {
   ThreadTeam* previous_;
 };
 
+// Where part p of `parts` starts when the team divides `size` rows or columns: size·p/parts
+// rounded down to a multiple of 16 (size for p == parts). gemm() and parallel_rows() both cut
+// here, so a pass over a weight's rows gives each core the rows its products left in its cache.
+size_t split_point(size_t size, int parts, int p);
+
 // Splits [0, n) into one contiguous range per thread of the current team, each starting on a
 // multiple of align, and calls fn(part, begin, end) for the non-empty ones; part is in
 // [0, parallel_parts()). Serial (one part) without a team.
 void parallel_ranges(size_t n, size_t align, const std::function<void(int, size_t, size_t)>& fn);
+
+// Splits `rows` rows of row_size values at split_point() and calls fn(part, begin, end) with each
+// part's value range [begin, end) (row-aligned), for the non-empty ones.
+void parallel_rows(size_t rows, size_t row_size,
+                   const std::function<void(int, size_t, size_t)>& fn);
 
 // The parts parallel_ranges() splits into on this thread: the current team's size, or 1.
 int parallel_parts();

@@ -122,8 +122,8 @@ float GradientComputer::compute(const ParamSet& params, const Batch& batch, Grad
         runner.compute_gradients(params, batch.images, batch.labels, batch.size, grads, times);
     if (update != nullptr) {
       const auto start = std::chrono::steady_clock::now();
-      parallel_ranges(grads.flat().size(), 16,
-                      [&](int, size_t begin, size_t end) { (*update)(begin, end); });
+      parallel_tensor_rows(grads,
+                           [&](int, size_t, size_t begin, size_t end) { (*update)(begin, end); });
       if (times != nullptr)
         times->update_s +=
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -164,8 +164,8 @@ float GradientComputer::sgd_step(ParamSet& params, const Batch& batch, GradSet& 
       runner.sgd_step(params, batch.images, batch.labels, batch.size, grads, lr, times);
   if (after != nullptr) {
     const auto start = std::chrono::steady_clock::now();
-    parallel_ranges(params.flat().size(), 16,
-                    [&](int, size_t begin, size_t end) { (*after)(begin, end); });
+    parallel_tensor_rows(params,
+                         [&](int, size_t, size_t begin, size_t end) { (*after)(begin, end); });
     if (times != nullptr)
       times->update_s +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

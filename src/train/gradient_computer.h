@@ -44,6 +44,7 @@ class GradientComputer {
   // Writes the gradient of the mean loss over the batch into grads and returns that loss. If
   // update is set, it is called on disjoint chunks covering the whole arena, once grads holds
   // the final values of that chunk, and before compute returns; no tower reads params by then.
+  // The chunks cover every tensor; the padding between tensors may be left out.
   // REQUIRES: batch.size <= max_batch and batch.size >= towers.
   float compute(const ParamSet& params, const Batch& batch, GradSet& grads,
                 StepTimes* times = nullptr, const ChunkUpdate* update = nullptr);
@@ -52,7 +53,7 @@ class GradientComputer {
   // a pass over the gradients (see ModelRunner::sgd_step); grads is scratch. If after is set, it
   // is then called on disjoint chunks covering the whole arena, split over the team (the moving
   // average). Returns the loss before the step. Only for one tower: towers must average their
-  // gradients before anything is applied.
+  // gradients before anything is applied. Chunks as for compute().
   // REQUIRES: towers() == 1 and batch.size <= max_batch.
   float sgd_step(ParamSet& params, const Batch& batch, GradSet& grads, float lr,
                  StepTimes* times = nullptr, const ChunkUpdate* after = nullptr);

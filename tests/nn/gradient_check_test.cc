@@ -445,7 +445,7 @@ TEST(Dense, ForwardEqualsNaiveLoop) {
     for (int c = 0; c < out; ++c) {
       double expected = params.values(1)[c];
       for (int k = 0; k < in; ++k)
-        expected += double{x[r * in + k]} * params.values(0)[k * out + c];
+        expected += double{x[r * in + k]} * params.values(0)[c * in + k];  // w is (out, in)
       EXPECT_NEAR(y[r * out + c], expected, 1e-5) << "row " << r << " column " << c;
     }
   }
