@@ -19,7 +19,7 @@ build_dir="${1:-$build_dir}"
 
 readonly PACKAGES=(cmake ninja-build g++ pkg-config libopenblas-dev zlib1g-dev nlohmann-json3-dev
   libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libasio-dev
-  libssl-dev npm ca-certificates)
+  libssl-dev libisal-dev npm ca-certificates)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -38,4 +38,24 @@ class IoError : public Error {
   using Error::Error;
 };
 
+// A connection to a peer failed: it closed or timed out, sent a malformed frame, or failed
+// authentication. The message names the peer (task and/or address) and the reason.
+class TransportError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A frame broke the wire format: bad magic, version or CRC32C, unknown type, or longer than the
+// configured limit.
+class FrameError : public TransportError {
+ public:
+  using TransportError::TransportError;
+};
+
+// A peer failed the HMAC challenge-response (wrong or missing cluster secret).
+class AuthError : public TransportError {
+ public:
+  using TransportError::TransportError;
+};
+
 }  // namespace dtrain
