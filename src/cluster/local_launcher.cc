@@ -1,0 +1,252 @@
+// Child processes over fork/exec (not posix_spawn: a child must ask for its parent-death signal
+// before it execs), one pipe per child for stdout and stderr together, and one poll loop that
+// relays output, notices signals through a self-pipe and reaps children.
+#include "cluster/local_launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "base/error.h"
+
+extern char** environ;
+
+namespace dtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Written by the signal handler, read by the poll loop: the only state a handler may touch.
+int signal_pipe[2] = {-1, -1};
+
+void on_signal(int signal) {
+  const char byte = static_cast<char>(signal);
+  [[maybe_unused]] ssize_t ignored = write(signal_pipe[1], &byte, 1);
+}
+
+// Installs the SIGINT/SIGTERM handlers for one launch and puts the old ones back.
+class SignalRelay {
+ public:
+  SignalRelay() {
+    if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+      throw IoError(fmt::format("launcher: pipe: {}", std::strerror(errno)));
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~SignalRelay() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+    close(signal_pipe[0]);
+    close(signal_pipe[1]);
+    signal_pipe[0] = signal_pipe[1] = -1;
+  }
+  SignalRelay(const SignalRelay&) = delete;
+  SignalRelay& operator=(const SignalRelay&) = delete;
+
+  int fd() const { return signal_pipe[0]; }
+  // The signal received since the last call, or 0.
+  int take() {
+    char byte = 0;
+    int last = 0;
+    while (read(signal_pipe[0], &byte, 1) == 1) last = byte;
+    return last;
+  }
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+struct Child {
+  std::string name;
+  pid_t pid = -1;
+  int out_fd = -1;      // read end of the child's stdout+stderr pipe; -1 after EOF
+  std::string partial;  // output after the last newline
+  bool running = true;
+};
+
+// fork + exec of one task. Everything the child needs is built before fork: between fork and exec
+// only async-signal-safe calls are allowed, and this process has threads.
+Child spawn(const LocalTask& task, const LaunchOptions& options) {
+  std::vector<std::string> arg_strings{options.binary.string()};
+  arg_strings.insert(arg_strings.end(), task.args.begin(), task.args.end());
+  std::vector<char*> argv;
+  for (std::string& a : arg_strings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings = options.extra_env;
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    throw IoError(fmt::format("launcher: pipe for {}: {}", task.name, std::strerror(errno)));
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    throw IoError(fmt::format("launcher: fork for {}: {}", task.name, std::strerror(errno)));
+  }
+  if (pid == 0) {
+    // Die with the launcher, even if it is killed with SIGKILL; if it already died, do not run.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    execve(argv[0], argv.data(), envp.data());
+    const char message[] = "launcher: exec failed\n";
+    [[maybe_unused]] ssize_t ignored = write(STDERR_FILENO, message, sizeof message - 1);
+    _exit(127);
+  }
+  close(fds[1]);
+  // Non-blocking, so the relay loop never waits on one quiet child while another talks.
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  return Child{task.name, pid, fds[0], {}, true};
+}
+
+void write_lines(Child& child, std::string_view data, std::ostream& out) {
+  child.partial.append(data);
+  size_t start = 0;
+  for (size_t nl; (nl = child.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+    fmt::print(out, "[{}] {}\n", child.name,
+               std::string_view(child.partial).substr(start, nl - start));
+  }
+  child.partial.erase(0, start);
+}
+
+// Reads what the child wrote; at EOF flushes a last unterminated line and closes the pipe.
+void relay_output(Child& child, std::ostream& out) {
+  char buffer[16384];
+  const ssize_t n = read(child.out_fd, buffer, sizeof buffer);
+  if (n > 0) {
+    write_lines(child, std::string_view(buffer, static_cast<size_t>(n)), out);
+    return;
+  }
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (!child.partial.empty()) write_lines(child, "\n", out);
+  close(child.out_fd);
+  child.out_fd = -1;
+}
+
+std::string describe_exit(const std::string& name, int status) {
+  if (WIFSIGNALED(status)) {
+    return fmt::format("{} was killed by signal {} ({})", name, WTERMSIG(status),
+                       strsignal(WTERMSIG(status)));
+  }
+  return fmt::format("{} exited with code {}", name, WEXITSTATUS(status));
+}
+
+int exit_code_of(int status) {
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+void signal_running(std::vector<Child>& children, int signal) {
+  for (Child& child : children)
+    if (child.running) kill(child.pid, signal);
+}
+
+}  // namespace
+
+LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const LaunchOptions& options,
+                               std::ostream& out) {
+  SignalRelay signals;
+  std::vector<Child> children;
+  LaunchResult result;
+  std::optional<Clock::time_point> kill_at;  // set once a stop begins
+  auto begin_stop = [&] {
+    if (kill_at) return;
+    signal_running(children, SIGTERM);
+    kill_at = Clock::now() + options.grace;
+  };
+  try {
+    for (const LocalTask& task : tasks) children.push_back(spawn(task, options));
+  } catch (const Error&) {
+    begin_stop();
+    for (Child& child : children) waitpid(child.pid, nullptr, 0);
+    throw;
+  }
+
+  for (;;) {
+    std::vector<pollfd> fds{{signals.fd(), POLLIN, 0}};
+    for (const Child& child : children)
+      if (child.out_fd >= 0) fds.push_back({child.out_fd, POLLIN, 0});
+    const bool any_running =
+        std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running; });
+    if (!any_running && fds.size() == 1) break;
+    // The timeout bounds how late a child's exit or the kill deadline is noticed.
+    if (poll(fds.data(), fds.size(), 50) < 0 && errno != EINTR)
+      throw IoError(fmt::format("launcher: poll: {}", std::strerror(errno)));
+
+    if (const int signal = signals.take(); signal != 0) {
+      result.interrupted = true;
+      if (result.exit_code == 0) result.exit_code = 128 + signal;
+      begin_stop();
+    }
+    for (Child& child : children)
+      if (child.out_fd >= 0) relay_output(child, out);
+    out << std::flush;
+
+    for (Child& child : children) {
+      if (!child.running) continue;
+      int status = 0;
+      if (waitpid(child.pid, &status, WNOHANG) != child.pid) continue;
+      child.running = false;
+      // Exits the launcher caused by stopping the cluster are not failures of their own.
+      if (exit_code_of(status) != 0 && !kill_at) {
+        result.failed.push_back(describe_exit(child.name, status));
+        if (result.exit_code == 0) result.exit_code = exit_code_of(status);
+        begin_stop();
+      }
+    }
+    if (kill_at && Clock::now() >= *kill_at) signal_running(children, SIGKILL);
+  }
+  return result;
+}
+
+std::vector<uint16_t> pick_free_ports(int n) {
+  std::vector<int> sockets;
+  std::vector<uint16_t> ports;
+  auto close_all = [&] {
+    for (int s : sockets) close(s);
+  };
+  for (int i = 0; i < n; ++i) {
+    // Every socket stays bound until all are picked, so the ports are distinct.
+    const int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = 0;
+    socklen_t length = sizeof address;
+    if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        getsockname(s, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      const std::string reason = std::strerror(errno);
+      if (s >= 0) close(s);
+      close_all();
+      throw IoError(fmt::format("launcher: could not find a free loopback port: {}", reason));
+    }
+    sockets.push_back(s);
+    ports.push_back(ntohs(address.sin_port));
+  }
+  close_all();
+  return ports;
+}
+
+}  // namespace dtrain

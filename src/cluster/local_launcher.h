@@ -1,0 +1,45 @@
+// The embedded default of `dtrain train --ps P --workers W`: the whole cluster as child processes
+// of this one, on loopback. Children's output is prefixed with their task name ([ps0],
+// [worker1]), Ctrl-C and SIGTERM are passed on, every child is reaped, and the launcher fails if
+// any task failed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+struct LocalTask {
+  std::string name;               // the output prefix, e.g. "worker1"
+  std::vector<std::string> args;  // arguments after the binary
+};
+
+struct LaunchOptions {
+  std::filesystem::path binary;        // the program each task runs (this dtrain binary)
+  std::vector<std::string> extra_env;  // "NAME=value" entries added to every child's environment
+  std::chrono::milliseconds grace{10000};  // after a stop, how long children get before SIGKILL
+};
+
+struct LaunchResult {
+  int exit_code = 0;                // 0 if every task exited 0; else the first failure's code
+  std::vector<std::string> failed;  // one line per failed task: "worker1 exited with code 1"
+  bool interrupted = false;         // the launcher received SIGINT or SIGTERM
+};
+
+// Starts every task, relays their output line by line to out with a "[name] " prefix, and returns
+// once all have exited. If a task fails or the launcher is interrupted, the others get SIGTERM,
+// then SIGKILL after options.grace. Children die with the launcher even if it is killed (the
+// kernel's parent-death signal). Installs SIGINT/SIGTERM handlers for its duration.
+// Thread-safety: one call at a time per process.
+LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const LaunchOptions& options,
+                               std::ostream& out);
+
+// n distinct loopback ports that were free a moment ago (bound to port 0 and released). Tasks
+// connect with retry, so a port taken in between shows up as a clear error, not a hang.
+std::vector<uint16_t> pick_free_ports(int n);
+
+}  // namespace dtrain

@@ -1,0 +1,109 @@
+// The local launcher runs real child processes (/bin/sh scripts standing in for tasks): their
+// output arrives prefixed, a failing task stops the others, an interrupt stops all, and every
+// child has been reaped when run_local_cluster returns.
+#include "cluster/local_launcher.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "support/temp_dir.h"
+
+namespace dtrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+LocalTask shell_task(const std::string& name, const std::string& script) {
+  return {name, {"-c", script}};
+}
+
+LaunchOptions shell_options() { return {.binary = "/bin/sh", .extra_env = {"DTRAIN_TEST_VAR=42"}}; }
+
+// True if pid no longer exists: reaped children are gone; unreaped ones would be zombies.
+bool process_gone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+pid_t read_pid(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  pid_t pid = -1;
+  in >> pid;
+  return pid;
+}
+
+// Waits until every file exists, for at most ten seconds (the children write them at start-up).
+bool wait_for_files(const std::vector<std::filesystem::path>& files) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool all = true;
+    for (const auto& f : files) all = all && std::filesystem::exists(f) && read_pid(f) > 0;
+    if (all) return true;
+    std::this_thread::yield();
+  }
+  return false;
+}
+
+TEST(LocalLauncher, PrefixesEveryLineWithTheTaskNameAndPassesTheEnvironment) {
+  std::ostringstream out;
+  const LaunchResult result =
+      run_local_cluster({shell_task("ps0", "echo one; echo two >&2; printf 'no newline'"),
+                         shell_task("worker0", "echo var=$DTRAIN_TEST_VAR")},
+                        shell_options(), out);
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_TRUE(result.failed.empty());
+  EXPECT_THAT(out.str(), HasSubstr("[ps0] one\n"));
+  EXPECT_THAT(out.str(), HasSubstr("[ps0] two\n"));
+  EXPECT_THAT(out.str(), HasSubstr("[ps0] no newline\n"));
+  EXPECT_THAT(out.str(), HasSubstr("[worker0] var=42\n"));
+}
+
+TEST(LocalLauncher, AFailedTaskStopsTheOthersAndIsNamed) {
+  testing::TempDir dir;
+  const auto pid_file = dir / "long.pid";
+  std::ostringstream out;
+  // The long task would run for a minute; the failing one waits until it has started.
+  const LaunchResult result = run_local_cluster(
+      {shell_task("ps0", "echo $$ > " + pid_file.string() + "; exec sleep 60"),
+       shell_task("worker1", "while [ ! -s " + pid_file.string() + " ]; do :; done; exit 3")},
+      shell_options(), out);
+  EXPECT_EQ(result.exit_code, 3);
+  ASSERT_EQ(result.failed.size(), 1u);
+  EXPECT_EQ(result.failed[0], "worker1 exited with code 3");
+  EXPECT_TRUE(process_gone(read_pid(pid_file)));
+}
+
+TEST(LocalLauncher, InterruptStopsAndReapsEveryChild) {
+  testing::TempDir dir;
+  std::vector<LocalTask> tasks;
+  std::vector<std::filesystem::path> pid_files;
+  for (int i = 0; i < 3; ++i) {
+    pid_files.push_back(dir / ("task" + std::to_string(i) + ".pid"));
+    tasks.push_back(shell_task("worker" + std::to_string(i),
+                               "echo $$ > " + pid_files.back().string() + "; exec sleep 60"));
+  }
+  std::ostringstream out;
+  LaunchResult result;
+  std::jthread launcher([&] { result = run_local_cluster(tasks, shell_options(), out); });
+  ASSERT_TRUE(wait_for_files(pid_files));
+  kill(getpid(), SIGINT);  // what Ctrl-C does to the launcher
+  launcher.join();
+  EXPECT_TRUE(result.interrupted);
+  EXPECT_EQ(result.exit_code, 128 + SIGINT);
+  EXPECT_TRUE(result.failed.empty()) << "children stopped by the launcher are not failures";
+  for (const auto& f : pid_files) EXPECT_TRUE(process_gone(read_pid(f))) << f;
+}
+
+TEST(LocalLauncher, PicksDistinctFreePorts) {
+  const std::vector<uint16_t> ports = pick_free_ports(8);
+  ASSERT_EQ(ports.size(), 8u);
+  EXPECT_EQ(std::set<uint16_t>(ports.begin(), ports.end()).size(), 8u);
+  for (uint16_t p : ports) EXPECT_GT(p, 0);
+}
+
+}  // namespace
+}  // namespace dtrain
