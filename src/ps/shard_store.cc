@@ -1,0 +1,330 @@
+// ShardStore: per-shard locks, exactly-once bookkeeping and the sync accumulator. An update is
+// TensorFlow's rule (Optimizer::apply_range) over one shard's contiguous range of the arenas.
+#include "ps/shard_store.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+#include "base/error.h"
+
+namespace dtrain {
+namespace {
+
+constexpr size_t kNotHeld = SIZE_MAX;
+// Each shard starts on its own cache line, so two shard locks never guard one line between them.
+constexpr size_t kAlignFloats = 16;
+constexpr size_t kMaxSlots = 2;  // Adam's m and v
+constexpr int64_t kNoStep = INT64_MIN;
+
+size_t round_up(size_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+
+int aggregate_count(const SyncOptions& sync) {
+  if (sync.total_num_replicas < 1) {
+    throw UsageError(
+        fmt::format("--total_num_replicas {}: need at least one worker", sync.total_num_replicas));
+  }
+  const int r =
+      sync.replicas_to_aggregate == 0 ? sync.total_num_replicas : sync.replicas_to_aggregate;
+  if (r < 1 || r > sync.total_num_replicas) {
+    throw UsageError(fmt::format(
+        "--replicas_to_aggregate {}: must be between 1 and --total_num_replicas {}, or a step "
+        "could never complete",
+        sync.replicas_to_aggregate, sync.total_num_replicas));
+  }
+  return r;
+}
+
+// The map's offsets come from a ParamSet of some layout; a map of another model would make every
+// push land in the wrong place, so its shards are checked against the specs once, here.
+void check_map_matches(const std::vector<ParamSpec>& specs, const PartitionMap& map) {
+  for (size_t i = 0; i < map.shards.size(); ++i) {
+    const Shard& shard = map.shards[i];
+    bool ok = shard.tensor < specs.size() && shard.begin <= shard.end;
+    if (ok) {
+      const Shape& shape = specs[shard.tensor].shape;
+      const size_t rows = shape.empty() || shape[0] == 0 ? 1 : static_cast<size_t>(shape[0]);
+      const size_t row_size = static_cast<size_t>(num_elements(shape)) / rows;
+      ok = shard.row_begin <= shard.row_end && shard.row_end <= rows &&
+           shard.size() == (shard.row_end - shard.row_begin) * row_size;
+    }
+    if (!ok) {
+      throw Error(fmt::format(
+          "partition map does not match the model: shard {} (variable {}, rows {}..{}) is not "
+          "a row range of a variable of {} given",
+          i, shard.tensor, shard.row_begin, shard.row_end, specs.size()));
+    }
+  }
+}
+
+}  // namespace
+
+struct ShardStore::LocalShard {
+  size_t index = 0;   // into PartitionMap::shards
+  size_t offset = 0;  // of its ranges in values_, accumulator_ and each slot's part of slots_
+  size_t size = 0;
+  // Made with no specs, so it holds no slots of its own: only its update rule is used. One per
+  // shard, so that no object is shared between two shard locks.
+  std::unique_ptr<Optimizer> optimizer;
+
+  mutable std::mutex mutex;
+  mutable std::condition_variable step_advanced;
+  // Guarded by mutex, as are this shard's ranges of the arenas.
+  bool initialized = false;
+  int64_t step = 0;
+  int accumulated = 0;                    // sync: gradients summed into this step so far
+  std::vector<uint64_t> next_sequence;    // per worker: the lowest sequence not yet handled
+  std::vector<int64_t> contributed_step;  // per worker: the step of its last counted gradient
+  ShardCounters counters;                 // counters.step unused: see step
+};
+
+std::string_view outcome_name(PushResult::Outcome outcome) {
+  switch (outcome) {
+    case PushResult::Outcome::kApplied:
+      return "applied";
+    case PushResult::Outcome::kAccepted:
+      return "accepted";
+    case PushResult::Outcome::kDuplicate:
+      return "duplicate";
+    case PushResult::Outcome::kStale:
+      return "stale";
+  }
+  return "unknown";
+}
+
+ShardStore::ShardStore(const std::vector<ParamSpec>& specs, const PartitionMap& map, int ps,
+                       const OptimizerConfig& optimizer, const SyncOptions& sync)
+    : ps_(ps),
+      sync_replicas_(sync.sync_replicas),
+      total_num_replicas_(sync.total_num_replicas),
+      replicas_to_aggregate_(aggregate_count(sync)) {
+  if (ps < 0 || ps >= map.num_ps()) {
+    throw UsageError(
+        fmt::format("--task_index {}: the partition map has ps tasks 0..{}", ps, map.num_ps() - 1));
+  }
+  check_map_matches(specs, map);
+  slot_suffixes_ = make_optimizer(optimizer, {})->slot_suffixes();
+  if (slot_suffixes_.size() > kMaxSlots)
+    throw Error(fmt::format("optimizer {}: more slots than the ps store keeps", optimizer.name));
+
+  shards_ = map.shards_of_ps[static_cast<size_t>(ps)];
+  local_of_.assign(map.shards.size(), kNotHeld);
+  local_ = std::make_unique<LocalShard[]>(shards_.size());
+  size_t offset = 0;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    LocalShard& s = local_[i];
+    s.index = shards_[i];
+    s.offset = offset;
+    s.size = map.shards[shards_[i]].size();
+    s.optimizer = make_optimizer(optimizer, {});
+    s.next_sequence.assign(static_cast<size_t>(total_num_replicas_), 0);
+    s.contributed_step.assign(static_cast<size_t>(total_num_replicas_), kNoStep);
+    local_of_[shards_[i]] = i;
+    offset += round_up(s.size);
+  }
+  local_values_ = offset;
+  values_.assign(local_values_, 0.0f);
+  slots_.assign(local_values_ * slot_suffixes_.size(), 0.0f);
+  if (sync_replicas_) accumulator_.assign(local_values_, 0.0f);
+}
+
+ShardStore::~ShardStore() = default;
+
+ShardStore::LocalShard& ShardStore::local(size_t shard) const {
+  if (shard >= local_of_.size() || local_of_[shard] == kNotHeld) {
+    throw Error(fmt::format("shard {} is not held by ps task {} (the map has {} shards)", shard,
+                            ps_, local_of_.size()));
+  }
+  return local_[local_of_[shard]];
+}
+
+namespace {
+
+void check_size(size_t index, size_t expected, size_t given, std::string_view what) {
+  if (given != expected) {
+    throw Error(fmt::format("shard {}: {} of {} values, but the shard holds {}", index, what, given,
+                            expected));
+  }
+}
+
+// REQUIRES: the shard's mutex is held (initialized is guarded by it).
+void check_initialized(bool initialized, size_t index, int ps) {
+  if (!initialized) {
+    throw Error(fmt::format(
+        "shard {} on ps task {} used before the chief initialised it (wait_initialized first)",
+        index, ps));
+  }
+}
+
+}  // namespace
+
+void ShardStore::check_worker(const LocalShard& s, int worker) const {
+  if (worker < 0 || worker >= total_num_replicas_) {
+    throw Error(
+        fmt::format("push to shard {} from worker {}: this ps task expects workers 0..{} "
+                    "(--total_num_replicas)",
+                    s.index, worker, total_num_replicas_ - 1));
+  }
+}
+
+size_t ShardStore::shard_size(size_t shard) const { return local(shard).size; }
+
+// REQUIRES: s.mutex is held.
+void ShardStore::apply(LocalShard& s, std::span<const float> grad, float lr) {
+  // A fixed array, not a vector: this runs on every push and the steady state allocates nothing.
+  std::array<std::span<float>, kMaxSlots> slot_ranges;
+  for (size_t k = 0; k < slot_suffixes_.size(); ++k)
+    slot_ranges[k] = {slots_.data() + k * local_values_ + s.offset, s.size};
+  s.optimizer->apply_range(
+      {values_.data() + s.offset, s.size}, grad,
+      std::span<const std::span<float>>(slot_ranges.data(), slot_suffixes_.size()), lr, s.step);
+  ++s.step;
+  ++s.counters.applied;
+  s.step_advanced.notify_all();
+}
+
+void ShardStore::initialize(size_t shard, std::span<const float> values, int64_t step,
+                            std::span<const std::span<const float>> slots) {
+  LocalShard& s = local(shard);
+  check_size(s.index, s.size, values.size(), "initial values");
+  if (!slots.empty() && slots.size() != slot_suffixes_.size()) {
+    throw Error(fmt::format("shard {}: {} optimizer slots given, the optimizer keeps {}", s.index,
+                            slots.size(), slot_suffixes_.size()));
+  }
+  for (std::span<const float> slot : slots) check_size(s.index, s.size, slot.size(), "a slot");
+  bool first = false;
+  {
+    std::lock_guard lock(s.mutex);
+    std::copy(values.begin(), values.end(), values_.begin() + s.offset);
+    for (size_t k = 0; k < slot_suffixes_.size(); ++k) {
+      float* dst = slots_.data() + k * local_values_ + s.offset;
+      if (slots.empty()) {
+        std::fill(dst, dst + s.size, 0.0f);
+      } else {
+        std::copy(slots[k].begin(), slots[k].end(), dst);
+      }
+    }
+    s.step = step;
+    s.accumulated = 0;
+    std::fill(s.contributed_step.begin(), s.contributed_step.end(), kNoStep);
+    first = !s.initialized;
+    s.initialized = true;
+    s.step_advanced.notify_all();
+  }
+  if (!first) return;
+  std::lock_guard lock(init_mutex_);
+  ++initialized_count_;
+  init_changed_.notify_all();
+}
+
+bool ShardStore::initialized() const {
+  std::lock_guard lock(init_mutex_);
+  return initialized_count_ == shards_.size();
+}
+
+bool ShardStore::wait_initialized(Deadline deadline) const {
+  std::unique_lock lock(init_mutex_);
+  return init_changed_.wait_until(lock, deadline,
+                                  [&] { return initialized_count_ == shards_.size(); });
+}
+
+int64_t ShardStore::read(size_t shard, std::span<float> out) const {
+  const LocalShard& s = local(shard);
+  check_size(s.index, s.size, out.size(), "a read");
+  std::lock_guard lock(s.mutex);
+  check_initialized(s.initialized, s.index, ps_);
+  std::copy_n(values_.begin() + s.offset, s.size, out.begin());
+  return s.step;
+}
+
+void ShardStore::read_slot(size_t shard, size_t k, std::span<float> out) const {
+  const LocalShard& s = local(shard);
+  if (k >= slot_suffixes_.size()) {
+    throw Error(fmt::format("shard {}: no optimizer slot {} (the optimizer keeps {})", s.index, k,
+                            slot_suffixes_.size()));
+  }
+  check_size(s.index, s.size, out.size(), "a slot read");
+  std::lock_guard lock(s.mutex);
+  check_initialized(s.initialized, s.index, ps_);
+  std::copy_n(slots_.begin() + k * local_values_ + s.offset, s.size, out.begin());
+}
+
+PushResult ShardStore::push_async(size_t shard, int worker, uint64_t sequence,
+                                  std::span<const float> grad, float lr) {
+  LocalShard& s = local(shard);
+  if (sync_replicas_)
+    throw Error(fmt::format("shard {}: an async push to a ps task in sync mode", s.index));
+  check_worker(s, worker);
+  check_size(s.index, s.size, grad.size(), "a gradient");
+  std::lock_guard lock(s.mutex);
+  check_initialized(s.initialized, s.index, ps_);
+  uint64_t& next = s.next_sequence[static_cast<size_t>(worker)];
+  if (sequence < next) {
+    ++s.counters.duplicates;
+    return {PushResult::Outcome::kDuplicate, s.step};
+  }
+  next = sequence + 1;
+  apply(s, grad, lr);
+  return {PushResult::Outcome::kApplied, s.step};
+}
+
+PushResult ShardStore::push_sync(size_t shard, int worker, uint64_t sequence,
+                                 int64_t computed_at_step, std::span<const float> grad, float lr) {
+  LocalShard& s = local(shard);
+  if (!sync_replicas_)
+    throw Error(fmt::format("shard {}: a sync push to a ps task in async mode", s.index));
+  check_worker(s, worker);
+  check_size(s.index, s.size, grad.size(), "a gradient");
+  const size_t w = static_cast<size_t>(worker);
+  float* sum = accumulator_.data() + s.offset;
+  std::lock_guard lock(s.mutex);
+  check_initialized(s.initialized, s.index, ps_);
+  // A retry of anything already answered — counted, stale or duplicate — changes nothing.
+  if (sequence < s.next_sequence[w]) {
+    ++s.counters.duplicates;
+    return {PushResult::Outcome::kDuplicate, s.step};
+  }
+  s.next_sequence[w] = sequence + 1;
+  if (computed_at_step != s.step) {
+    ++s.counters.stale_dropped;
+    return {PushResult::Outcome::kStale, s.step};
+  }
+  // At most one gradient per worker per step: unlike TensorFlow's token queue, a fast worker
+  // cannot stand in for a slow one, so a step always averages R distinct replicas.
+  if (s.contributed_step[w] == s.step) {
+    ++s.counters.duplicates;
+    return {PushResult::Outcome::kDuplicate, s.step};
+  }
+  s.contributed_step[w] = s.step;
+  ++s.counters.accepted;
+  // The step's first gradient is copied and the rest added, so the sum never needs clearing.
+  if (s.accumulated == 0) {
+    std::copy(grad.begin(), grad.end(), sum);
+  } else {
+    for (size_t i = 0; i < s.size; ++i) sum[i] += grad[i];
+  }
+  if (++s.accumulated < replicas_to_aggregate_) return {PushResult::Outcome::kAccepted, s.step};
+  const float replicas = static_cast<float>(replicas_to_aggregate_);
+  for (size_t i = 0; i < s.size; ++i) sum[i] /= replicas;
+  apply(s, {sum, s.size}, lr);
+  s.accumulated = 0;
+  return {PushResult::Outcome::kApplied, s.step};
+}
+
+int64_t ShardStore::wait_step_past(size_t shard, int64_t step, Deadline deadline) const {
+  const LocalShard& s = local(shard);
+  std::unique_lock lock(s.mutex);
+  s.step_advanced.wait_until(lock, deadline, [&] { return s.step > step; });
+  return s.step;
+}
+
+ShardCounters ShardStore::counters(size_t shard) const {
+  const LocalShard& s = local(shard);
+  std::lock_guard lock(s.mutex);
+  ShardCounters counters = s.counters;
+  counters.step = s.step;
+  return counters;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,159 @@
+// What one parameter-server task holds and does (DESIGN.md §5): the values, optimizer slots and
+// step of the shards the partition map gives it, updated from pushed gradients — at once (async),
+// or averaged over R replicas once per step (sync). Pure logic: the ps service puts it on the wire.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nn/param_set.h"
+#include "optim/optimizer.h"
+#include "ps/partition.h"
+#include "tensor/aligned.h"
+
+namespace dtrain {
+
+struct SyncOptions {
+  bool sync_replicas = false;  // --sync_replicas: false is async, the tutorials' default
+  // --total_num_replicas: the workers that push; worker ids are [0, total_num_replicas).
+  int total_num_replicas = 1;
+  // --replicas_to_aggregate R: gradients averaged into each sync step; 0 means total_num_replicas.
+  int replicas_to_aggregate = 0;
+};
+
+// The answer to a push. Every expected outcome is a value; only a broken request throws.
+struct PushResult {
+  enum class Outcome {
+    kApplied,    // async: applied. sync: it was the R-th, so the step was applied and advanced
+    kAccepted,   // sync: counted towards the current step, which advances when R have arrived
+    kDuplicate,  // already handled (a retried sequence), or the worker's second gradient this step
+    kStale,      // sync: not computed at the shard's current step: dropped and counted
+  };
+  Outcome outcome;
+  int64_t step;  // the shard's step after this push
+};
+std::string_view outcome_name(PushResult::Outcome outcome);
+
+// One shard's state and history since the store was constructed.
+struct ShardCounters {
+  int64_t step = 0;           // the shard's step: its initial step plus the updates applied since
+  int64_t applied = 0;        // optimizer updates (async: pushes; sync: completed steps)
+  int64_t accepted = 0;       // sync: fresh gradients counted towards a step
+  int64_t duplicates = 0;     // pushes acknowledged without effect
+  int64_t stale_dropped = 0;  // sync: gradients computed at another step
+};
+
+// Shards are named by their index into PartitionMap::shards, the same on every task. Every call
+// that takes one REQUIRES that this task holds it (see shards()); a broken request — a shard held
+// elsewhere, a span of the wrong length, a worker id out of range, a push or read before the shard
+// is initialised, the wrong mode's push — throws Error naming it.
+//
+// Thread-safety: every method may be called from any number of threads. Each shard has its own
+// mutex, so pushes to different shards run in parallel; a second mutex guards the count of
+// initialised shards. No call ever holds two of these locks, so there is no lock order to keep.
+// Waits on condition variables always carry a deadline.
+class ShardStore {
+ public:
+  using Deadline = std::chrono::steady_clock::time_point;
+
+  // REQUIRES: map was made for the layout of `specs`; 0 <= ps < map.num_ps();
+  // optimizer.name is sgd, momentum or adam; sync.total_num_replicas >= 1 and
+  // 0 <= sync.replicas_to_aggregate <= total_num_replicas. Otherwise throws UsageError naming the
+  // flag, or Error for a map of another layout.
+  // Allocates everything the store will ever need: values, slots and the sync accumulator for
+  // the shards this task holds, laid out contiguously in that order.
+  ShardStore(const std::vector<ParamSpec>& specs, const PartitionMap& map, int ps,
+             const OptimizerConfig& optimizer, const SyncOptions& sync);
+  ~ShardStore();
+  ShardStore(const ShardStore&) = delete;
+  ShardStore& operator=(const ShardStore&) = delete;
+
+  int ps() const { return ps_; }
+  // The shards this task holds: indices into PartitionMap::shards, ascending.
+  const std::vector<size_t>& shards() const { return shards_; }
+  size_t shard_size(size_t shard) const;
+  // The optimizer's slot names ("adam_m", "adam_v"; none for SGD), in read_slot's order.
+  const std::vector<std::string>& slot_suffixes() const { return slot_suffixes_; }
+  // R: gradients averaged into each sync step.
+  int replicas_to_aggregate() const { return replicas_to_aggregate_; }
+
+  // The chief's initialisation or restore: sets the shard's values and step, and its slots from
+  // `slots` (one span per slot_suffixes() entry) or to zero when `slots` is empty. Discards a
+  // partly accumulated sync step; keeps the counters and the sequences already seen. Wakes
+  // wait_initialized and wait_step_past. REQUIRES: every span has shard_size(shard) values.
+  void initialize(size_t shard, std::span<const float> values, int64_t step,
+                  std::span<const std::span<const float>> slots = {});
+  // True when every shard this task holds has been initialised.
+  bool initialized() const;
+  // Waits until initialized() or the deadline; returns initialized().
+  bool wait_initialized(Deadline deadline) const;
+
+  // A pull: copies the shard's current values into out and returns its step.
+  // REQUIRES: out.size() == shard_size(shard); the shard is initialised.
+  int64_t read(size_t shard, std::span<float> out) const;
+  // Copies slot k (see slot_suffixes()) of the shard, for a checkpoint.
+  // REQUIRES: k < slot_suffixes().size(); out.size() == shard_size(shard); initialised.
+  void read_slot(size_t shard, size_t k, std::span<float> out) const;
+
+  // Async: applies grad at learning rate lr at once. Exactly-once: a push whose sequence is not
+  // above the last one this worker had handled on this shard is a kDuplicate and changes nothing,
+  // so sequences must increase per (worker, shard) — one counter per worker over all shards will
+  // do. Returns kApplied with the step after the update, or kDuplicate with the current step.
+  // REQUIRES: not sync_replicas; 0 <= worker < total_num_replicas; grad.size() == shard_size.
+  PushResult push_async(size_t shard, int worker, uint64_t sequence, std::span<const float> grad,
+                        float lr);
+
+  // Sync (SyncReplicasOptimizer, with at most one gradient per worker per step): in order,
+  //   a sequence already handled (a retry)                        -> kDuplicate;
+  //   computed_at_step != the shard's step (a late or backup one) -> kStale, dropped and counted;
+  //   a second gradient from this worker in this step             -> kDuplicate;
+  //   otherwise counted: the R-th of the step averages the R (sum / R), applies the optimizer
+  //   once at this push's lr (every worker derives lr from the same step), advances the step
+  //   and wakes wait_step_past -> kApplied; the others -> kAccepted.
+  // A newer computed_at_step (only a ps restored behind its workers sees one) is stale too.
+  // REQUIRES: sync_replicas; 0 <= worker < total_num_replicas; grad.size() == shard_size.
+  PushResult push_sync(size_t shard, int worker, uint64_t sequence, int64_t computed_at_step,
+                       std::span<const float> grad, float lr);
+
+  // The token: waits until the shard's step is above `step` or the deadline passes, and returns
+  // the shard's step then (still <= step on timeout: a value, not an exception).
+  int64_t wait_step_past(size_t shard, int64_t step, Deadline deadline) const;
+
+  ShardCounters counters(size_t shard) const;
+
+ private:
+  struct LocalShard;
+  LocalShard& local(size_t shard) const;
+  void check_worker(const LocalShard& s, int worker) const;
+  void apply(LocalShard& s, std::span<const float> grad, float lr);
+
+  int ps_;
+  bool sync_replicas_;
+  int total_num_replicas_;
+  int replicas_to_aggregate_;
+  std::vector<std::string> slot_suffixes_;
+  std::vector<size_t> shards_;    // held shards, as indices into the map
+  std::vector<size_t> local_of_;  // map index -> index into local_, or kNotHeld
+  std::unique_ptr<LocalShard[]> local_;
+  // The arenas: each held shard owns [offset, offset + size) of values_ and accumulator_, and of
+  // each slot's part of slots_. They never reallocate after construction, and a shard's ranges
+  // are touched only under that shard's mutex.
+  FloatBuffer values_;
+  FloatBuffer slots_;        // slot k of a shard at k * local_values_ + offset
+  FloatBuffer accumulator_;  // sync only: the sum of the current step's gradients
+  size_t local_values_ = 0;
+
+  mutable std::mutex init_mutex_;
+  mutable std::condition_variable init_changed_;
+  size_t initialized_count_ = 0;  // guarded by init_mutex_
+};
+
+}  // namespace dtrain
