@@ -1,0 +1,401 @@
+// Frames over a TcpStream: the streaming send and receive paths, the handshake sequence, and the
+// rule that a failed connection stays failed.
+#include "comm/connection.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include "base/error.h"
+#include "comm/auth.h"
+#include "comm/crc32c.h"
+#include "comm/frame.h"
+
+namespace dtrain {
+
+namespace ff = frame_format;
+
+namespace {
+
+// Tensor bytes are received and checksummed in chunks of this size, so the CRC reads each chunk
+// while it is still in cache.
+constexpr size_t kReceiveChunkBytes = size_t{1} << 20;
+
+FrameError bad_frame_from(const std::string& peer, const FrameError& error) {
+  return FrameError(fmt::format("bad frame from {}: {}", peer, error.what()));
+}
+
+}  // namespace
+
+Connection::Connection(std::unique_ptr<TcpStream> stream, ConnectionOptions options)
+    : stream_(std::move(stream)), options_(std::move(options)) {
+  stream_->set_task_name(options_.task_name);
+}
+
+Connection::~Connection() = default;  // the stream's destructor closes the socket
+
+// ---- state ----
+
+template <typename Body>
+auto Connection::guarded(Body&& body) {
+  try {
+    return body();
+  } catch (const TransportError&) {
+    fail(std::current_exception());
+  }
+}
+
+void Connection::fail(std::exception_ptr error, bool by_peer) {
+  std::exception_ptr first;
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ != State::kClosed) {
+      state_ = State::kClosed;
+      error_ = error;
+      closed_by_peer_ = by_peer;
+    }
+    first = error_;
+  }
+  // Wakes a thread blocked in the other direction; it finds the connection closed and rethrows
+  // the first error rather than its own consequence of the shutdown.
+  stream_->shutdown();
+  std::rethrow_exception(first);
+}
+
+void Connection::check_state(State required, const char* call) const {
+  std::lock_guard lock(mutex_);
+  if (state_ == State::kClosed) std::rethrow_exception(error_);
+  if (state_ != required) {
+    throw std::logic_error(fmt::format("Connection::{} called {} the handshake", call,
+                                       state_ == State::kHandshaking ? "before" : "after"));
+  }
+}
+
+void Connection::close() {
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ != State::kClosed) {
+      state_ = State::kClosed;
+      error_ = std::make_exception_ptr(
+          TransportError(fmt::format("connection to {} was closed locally", peer())));
+    }
+  }
+  stream_->shutdown();
+}
+
+bool Connection::is_open() const {
+  std::lock_guard lock(mutex_);
+  return state_ == State::kOpen;
+}
+
+bool Connection::closed_by_peer() const {
+  std::lock_guard lock(mutex_);
+  return closed_by_peer_;
+}
+
+IoDeadline Connection::io_deadline() const {
+  return IoDeadline{.stall_ms = options_.io_timeout_ms};
+}
+
+// ---- sending ----
+
+void Connection::send(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
+                      std::span<const std::span<const float>> tensors) {
+  if (type < ff::kFirstUserType) {
+    throw std::invalid_argument(
+        fmt::format("Connection::send: frame type {} is reserved for the handshake", type));
+  }
+  check_state(State::kOpen, "send");
+  guarded([&] { send_frame(type, request_id, meta, tensors, io_deadline()); });
+}
+
+void Connection::send_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
+                            std::span<const std::span<const float>> tensors,
+                            const IoDeadline& deadline) {
+  uint64_t tensor_bytes = 0;
+  for (auto tensor : tensors) tensor_bytes += tensor.size_bytes();
+  const uint64_t payload_len = ff::kMetaLenBytes + meta.size() + tensor_bytes;
+  // The peer would refuse these; failing here names the real culprit, this sender.
+  if (meta.size() > options_.max_meta_bytes || meta.size() > UINT32_MAX) {
+    throw FrameError(fmt::format("a {}-byte meta block for {} is over the {}-byte limit",
+                                 meta.size(), peer(), options_.max_meta_bytes));
+  }
+  if (payload_len > options_.max_payload_bytes) {
+    throw FrameError(fmt::format("a frame of {} payload bytes for {} is over the {}-byte limit",
+                                 payload_len, peer(), options_.max_payload_bytes));
+  }
+
+  std::array<std::byte, ff::kHeaderBytes> header;
+  std::array<std::byte, ff::kMetaLenBytes> meta_len;
+  encode_header({.type = type, .request_id = request_id, .payload_len = payload_len}, header);
+  ff::store_le(meta_len, static_cast<uint32_t>(meta.size()));
+
+  // The CRC leads the frame but covers all of it, so it is chained over the pieces before any
+  // byte is written; the pieces then go out in one gathered write.
+  uint32_t crc = crc32c(meta_len, header_crc(header));
+  crc = crc32c(meta, crc);
+  send_pieces_.clear();
+  send_pieces_.push_back(header);
+  send_pieces_.push_back(meta_len);
+  send_pieces_.push_back(meta);
+  for (auto tensor : tensors) {
+    const auto bytes = std::as_bytes(tensor);
+    crc = crc32c(bytes, crc);
+    send_pieces_.push_back(bytes);
+  }
+  ff::store_le(std::span(header).subspan(ff::kCrcOffset), crc);
+  stream_->write_all(send_pieces_, deadline);
+}
+
+// ---- receiving ----
+
+Connection::Incoming Connection::receive() {
+  check_state(State::kOpen, "receive");
+  if (frame_unconsumed_ && tensor_bytes_ > 0) {
+    throw std::logic_error(fmt::format(
+        "Connection::receive from {}: the previous frame's tensors were neither received nor "
+        "discarded",
+        peer()));
+  }
+  return guarded([&] {
+    return receive_frame(IoDeadline{.stall_ms = options_.idle_timeout_ms}, io_deadline(),
+                         options_.max_payload_bytes, /*handshake=*/false);
+  });
+}
+
+Connection::Incoming Connection::receive_frame(const IoDeadline& first_byte, const IoDeadline& rest,
+                                               uint64_t max_payload_bytes, bool handshake) {
+  // A quiet peer may be idle, so the first byte waits by `first_byte`; once a frame has begun,
+  // the rest must keep coming.
+  std::array<std::byte, ff::kHeaderBytes> header_bytes;
+  const size_t got = stream_->read_some(header_bytes, first_byte);
+  if (got == 0) {
+    fail(std::make_exception_ptr(TransportError(fmt::format("{} closed the connection", peer()))),
+         /*by_peer=*/true);
+  }
+  stream_->read_exact(std::span(header_bytes).subspan(got), rest);
+
+  FrameHeader header;
+  try {
+    header = decode_header(header_bytes, max_payload_bytes);
+  } catch (const FrameError& error) {
+    throw bad_frame_from(peer(), error);
+  }
+  if (handshake != (header.type < ff::kFirstUserType)) {
+    throw FrameError(
+        fmt::format("bad frame from {}: type {} {}", peer(), header.type,
+                    handshake ? "before the handshake finished" : "is reserved for the handshake"));
+  }
+
+  std::array<std::byte, ff::kMetaLenBytes> meta_len;
+  stream_->read_exact(meta_len, rest);
+  PayloadLayout layout;
+  try {
+    layout = payload_layout(header.payload_len, ff::load_le<uint32_t>(meta_len),
+                            options_.max_meta_bytes);
+  } catch (const FrameError& error) {
+    throw bad_frame_from(peer(), error);
+  }
+  meta_.resize(layout.meta_len);  // keeps its capacity: no allocation once warmed up
+  stream_->read_exact(meta_, rest);
+
+  receive_crc_ = crc32c(meta_, crc32c(meta_len, header_crc(header_bytes)));
+  expected_crc_ = header.crc32c;
+  receive_type_ = header.type;
+  receive_request_id_ = header.request_id;
+  tensor_bytes_ = layout.tensor_bytes;
+  frame_unconsumed_ = true;
+  if (tensor_bytes_ == 0) check_crc();  // the whole frame is in
+  return Incoming{header.type, header.request_id, meta_, layout.tensor_bytes};
+}
+
+void Connection::receive_tensors(std::span<const std::span<float>> into) {
+  check_state(State::kOpen, "receive_tensors");
+  if (!frame_unconsumed_) {
+    throw std::logic_error("Connection::receive_tensors without a frame whose tensors are unread");
+  }
+  guarded([&] {
+    uint64_t expected = 0;
+    for (auto tensor : into) expected += tensor.size_bytes();
+    if (expected != tensor_bytes_) {
+      throw FrameError(fmt::format(
+          "frame of type {} (request {}) from {} carries {} tensor bytes, but the receiver "
+          "expected {}",
+          receive_type_, receive_request_id_, peer(), tensor_bytes_, expected));
+    }
+    frame_unconsumed_ = false;
+    for (auto tensor : into) read_tensor_bytes(std::as_writable_bytes(tensor));
+    if (tensor_bytes_ > 0) check_crc();
+  });
+}
+
+void Connection::discard_tensors() {
+  check_state(State::kOpen, "discard_tensors");
+  if (!frame_unconsumed_) {
+    throw std::logic_error("Connection::discard_tensors without a frame whose tensors are unread");
+  }
+  guarded([&] {
+    frame_unconsumed_ = false;
+    if (tensor_bytes_ > 0 && discard_.empty()) discard_.resize(kReceiveChunkBytes);
+    for (uint64_t left = tensor_bytes_; left > 0;) {
+      const size_t n = std::min<uint64_t>(left, discard_.size());
+      read_tensor_bytes(std::span(discard_).first(n));
+      left -= n;
+    }
+    if (tensor_bytes_ > 0) check_crc();
+  });
+}
+
+void Connection::read_tensor_bytes(std::span<std::byte> into) {
+  while (!into.empty()) {
+    const auto chunk = into.first(std::min(into.size(), kReceiveChunkBytes));
+    stream_->read_exact(chunk, io_deadline());
+    receive_crc_ = crc32c(chunk, receive_crc_);
+    into = into.subspan(chunk.size());
+  }
+}
+
+void Connection::check_crc() const {
+  if (receive_crc_ != expected_crc_) {
+    throw FrameError(fmt::format(
+        "bad CRC32C from {} (frame type {}, request {}): computed 0x{:08X}, header says 0x{:08X}",
+        peer(), receive_type_, receive_request_id_, receive_crc_, expected_crc_));
+  }
+}
+
+// ---- handshake (protocol in comm/auth.h) ----
+
+std::span<const std::byte> Connection::expect_handshake_frame(uint16_t type, size_t meta_len,
+                                                              const IoDeadline& deadline) {
+  // Until the peer has proved the secret, it may make us read only a tiny frame.
+  const Incoming in =
+      receive_frame(deadline, deadline, ff::kMaxHandshakePayloadBytes, /*handshake=*/true);
+  if (in.type == ff::kTypeAuthFailed) {
+    throw AuthError(fmt::format(
+        "{} failed authentication (wrong cluster secret): it rejected our proof", peer()));
+  }
+  if (in.type != type || in.meta.size() != meta_len || in.tensor_bytes != 0) {
+    throw AuthError(fmt::format(
+        "{} broke the handshake: expected frame type {} with {} meta bytes, got type {} with {} "
+        "meta and {} tensor bytes",
+        peer(), type, meta_len, in.type, in.meta.size(), in.tensor_bytes));
+  }
+  return in.meta;
+}
+
+void Connection::send_auth_failed_quietly(const IoDeadline& deadline) {
+  // A courtesy so that the other side can log the real reason; if it cannot be delivered, the
+  // AuthError this precedes is still the error to report.
+  try {
+    send_frame(ff::kTypeAuthFailed, 0, {}, {}, deadline);
+  } catch (const TransportError&) {
+  }
+}
+
+void Connection::handshake_as_client(std::string_view secret) {
+  if (secret.empty()) throw std::invalid_argument("Connection::handshake_as_client: empty secret");
+  check_state(State::kHandshaking, "handshake_as_client");
+  const IoDeadline deadline{
+      .until = SteadyClock::now() + std::chrono::milliseconds(options_.handshake_timeout_ms),
+      .stall_ms = options_.io_timeout_ms};
+  guarded([&] {
+    const Nonce client_nonce = random_nonce();
+    send_frame(ff::kTypeHello, 0, client_nonce, {}, deadline);
+
+    const auto challenge =
+        expect_handshake_frame(ff::kTypeChallenge, kNonceBytes + kProofBytes, deadline);
+    Nonce server_nonce;
+    Proof their_proof;
+    std::memcpy(server_nonce.data(), challenge.data(), kNonceBytes);
+    std::memcpy(their_proof.data(), challenge.data() + kNonceBytes, kProofBytes);
+    // The server proves itself first: we prove nothing to a peer that does not hold the secret.
+    if (!proofs_equal(their_proof, server_proof(secret, client_nonce, server_nonce))) {
+      send_auth_failed_quietly(deadline);
+      throw AuthError(fmt::format(
+          "{} failed authentication (wrong cluster secret): its proof does not match our secret",
+          peer()));
+    }
+    send_frame(ff::kTypeProof, 0, client_proof(secret, server_nonce, client_nonce), {}, deadline);
+    expect_handshake_frame(ff::kTypeAuthOk, 0, deadline);
+  });
+  open_after_handshake();
+}
+
+void Connection::handshake_as_server(std::string_view secret) {
+  if (secret.empty()) throw std::invalid_argument("Connection::handshake_as_server: empty secret");
+  check_state(State::kHandshaking, "handshake_as_server");
+  const IoDeadline deadline{
+      .until = SteadyClock::now() + std::chrono::milliseconds(options_.handshake_timeout_ms),
+      .stall_ms = options_.io_timeout_ms};
+  guarded([&] {
+    const auto hello = expect_handshake_frame(ff::kTypeHello, kNonceBytes, deadline);
+    Nonce client_nonce;
+    std::memcpy(client_nonce.data(), hello.data(), kNonceBytes);
+
+    const Nonce server_nonce = random_nonce();
+    const Proof our_proof = server_proof(secret, client_nonce, server_nonce);
+    std::array<std::byte, kNonceBytes + kProofBytes> challenge;
+    std::memcpy(challenge.data(), server_nonce.data(), kNonceBytes);
+    std::memcpy(challenge.data() + kNonceBytes, our_proof.data(), kProofBytes);
+    send_frame(ff::kTypeChallenge, 0, challenge, {}, deadline);
+
+    const auto proof = expect_handshake_frame(ff::kTypeProof, kProofBytes, deadline);
+    Proof their_proof;
+    std::memcpy(their_proof.data(), proof.data(), kProofBytes);
+    if (!proofs_equal(their_proof, client_proof(secret, server_nonce, client_nonce))) {
+      send_auth_failed_quietly(deadline);
+      throw AuthError(fmt::format(
+          "{} failed authentication (wrong cluster secret): its proof does not match our secret",
+          peer()));
+    }
+    send_frame(ff::kTypeAuthOk, 0, {}, {}, deadline);
+  });
+  open_after_handshake();
+}
+
+void Connection::open_after_handshake() {
+  std::lock_guard lock(mutex_);
+  // close() from another thread may have won; closed stays closed.
+  if (state_ == State::kHandshaking) state_ = State::kOpen;
+}
+
+// ---- connect ----
+
+std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, std::string_view secret,
+                                    const ConnectionOptions& options) {
+  if (secret.empty()) throw UsageError("cannot connect: the cluster secret is empty");
+  const auto start = SteadyClock::now();
+  const auto give_up = start + std::chrono::milliseconds(options.connect_timeout_ms);
+  constexpr auto kFirstBackoff = std::chrono::milliseconds(50);
+  constexpr auto kMaxBackoff = std::chrono::milliseconds(1000);
+
+  auto backoff = std::chrono::duration_cast<SteadyClock::duration>(kFirstBackoff);
+  std::string last_error;
+  int attempts = 0;
+  for (;;) {
+    ++attempts;
+    if (auto stream = TcpStream::try_connect(host, port, give_up, last_error)) {
+      auto connection = std::make_unique<Connection>(std::move(stream), options);
+      connection->handshake_as_client(secret);
+      return connection;
+    }
+    // Give up when the next attempt would start after the deadline.
+    if (SteadyClock::now() + backoff >= give_up) break;
+    // Pacing retries of a peer that is not up yet; nothing is being synchronised with.
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min<SteadyClock::duration>(2 * backoff, kMaxBackoff);
+  }
+  const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  const bool v6_literal = host.find(':') != std::string::npos;
+  throw TransportError(
+      fmt::format("could not reach {} at {}{}{}:{} after {:.1f} s ({} attempts): {}",
+                  options.task_name.empty() ? "the peer" : options.task_name, v6_literal ? "[" : "",
+                  host, v6_literal ? "]" : "", port, seconds, attempts, last_error));
+}
+
+}  // namespace dtrain

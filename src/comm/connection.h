@@ -1,0 +1,161 @@
+// A connected, authenticated peer: frames out and in over one TCP connection (format in
+// comm/frame_format.h), with tensors sent from and received into the caller's memory. Blocking I/O
+// on a thread per connection, deliberately: a task has few peers and large payloads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/frame_format.h"
+#include "comm/tcp_stream.h"
+
+namespace dtrain {
+
+struct ConnectionOptions {
+  // Names the peer in errors and logs, e.g. "ps0"; the address is always shown too.
+  std::string task_name;
+  // A frame announcing a longer payload is refused before anything is allocated for it, and so is
+  // a meta block over max_meta_bytes (meta is buffered; tensors are not).
+  uint64_t max_payload_bytes = uint64_t{1} << 30;
+  uint64_t max_meta_bytes = uint64_t{16} << 20;
+  // A send, or a frame once its first byte has arrived, fails with TransportError when no byte
+  // moves for this long: a dead or partitioned peer. Negative: never.
+  int io_timeout_ms = 30'000;
+  // How long receive() waits for the next frame to begin. Negative: forever (a quiet peer may just
+  // be idle).
+  int idle_timeout_ms = -1;
+  // connect(): total time for connect-with-retry before giving up.
+  int connect_timeout_ms = 30'000;
+  // The whole handshake, either side, must finish within this.
+  int handshake_timeout_ms = 10'000;
+};
+
+// States move forward only: kHandshaking -> kOpen -> kClosed, or kHandshaking -> kClosed.
+//
+// A failed connection stays failed: after any TransportError (FrameError, AuthError) from a call,
+// or close(), the connection is kClosed, its socket is shut down (waking a thread blocked in the
+// other direction), and every later call throws the first error again. std::logic_error reports a
+// broken precondition and changes nothing.
+//
+// Thread-safety: one sender thread (send) and one receiver thread (receive, receive_tensors,
+// discard_tensors) may use a connection at the same time; close(), is_open() and peer() are safe
+// from any thread. The handshake and set_task_name require that no other thread uses it.
+class Connection {
+ public:
+  // Wraps a connected stream; the caller then runs one handshake. (Use connect() or
+  // comm/server.h rather than this.)
+  Connection(std::unique_ptr<TcpStream> stream, ConnectionOptions options);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // The two ends of the handshake in comm/auth.h; `secret` is the cluster secret's raw bytes.
+  // Throw AuthError if the peer fails it or rejects us, TransportError / FrameError otherwise.
+  // REQUIRES: kHandshaking.
+  void handshake_as_client(std::string_view secret);
+  void handshake_as_server(std::string_view secret);
+
+  // Sends one frame: the meta block, then each tensor's floats in order, gathered into a single
+  // write straight from the caller's memory (nothing is copied; the CRC is chained over the
+  // pieces). Blocks until the kernel has taken the last byte.
+  // REQUIRES: kOpen; type >= frame_format::kFirstUserType.
+  void send(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
+            std::span<const std::span<const float>> tensors);
+
+  struct Incoming {
+    uint16_t type = 0;
+    uint64_t request_id = 0;
+    std::span<const std::byte> meta;  // valid until the next receive()
+    uint64_t tensor_bytes = 0;        // still to be read by receive_tensors / discard_tensors
+  };
+  // Reads the next frame's header and meta block. Types below kFirstUserType are a FrameError.
+  // If tensor_bytes > 0 the caller must next call receive_tensors or discard_tensors, which check
+  // the CRC: until one of them returns, the meta is unverified and may be used to choose where the
+  // tensors go, but nothing may be acted on. With tensor_bytes == 0 the CRC is checked here (and
+  // calling receive_tensors with empty spans is allowed, not required).
+  // REQUIRES: kOpen; the previous frame's tensor bytes, if any, consumed.
+  Incoming receive();
+  // Reads the frame's tensor bytes straight into `into`, in order, then checks the CRC (FrameError
+  // "bad CRC32C from <peer>"; what was written into `into` must then not be used). The sizes must
+  // add up to tensor_bytes, else FrameError. REQUIRES: a receive() whose tensors are unread.
+  void receive_tensors(std::span<const std::span<float>> into);
+  // Reads and drops the frame's tensor bytes, checking the CRC. REQUIRES: as receive_tensors.
+  void discard_tensors();
+
+  // Closes the connection (shuts the socket down, waking blocked calls); later calls throw
+  // TransportError "connection to <peer> was closed locally". Idempotent.
+  void close();
+  bool is_open() const;
+  // Whether the connection ended because the peer closed it between frames: a normal end.
+  bool closed_by_peer() const;
+
+  // "10.0.0.7:2222", or "ps0 (10.0.0.7:2222)" with a task name.
+  const std::string& peer() const { return stream_->peer(); }
+  const std::string& address() const { return stream_->address(); }
+  void set_task_name(std::string_view task_name) { stream_->set_task_name(task_name); }
+
+ private:
+  enum class State { kHandshaking, kOpen, kClosed };
+
+  void send_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
+                  std::span<const std::span<const float>> tensors, const IoDeadline& deadline);
+  Incoming receive_frame(const IoDeadline& first_byte, const IoDeadline& rest,
+                         uint64_t max_payload_bytes, bool handshake);
+  void read_tensor_bytes(std::span<std::byte> into);
+  // FrameError "bad CRC32C from <peer>" unless the frame received matches its header's CRC.
+  void check_crc() const;
+  // A handshake frame of type `type` carrying exactly meta_len bytes of meta; throws otherwise.
+  std::span<const std::byte> expect_handshake_frame(uint16_t type, size_t meta_len,
+                                                    const IoDeadline& deadline);
+  void send_auth_failed_quietly(const IoDeadline& deadline);
+  void open_after_handshake();
+
+  // Throws the stored error if closed; else if the state is not `required`, std::logic_error.
+  void check_state(State required, const char* call) const;
+  // Runs `body`; a TransportError escaping it closes the connection and the first error stored is
+  // rethrown.
+  template <typename Body>
+  auto guarded(Body&& body);
+  // Moves to kClosed storing `error` unless already closed, shuts the socket down, and throws the
+  // first error stored. `by_peer`: the peer closed the connection between frames.
+  [[noreturn]] void fail(std::exception_ptr error, bool by_peer = false);
+
+  IoDeadline io_deadline() const;
+
+  std::unique_ptr<TcpStream> stream_;
+  const ConnectionOptions options_;
+
+  mutable std::mutex mutex_;
+  State state_ = State::kHandshaking;  // guarded by mutex_
+  std::exception_ptr error_;           // guarded by mutex_; set on the move to kClosed
+  bool closed_by_peer_ = false;        // guarded by mutex_
+
+  // Sender thread only: the pieces of the frame being sent, reused so send() does not allocate.
+  std::vector<std::span<const std::byte>> send_pieces_;
+
+  // Receiver thread only: the frame being received.
+  std::vector<std::byte> meta_;     // reused; grows to the largest meta seen
+  std::vector<std::byte> discard_;  // scratch for discard_tensors, allocated on first use
+  bool frame_unconsumed_ = false;   // received; receive_tensors / discard_tensors not yet called
+  uint64_t tensor_bytes_ = 0;
+  uint32_t receive_crc_ = 0;   // CRC-32C of the frame so far
+  uint32_t expected_crc_ = 0;  // from its header
+  uint16_t receive_type_ = 0;
+  uint64_t receive_request_id_ = 0;
+};
+
+// Connects to host:port with retry, then runs the client handshake. Retries with exponential
+// backoff (50 ms doubling to 1 s) for options.connect_timeout_ms, so tasks may start in any order;
+// then throws TransportError "could not reach <task> at host:port after N s: <last error>".
+// Throws AuthError if the server fails the handshake or rejects us.
+std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, std::string_view secret,
+                                    const ConnectionOptions& options);
+
+}  // namespace dtrain

@@ -1,0 +1,199 @@
+// The acceptor runs Asio's asynchronous accept on its own thread (so stop() can cancel it); each
+// accepted socket leaves Asio for a TcpStream and gets a thread of its own for the handshake and
+// the handler.
+#include "comm/server.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <asio.hpp>
+
+#include "base/error.h"
+
+namespace dtrain {
+
+struct Server::Listener {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor{io};
+  asio::steady_timer retry{io};  // paces accept after a failure such as running out of files
+};
+
+namespace {
+
+std::string endpoint_address(const asio::ip::tcp::endpoint& endpoint) {
+  const auto address = endpoint.address();
+  if (address.is_v6()) return fmt::format("[{}]:{}", address.to_string(), endpoint.port());
+  return fmt::format("{}:{}", address.to_string(), endpoint.port());
+}
+
+// The accepted socket leaves Asio for a TcpStream; nullptr if the peer has already gone.
+std::unique_ptr<TcpStream> take_stream(asio::ip::tcp::socket& socket) {
+  std::error_code ec;
+  const auto remote = socket.remote_endpoint(ec);
+  if (ec) return nullptr;  // the socket's destructor closes it
+  try {
+    return std::make_unique<TcpStream>(socket.release(), endpoint_address(remote));
+  } catch (const TransportError& error) {
+    spdlog::warn("rejected connection: {}", error.what());
+    return nullptr;
+  }
+}
+
+ServerOptions checked(ServerOptions options) {
+  if (options.secret.empty()) throw UsageError("cannot serve: the cluster secret is empty");
+  // Each connection is named by its own address; a task name here would label them all alike.
+  options.connection.task_name.clear();
+  return options;
+}
+
+}  // namespace
+
+Server::Server(ServerOptions options, Handler handler)
+    : options_(checked(std::move(options))),
+      handler_(std::move(handler)),
+      listener_(std::make_unique<Listener>()) {
+  const std::string where = fmt::format("{}:{}", options_.bind_host, options_.port);
+  std::error_code ec;
+  asio::ip::tcp::resolver resolver(listener_->io);
+  const auto endpoints = resolver.resolve(options_.bind_host, std::to_string(options_.port),
+                                          asio::ip::tcp::resolver::passive, ec);
+  if (ec) throw TransportError(fmt::format("cannot listen on {}: {}", where, ec.message()));
+  const auto endpoint = endpoints.begin()->endpoint();
+  auto& acceptor = listener_->acceptor;
+  acceptor.open(endpoint.protocol(), ec);
+  // SO_REUSEADDR: a restarted task can bind its port while old connections sit in TIME_WAIT.
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw TransportError(fmt::format("cannot listen on {}: {}", where, ec.message()));
+  port_ = acceptor.local_endpoint().port();
+
+  accept_next();
+  acceptor_ = std::jthread([this] { listener_->io.run(); });
+}
+
+Server::~Server() { stop(); }
+
+void Server::accept_next() {
+  listener_->acceptor.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
+    // stop() closed the acceptor: leave the handler unarmed so io.run() returns.
+    if (ec == asio::error::operation_aborted || stopping_) return;
+    if (ec) {
+      // Typically EMFILE, which persists for a while: retry later rather than spin on it.
+      spdlog::warn("server on port {}: accept failed: {}", port_, ec.message());
+      listener_->retry.expires_after(std::chrono::milliseconds(100));
+      listener_->retry.async_wait([this](std::error_code wait_ec) {
+        if (!wait_ec && !stopping_) accept_next();
+      });
+      return;
+    }
+    if (auto stream = take_stream(socket)) adopt(std::move(stream));
+    accept_next();
+  });
+}
+
+void Server::adopt(std::unique_ptr<TcpStream> stream) {
+  reap_finished_peers();
+  std::lock_guard lock(mutex_);
+  ++stats_.accepted;
+  Peer& peer = peers_.emplace_back();
+  peer.connection = std::make_unique<Connection>(std::move(stream), options_.connection);
+  peer.thread = std::jthread([this, &peer] { serve(peer); });
+  stats_changed_.notify_all();
+}
+
+void Server::serve(Peer& peer) {
+  Connection& connection = *peer.connection;
+  try {
+    connection.handshake_as_server(options_.secret);
+  } catch (const std::exception& error) {
+    // Nothing more is read from a peer that has not proved the secret.
+    connection.close();
+    if (!stopping_) spdlog::warn("rejected connection: {}", error.what());
+    finish(peer, &ServerStats::rejected);
+    return;
+  }
+  count(&ServerStats::authenticated);
+  try {
+    handler_(connection);
+    connection.close();
+    finish(peer, &ServerStats::finished);
+  } catch (const TransportError& error) {
+    // The handler may have thrown FrameError itself (e.g. an unknown type): close in any case.
+    connection.close();
+    if (stopping_ || connection.closed_by_peer()) {
+      spdlog::debug("connection from {} ended: {}", connection.address(), error.what());
+      finish(peer, &ServerStats::finished);
+    } else {
+      spdlog::warn("closed connection: {}", error.what());
+      finish(peer, &ServerStats::failed);
+    }
+  } catch (const std::exception& error) {
+    connection.close();
+    spdlog::error("closed connection from {}: the handler failed: {}", connection.address(),
+                  error.what());
+    finish(peer, &ServerStats::failed);
+  }
+}
+
+void Server::count(uint64_t ServerStats::*counter) {
+  std::lock_guard lock(mutex_);
+  ++(stats_.*counter);
+  stats_changed_.notify_all();
+}
+
+void Server::finish(Peer& peer, uint64_t ServerStats::*counter) {
+  std::lock_guard lock(mutex_);
+  ++(stats_.*counter);
+  peer.done = true;
+  stats_changed_.notify_all();
+}
+
+void Server::reap_finished_peers() {
+  std::list<Peer> finished;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = peers_.begin(); it != peers_.end();) {
+      auto next = std::next(it);
+      if (it->done) finished.splice(finished.end(), peers_, it);
+      it = next;
+    }
+  }
+  // Destroyed outside the lock: each jthread joins a thread that has finished serving (it may
+  // still be returning), then its connection closes.
+}
+
+ServerStats Server::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+bool Server::wait_for(const std::function<bool(const ServerStats&)>& done,
+                      std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  return stats_changed_.wait_for(lock, timeout, [&] { return done(stats_); });
+}
+
+void Server::stop() {
+  std::lock_guard stop_lock(stop_mutex_);
+  stopping_ = true;
+  if (acceptor_.joinable()) {
+    // The acceptor belongs to the acceptor thread; closing it there cancels the pending accept
+    // (or retry), after which io.run() runs out of work and returns.
+    asio::post(listener_->io, [this] {
+      std::error_code ec;
+      listener_->acceptor.close(ec);
+      listener_->retry.cancel();
+    });
+    acceptor_.join();
+  }
+  std::list<Peer> peers;
+  {
+    std::lock_guard lock(mutex_);
+    peers.swap(peers_);
+  }
+  for (Peer& peer : peers) peer.connection->close();  // wakes every handler
+  peers.clear();                                      // joins every thread
+}
+
+}  // namespace dtrain

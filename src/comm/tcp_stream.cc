@@ -1,0 +1,208 @@
+// Blocking-with-deadline socket I/O: non-blocking system calls, and poll() for the waits, because
+// Asio's synchronous calls wait without a timeout (they retry an SO_RCVTIMEO expiry in poll(-1)).
+// Asio is used where it helps: name resolution and connecting.
+#include "comm/tcp_stream.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <asio.hpp>
+#include <climits>
+#include <cstring>
+#include <system_error>
+
+#include "base/error.h"
+
+namespace dtrain {
+
+namespace {
+
+// iovecs per sendmsg: well under IOV_MAX, and a frame rarely has more pieces.
+constexpr size_t kMaxIovecs = 64;
+
+// Milliseconds until `limit`, rounded up so that poll never returns just before it; -1 for never.
+int poll_timeout_ms(SteadyClock::time_point now, SteadyClock::time_point limit) {
+  if (limit == SteadyClock::time_point::max()) return -1;
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(limit - now).count();
+  return static_cast<int>(std::clamp<int64_t>(ms, 0, INT_MAX));
+}
+
+SteadyClock::time_point stall_limit(const IoDeadline& deadline) {
+  if (deadline.stall_ms < 0) return SteadyClock::time_point::max();
+  return SteadyClock::now() + std::chrono::milliseconds(deadline.stall_ms);
+}
+
+}  // namespace
+
+TcpStream::TcpStream(int fd, std::string address)
+    : fd_(fd), address_(std::move(address)), peer_(address_) {
+  const int flags = ::fcntl(fd_, F_GETFL);
+  if (flags < 0 || ::fcntl(fd_, F_SETFL, flags | O_NONBLOCK) < 0) {
+    const int error = errno;
+    ::close(fd_);
+    throw_errno("fcntl(O_NONBLOCK)", error);
+  }
+  const int one = 1;
+  if (::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0) {
+    const int error = errno;
+    ::close(fd_);
+    throw_errno("setsockopt(TCP_NODELAY)", error);
+  }
+}
+
+TcpStream::~TcpStream() { ::close(fd_); }
+
+std::unique_ptr<TcpStream> TcpStream::try_connect(const std::string& host, uint16_t port,
+                                                  SteadyClock::time_point until,
+                                                  std::string& error) {
+  asio::io_context io;
+  asio::ip::tcp::resolver resolver(io);
+  std::error_code ec;
+  const auto endpoints = resolver.resolve(host, std::to_string(port), ec);
+  if (ec) {
+    error = fmt::format("cannot resolve {}: {}", host, ec.message());
+    return nullptr;
+  }
+  // Asio's synchronous connect has no timeout, so connect asynchronously and run the I/O context
+  // only until the deadline.
+  asio::ip::tcp::socket socket(io);
+  std::error_code result = asio::error::timed_out;
+  asio::async_connect(socket, endpoints,
+                      [&](const std::error_code& connect_ec, const asio::ip::tcp::endpoint&) {
+                        result = connect_ec;
+                      });
+  io.run_until(until);
+  if (!io.stopped()) {
+    // The deadline passed first: cancel the attempt and let its handler run before `result` is
+    // read, then report the timeout rather than the cancellation.
+    socket.close(ec);
+    io.restart();
+    io.run();
+    result = asio::error::timed_out;
+  }
+  if (result) {
+    error = result.message();
+    return nullptr;
+  }
+  // Errors name the peer as the caller did (a host name reads better than the address it resolved
+  // to).
+  const bool v6_literal = host.find(':') != std::string::npos;
+  std::string address =
+      v6_literal ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
+  return std::make_unique<TcpStream>(socket.release(), std::move(address));
+}
+
+void TcpStream::set_task_name(std::string_view task_name) {
+  peer_ = task_name.empty() ? address_ : fmt::format("{} ({})", task_name, address_);
+}
+
+size_t TcpStream::read_some(std::span<std::byte> buf, const IoDeadline& deadline) {
+  const auto stall_until = stall_limit(deadline);
+  for (;;) {
+    const ssize_t n = ::recv(fd_, buf.data(), buf.size(), 0);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) throw_errno("recv", errno);
+    wait_ready(Direction::kRead, stall_until, deadline);
+  }
+}
+
+void TcpStream::read_exact(std::span<std::byte> buf, const IoDeadline& deadline) {
+  const size_t total = buf.size();
+  while (!buf.empty()) {
+    // Each read_some call restarts the stall clock: the stall bound is time without progress.
+    const size_t n = read_some(buf, deadline);
+    if (n == 0) {
+      throw TransportError(
+          fmt::format("{} closed the connection in the middle of a frame ({} of "
+                      "{} bytes of a read received)",
+                      peer_, total - buf.size(), total));
+    }
+    buf = buf.subspan(n);
+  }
+}
+
+void TcpStream::write_all(std::span<const std::span<const std::byte>> pieces,
+                          const IoDeadline& deadline) {
+  size_t offset = 0;  // bytes of pieces.front() already written
+  auto stall_until = stall_limit(deadline);
+  for (;;) {
+    while (!pieces.empty() && offset == pieces.front().size()) {
+      pieces = pieces.subspan(1);
+      offset = 0;
+    }
+    if (pieces.empty()) return;
+
+    std::array<iovec, kMaxIovecs> iov;
+    size_t count = 0;
+    for (size_t i = 0; i < pieces.size() && count < kMaxIovecs; ++i) {
+      const auto piece = i == 0 ? pieces[0].subspan(offset) : pieces[i];
+      if (piece.empty()) continue;
+      iov[count++] = {const_cast<std::byte*>(piece.data()), piece.size()};
+    }
+    msghdr message{};
+    message.msg_iov = iov.data();
+    message.msg_iovlen = count;
+    // MSG_NOSIGNAL: a peer that has gone away is an error to report, not a SIGPIPE.
+    const ssize_t n = ::sendmsg(fd_, &message, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) throw_errno("send", errno);
+      wait_ready(Direction::kWrite, stall_until, deadline);
+      continue;
+    }
+    stall_until = stall_limit(deadline);
+    // Advance over what was written, which may end inside any piece.
+    for (size_t written = static_cast<size_t>(n); written > 0;) {
+      const size_t step = std::min(written, pieces.front().size() - offset);
+      offset += step;
+      written -= step;
+      if (offset == pieces.front().size()) {
+        pieces = pieces.subspan(1);
+        offset = 0;
+      }
+    }
+  }
+}
+
+void TcpStream::shutdown() { ::shutdown(fd_, SHUT_RDWR); }
+
+void TcpStream::wait_ready(Direction direction, SteadyClock::time_point stall_until,
+                           const IoDeadline& deadline) const {
+  const bool reading = direction == Direction::kRead;
+  for (;;) {
+    const auto now = SteadyClock::now();
+    if (now >= deadline.until) {
+      throw TransportError(reading ? fmt::format("timed out waiting for data from {}", peer_)
+                                   : fmt::format("timed out sending to {}", peer_));
+    }
+    if (now >= stall_until) {
+      throw TransportError(
+          reading
+              ? fmt::format("timed out: no data from {} for {} ms", peer_, deadline.stall_ms)
+              : fmt::format("timed out: {} accepted no data for {} ms", peer_, deadline.stall_ms));
+    }
+    pollfd entry{fd_, static_cast<short>(reading ? POLLIN : POLLOUT), 0};
+    const int ready =
+        ::poll(&entry, 1, poll_timeout_ms(now, std::min(deadline.until, stall_until)));
+    // Readiness includes errors and hang-ups: the next recv/send reports them.
+    if (ready > 0) return;
+    if (ready < 0 && errno != EINTR) throw_errno("poll", errno);
+  }
+}
+
+void TcpStream::throw_errno(std::string_view call, int error) const {
+  throw TransportError(fmt::format("{} on the connection to {} failed: {}", call, peer_,
+                                   std::generic_category().message(error)));
+}
+
+}  // namespace dtrain

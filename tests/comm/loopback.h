@@ -1,0 +1,167 @@
+// Shared pieces of the transport tests, which run over real loopback sockets: an echo handler, a
+// hand-driven "raw" peer that can break the protocol on purpose, and a capture of the log.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "comm/auth.h"
+#include "comm/connection.h"
+#include "comm/frame.h"
+#include "comm/server.h"
+#include "comm/tcp_stream.h"
+
+namespace dtrain::testing {
+
+inline constexpr std::string_view kSecret = "correct horse battery staple";
+inline constexpr uint16_t kEchoType = 16;
+
+// Bounds every wait in these tests: far above what a loaded machine needs, far below a hang.
+inline constexpr std::chrono::milliseconds kPatience{10'000};
+
+// Sends every frame back: the same type, request id and meta, and the tensors as one.
+inline void echo(Connection& connection) {
+  std::vector<std::byte> meta;
+  std::vector<float> tensors;
+  for (;;) {
+    const Connection::Incoming in = connection.receive();
+    meta.assign(in.meta.begin(), in.meta.end());
+    tensors.resize(in.tensor_bytes / sizeof(float));
+    const std::span<float> into[] = {tensors};
+    connection.receive_tensors(into);
+    const std::span<const float> out[] = {tensors};
+    connection.send(in.type, in.request_id, meta, out);
+  }
+}
+
+inline ServerOptions loopback_options() {
+  ServerOptions options;
+  options.bind_host = "127.0.0.1";
+  options.secret = std::string(kSecret);
+  options.connection.io_timeout_ms = 5'000;
+  options.connection.handshake_timeout_ms = 5'000;
+  return options;
+}
+
+inline ConnectionOptions client_options() {
+  ConnectionOptions options;
+  options.task_name = "ps0";
+  options.io_timeout_ms = 5'000;
+  options.connect_timeout_ms = 5'000;
+  return options;
+}
+
+inline std::unique_ptr<Connection> connect_to(const Server& server,
+                                              std::string_view secret = kSecret) {
+  return connect("127.0.0.1", server.port(), secret, client_options());
+}
+
+// Sends one small frame through an echo server and checks it comes back: the server still
+// serves this connection.
+inline void expect_echo_works(Connection& connection) {
+  const std::vector<float> values = {3.0f, 1.0f, 4.0f};
+  const std::span<const float> out[] = {values};
+  const std::byte meta[] = {std::byte{42}};
+  connection.send(kEchoType, 99, meta, out);
+  const auto in = connection.receive();
+  EXPECT_EQ(in.request_id, 99u);
+  ASSERT_EQ(in.meta.size(), 1u);
+  EXPECT_EQ(in.meta[0], std::byte{42});
+  std::vector<float> back(3);
+  const std::span<float> into[] = {back};
+  connection.receive_tensors(into);
+  EXPECT_EQ(back, values);
+}
+
+// A peer driven by hand, below Connection: it can authenticate (the handshake written out from
+// comm/auth.h, independently of Connection's) and then write any bytes at all.
+class RawPeer {
+ public:
+  explicit RawPeer(uint16_t port) {
+    std::string error;
+    stream_ = TcpStream::try_connect("127.0.0.1", port, deadline().until, error);
+    if (!stream_) throw TransportError("raw peer could not connect: " + error);
+  }
+
+  void write(std::span<const std::byte> bytes) {
+    const std::span<const std::byte> pieces[] = {bytes};
+    stream_->write_all(pieces, deadline());
+  }
+
+  void authenticate(std::string_view secret) {
+    const Nonce client_nonce = random_nonce();
+    write(encode_frame(frame_format::kTypeHello, 0, client_nonce, {}));
+    const auto challenge = read_frame();
+    Nonce server_nonce;
+    std::memcpy(server_nonce.data(), challenge.data() + meta_offset(), kNonceBytes);
+    write(encode_frame(frame_format::kTypeProof, 0,
+                       client_proof(secret, server_nonce, client_nonce), {}));
+    const auto ok = read_frame();
+    ASSERT_EQ(decode_frame(ok, 1024, 1024).header.type, frame_format::kTypeAuthOk);
+  }
+
+  // One whole frame (header and payload), validated.
+  std::vector<std::byte> read_frame() {
+    std::vector<std::byte> frame(frame_format::kHeaderBytes);
+    stream_->read_exact(frame, deadline());
+    const auto header = decode_header(std::span(frame).first<frame_format::kHeaderBytes>(), 1024);
+    frame.resize(frame_format::kHeaderBytes + header.payload_len);
+    stream_->read_exact(std::span(frame).subspan(frame_format::kHeaderBytes), deadline());
+    decode_frame(frame, 1024, 1024);
+    return frame;
+  }
+
+  // Whether the other side closes the connection (end of stream, or a reset) within kPatience.
+  bool closed_by_other_side() {
+    std::byte sink[4096];
+    try {
+      while (stream_->read_some(sink, deadline()) > 0) {
+      }
+      return true;
+    } catch (const TransportError& error) {
+      return std::string(error.what()).find("timed out") == std::string::npos;
+    }
+  }
+
+ private:
+  static constexpr size_t meta_offset() {
+    return frame_format::kHeaderBytes + frame_format::kMetaLenBytes;
+  }
+  static IoDeadline deadline() { return {.until = SteadyClock::now() + kPatience}; }
+
+  std::unique_ptr<TcpStream> stream_;
+};
+
+// Routes spdlog's default logger into memory for the lifetime of the object. Create it before
+// the server whose log it reads, so that the server's threads are joined before it is removed.
+class LogCapture {
+ public:
+  LogCapture()
+      : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(128)),
+        previous_(spdlog::default_logger()) {
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink_));
+  }
+  ~LogCapture() { spdlog::set_default_logger(previous_); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+
+  std::string text() const {
+    std::string all;
+    for (const auto& line : sink_->last_formatted()) all += line;
+    return all;
+  }
+
+ private:
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+}  // namespace dtrain::testing

@@ -1,0 +1,211 @@
+// Server over real loopback sockets: every kind of bad peer is closed with a logged reason that
+// names its address, and the server goes on serving everyone else.
+#include "comm/server.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string_view>
+#include <vector>
+
+#include "comm/loopback.h"
+
+namespace dtrain {
+namespace {
+
+using ::testing::AllOf;
+using testing::connect_to;
+using testing::echo;
+using testing::expect_echo_works;
+using ::testing::HasSubstr;
+using testing::kEchoType;
+using testing::kPatience;
+using testing::kSecret;
+using testing::LogCapture;
+using testing::loopback_options;
+using testing::RawPeer;
+
+bool wait_for_rejected(const Server& server, uint64_t n) {
+  return server.wait_for([n](const ServerStats& s) { return s.rejected == n; }, kPatience);
+}
+
+bool wait_for_failed(const Server& server, uint64_t n) {
+  return server.wait_for([n](const ServerStats& s) { return s.failed == n; }, kPatience);
+}
+
+std::span<const std::byte> bytes_of(std::string_view text) {
+  return std::as_bytes(std::span(text));
+}
+
+TEST(Server, PortZeroPicksAFreePort) {
+  Server a(loopback_options(), echo);
+  Server b(loopback_options(), echo);
+  EXPECT_NE(a.port(), 0);
+  EXPECT_NE(b.port(), 0);
+  EXPECT_NE(a.port(), b.port());
+}
+
+TEST(Server, EmptySecretIsAUsageError) {
+  auto options = loopback_options();
+  options.secret.clear();
+  EXPECT_THROW(Server(options, echo), UsageError);
+}
+
+TEST(Server, ListeningOnATakenPortNamesIt) {
+  Server first(loopback_options(), echo);
+  auto options = loopback_options();
+  options.port = first.port();
+  // SO_REUSEADDR does not let two sockets listen on one port.
+  EXPECT_THAT([&] { Server second(options, echo); },
+              ::testing::ThrowsMessage<TransportError>(
+                  HasSubstr(fmt::format("cannot listen on 127.0.0.1:{}", first.port()))));
+}
+
+TEST(Server, WrongSecretIsAnAuthErrorAtTheClientAndTheServerKeepsServing) {
+  LogCapture log;
+  Server server(loopback_options(), echo);
+  EXPECT_THAT([&] { connect_to(server, "not the cluster secret"); },
+              ::testing::ThrowsMessage<AuthError>(
+                  AllOf(HasSubstr("ps0 (127.0.0.1:"), HasSubstr("wrong cluster secret"))));
+  ASSERT_TRUE(wait_for_rejected(server, 1));
+  EXPECT_THAT(log.text(), AllOf(HasSubstr("rejected connection: 127.0.0.1:"),
+                                HasSubstr("failed authentication (wrong cluster secret)")));
+  auto honest = connect_to(server);
+  expect_echo_works(*honest);
+  EXPECT_EQ(server.stats().authenticated, 1u);
+}
+
+TEST(Server, GarbageBeforeAuthenticationIsRejectedAndNothingMoreIsRead) {
+  LogCapture log;
+  Server server(loopback_options(), echo);
+  auto honest = connect_to(server);
+  RawPeer stray(server.port());
+  stray.write(bytes_of("GET / HTTP/1.1\r\nHost: ps0\r\n\r\n"));
+  EXPECT_TRUE(stray.closed_by_other_side());
+  ASSERT_TRUE(wait_for_rejected(server, 1));
+  EXPECT_THAT(log.text(), AllOf(HasSubstr("rejected connection: bad frame from 127.0.0.1:"),
+                                HasSubstr("bad magic 0x20544547 (\"GET \")")));
+  expect_echo_works(*honest);
+  expect_echo_works(*connect_to(server));
+}
+
+TEST(Server, SilentPeerIsRejectedAtTheHandshakeDeadline) {
+  LogCapture log;
+  auto options = loopback_options();
+  options.connection.handshake_timeout_ms = 200;
+  Server server(options, echo);
+  RawPeer silent(server.port());
+  EXPECT_TRUE(silent.closed_by_other_side());
+  ASSERT_TRUE(wait_for_rejected(server, 1));
+  EXPECT_THAT(log.text(),
+              HasSubstr("rejected connection: timed out waiting for data from 127.0.0.1:"));
+  expect_echo_works(*connect_to(server));
+}
+
+TEST(Server, PeerWithTheWrongProofIsToldAndRejected) {
+  LogCapture log;
+  Server server(loopback_options(), echo);
+  RawPeer forger(server.port());
+  forger.write(encode_frame(frame_format::kTypeHello, 0, random_nonce(), {}));
+  forger.read_frame();                                                   // the challenge
+  forger.write(encode_frame(frame_format::kTypeProof, 0, Proof{}, {}));  // a guess
+  const auto answer = forger.read_frame();
+  EXPECT_EQ(decode_frame(answer, 1024, 1024).header.type, frame_format::kTypeAuthFailed);
+  EXPECT_TRUE(forger.closed_by_other_side());
+  ASSERT_TRUE(wait_for_rejected(server, 1));
+  EXPECT_THAT(log.text(), HasSubstr("its proof does not match our secret"));
+}
+
+TEST(Server, BadCrcClosesThatConnectionOnly) {
+  LogCapture log;
+  Server server(loopback_options(), echo);
+  auto honest = connect_to(server);
+  RawPeer corrupter(server.port());
+  corrupter.authenticate(kSecret);
+  const std::vector<float> values(1000, 0.5f);
+  const std::span<const float> tensors[] = {values};
+  auto frame = encode_frame(kEchoType, 1, {}, tensors);
+  frame[frame.size() - 100] ^= std::byte{0x10};  // one bit of one float
+  corrupter.write(frame);
+  EXPECT_TRUE(corrupter.closed_by_other_side());
+  ASSERT_TRUE(wait_for_failed(server, 1));
+  EXPECT_THAT(log.text(), HasSubstr("closed connection: bad CRC32C from 127.0.0.1:"));
+  expect_echo_works(*honest);
+  expect_echo_works(*connect_to(server));
+}
+
+TEST(Server, OversizeFrameClosesThatConnectionBeforeReadingItsPayload) {
+  LogCapture log;
+  auto options = loopback_options();
+  options.connection.max_payload_bytes = 1 << 20;
+  Server server(options, echo);
+  auto honest = connect_to(server);
+  RawPeer hog(server.port());
+  hog.authenticate(kSecret);
+  std::array<std::byte, frame_format::kHeaderBytes> header;
+  encode_header({.type = kEchoType, .payload_len = uint64_t{1} << 40}, header);
+  hog.write(header);  // announces a terabyte; a server that tried to allocate it would fail
+  EXPECT_TRUE(hog.closed_by_other_side());
+  ASSERT_TRUE(wait_for_failed(server, 1));
+  EXPECT_THAT(log.text(),
+              AllOf(HasSubstr("closed connection: bad frame from 127.0.0.1:"),
+                    HasSubstr("1099511627776-byte payload, over the 1048576-byte limit")));
+  expect_echo_works(*honest);
+}
+
+TEST(Server, HandshakeFrameAfterAuthenticationClosesThatConnection) {
+  LogCapture log;
+  Server server(loopback_options(), echo);
+  RawPeer peer(server.port());
+  peer.authenticate(kSecret);
+  peer.write(encode_frame(frame_format::kTypeHello, 0, random_nonce(), {}));
+  EXPECT_TRUE(peer.closed_by_other_side());
+  ASSERT_TRUE(wait_for_failed(server, 1));
+  EXPECT_THAT(log.text(), HasSubstr("type 1 is reserved for the handshake"));
+}
+
+TEST(Server, UnknownTypeRefusedByTheHandlerClosesThatConnectionOnly) {
+  LogCapture log;
+  Server server(loopback_options(), [](Connection& connection) {
+    for (;;) {
+      const auto in = connection.receive();
+      if (in.type != kEchoType) {
+        throw FrameError(fmt::format("unknown frame type {} from {}", in.type, connection.peer()));
+      }
+      connection.discard_tensors();
+      connection.send(in.type, in.request_id, {}, {});
+    }
+  });
+  auto honest = connect_to(server);
+  auto confused = connect_to(server);
+  confused->send(99, 1, {}, {});
+  EXPECT_THROW(confused->receive(), TransportError);
+  ASSERT_TRUE(wait_for_failed(server, 1));
+  EXPECT_THAT(log.text(), HasSubstr("closed connection: unknown frame type 99 from 127.0.0.1:"));
+  honest->send(kEchoType, 2, {}, {});
+  EXPECT_EQ(honest->receive().request_id, 2u);
+}
+
+TEST(Server, ClientHangingUpIsANormalEnd) {
+  Server server(loopback_options(), echo);
+  connect_to(server)->close();
+  EXPECT_TRUE(server.wait_for([](const ServerStats& s) { return s.finished == 1; }, kPatience));
+  EXPECT_EQ(server.stats().failed, 0u);
+}
+
+TEST(Server, StopClosesLiveConnectionsAndJoinsEveryThread) {
+  auto server = std::make_unique<Server>(loopback_options(), echo);
+  auto a = connect_to(*server);
+  auto b = connect_to(*server);
+  expect_echo_works(*a);
+  ASSERT_TRUE(
+      server->wait_for([](const ServerStats& s) { return s.authenticated == 2; }, kPatience));
+  server->stop();  // returns only once every handler, blocked in receive(), has been woken
+  EXPECT_THROW(a->receive(), TransportError);
+  EXPECT_THROW(b->receive(), TransportError);
+  server.reset();
+}
+
+}  // namespace
+}  // namespace dtrain
