@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string>
 #include <tuple>
 
 #include "base/error.h"
@@ -156,8 +157,35 @@ size_t PartitionMap::bytes_on(int ps) const {
   return values * sizeof(float);
 }
 
+// Cuts every shard longer than max_bytes into row ranges of at most max_bytes (at least one row
+// each), so that a large variable travels as several frames that the ps applies and returns one
+// by one while the next is still arriving.
+std::vector<Shard> cut_long_shards(const ParamSet& layout, const std::vector<Shard>& shards,
+                                   size_t max_bytes) {
+  std::vector<Shard> cut;
+  for (const Shard& shard : shards) {
+    const size_t rows = shard.row_end - shard.row_begin;
+    const size_t row_size = rows > 0 ? shard.size() / rows : 0;
+    const size_t max_rows = std::max<size_t>(1, max_bytes / std::max<size_t>(1, row_size * 4));
+    if (rows <= max_rows) {
+      cut.push_back(shard);
+      continue;
+    }
+    const size_t pieces = (rows + max_rows - 1) / max_rows;
+    for (size_t k = 0; k < pieces; ++k) {
+      // Even pieces: the first rows % pieces get one row more.
+      const size_t begin = shard.row_begin + k * (rows / pieces) + std::min(k, rows % pieces);
+      const size_t end = begin + rows / pieces + (k < rows % pieces ? 1 : 0);
+      const size_t base = layout.offset(shard.tensor);
+      cut.push_back(Shard{shard.ps, shard.tensor, begin, end, base + begin * row_size,
+                          base + end * row_size});
+    }
+  }
+  return cut;
+}
+
 PartitionMap make_partition(const ParamSet& layout, int num_ps, Placement placement,
-                            size_t min_shard_bytes) {
+                            size_t min_shard_bytes, size_t max_shard_bytes) {
   if (num_ps < 1) {
     throw UsageError(
         fmt::format("partition over {} ps tasks: need at least one (--ps / --ps_hosts)", num_ps));
@@ -165,6 +193,7 @@ PartitionMap make_partition(const ParamSet& layout, int num_ps, Placement placem
   PartitionMap map;
   map.shards = placement == Placement::kBalanced ? balanced(layout, num_ps, min_shard_bytes)
                                                  : round_robin(layout, num_ps);
+  if (max_shard_bytes > 0) map.shards = cut_long_shards(layout, map.shards, max_shard_bytes);
   std::sort(map.shards.begin(), map.shards.end(), [](const Shard& a, const Shard& b) {
     return std::tie(a.ps, a.tensor, a.row_begin) < std::tie(b.ps, b.tensor, b.row_begin);
   });
@@ -172,6 +201,24 @@ PartitionMap make_partition(const ParamSet& layout, int num_ps, Placement placem
   for (size_t i = 0; i < map.shards.size(); ++i)
     map.shards_of_ps[static_cast<size_t>(map.shards[i].ps)].push_back(i);
   return map;
+}
+
+uint64_t partition_fingerprint(const ParamSet& layout, const PartitionMap& map) {
+  // FNV-1a over a canonical text: stable across builds and hosts, which std::hash is not.
+  std::string text;
+  for (const ParamSpec& spec : layout.specs()) {
+    text += spec.name;
+    for (int64_t d : spec.shape) text += fmt::format(",{}", d);
+    text += ';';
+  }
+  for (const Shard& s : map.shards)
+    text += fmt::format("{}:{}:{}-{};", s.ps, s.tensor, s.row_begin, s.row_end);
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (char ch : text) {
+    hash ^= static_cast<unsigned char>(ch);
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
 }
 
 }  // namespace dtrain

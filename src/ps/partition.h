@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -57,8 +58,15 @@ struct PartitionMap {
 // the least-loaded task (ties: lowest index); then the large variables, taken in declaration
 // order as one stream of rows, are cut so that every task ends as close as possible to the same
 // total — each task within one row of the level when the small ones leave room for it.
+// Then, with max_shard_bytes > 0, every shard longer than that is cut into near-equal row ranges
+// of at most max_shard_bytes (a row is never split): the units a push or pull pipelines.
 // REQUIRES: num_ps >= 1; otherwise throws UsageError.
 PartitionMap make_partition(const ParamSet& layout, int num_ps, Placement placement,
-                            size_t min_shard_bytes = 64 * 1024);
+                            size_t min_shard_bytes = 64 * 1024, size_t max_shard_bytes = 0);
+
+// A digest of the layout and the map (names, shapes, every shard's rows and task): a worker and a
+// ps task started with different --model, --hidden_units, --placement or ps count disagree on it,
+// which the ps reports at the first hello instead of corrupting anything.
+uint64_t partition_fingerprint(const ParamSet& layout, const PartitionMap& map);
 
 }  // namespace dtrain

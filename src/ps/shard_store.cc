@@ -315,8 +315,27 @@ PushResult ShardStore::push_sync(size_t shard, int worker, uint64_t sequence,
 int64_t ShardStore::wait_step_past(size_t shard, int64_t step, Deadline deadline) const {
   const LocalShard& s = local(shard);
   std::unique_lock lock(s.mutex);
-  s.step_advanced.wait_until(lock, deadline, [&] { return s.step > step; });
+  s.step_advanced.wait_until(lock, deadline, [&] { return s.step > step || finished_; });
   return s.step;
+}
+
+void ShardStore::finish() {
+  finished_ = true;
+  for (size_t shard : shards_) {
+    LocalShard& s = local(shard);
+    // Taking the lock orders the flag before a waiter's predicate check, so no wake-up is lost.
+    std::lock_guard lock(s.mutex);
+    s.step_advanced.notify_all();
+  }
+}
+
+bool ShardStore::finished() const { return finished_; }
+
+uint64_t ShardStore::next_sequence(size_t shard, int worker) const {
+  const LocalShard& s = local(shard);
+  check_worker(s, worker);
+  std::lock_guard lock(s.mutex);
+  return s.next_sequence[static_cast<size_t>(worker)];
 }
 
 ShardCounters ShardStore::counters(size_t shard) const {

@@ -3,6 +3,7 @@
 // or averaged over R replicas once per step (sync). Pure logic: the ps service puts it on the wire.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -123,9 +124,19 @@ class ShardStore {
   PushResult push_sync(size_t shard, int worker, uint64_t sequence, int64_t computed_at_step,
                        std::span<const float> grad, float lr);
 
-  // The token: waits until the shard's step is above `step` or the deadline passes, and returns
-  // the shard's step then (still <= step on timeout: a value, not an exception).
+  // The token: waits until the shard's step is above `step`, training is finished, or the
+  // deadline passes, and returns the shard's step then (still <= step on timeout or finish: a
+  // value, not an exception).
   int64_t wait_step_past(size_t shard, int64_t step, Deadline deadline) const;
+
+  // Training is over (a worker reached the last step): wakes every wait_step_past for good, since
+  // a step short of its R gradients will never get them.
+  void finish();
+  bool finished() const;
+
+  // The lowest sequence not yet handled from this worker on this shard: where a restarted worker
+  // continues its numbering. REQUIRES: 0 <= worker < total_num_replicas.
+  uint64_t next_sequence(size_t shard, int worker) const;
 
   ShardCounters counters(size_t shard) const;
 
@@ -150,6 +161,8 @@ class ShardStore {
   FloatBuffer slots_;        // slot k of a shard at k * local_values_ + offset
   FloatBuffer accumulator_;  // sync only: the sum of the current step's gradients
   size_t local_values_ = 0;
+
+  std::atomic<bool> finished_ = false;
 
   mutable std::mutex init_mutex_;
   mutable std::condition_variable init_changed_;

@@ -1,0 +1,358 @@
+// PsClient: lanes of (connection, sender thread, receiver thread), and each operation as a pair of
+// functions, what to send to a ps and what to read back from it, run on every lane at once.
+#include "ps/ps_client.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "base/error.h"
+#include "ps/shard_store.h"
+
+namespace dtrain {
+
+namespace proto = ps_protocol;
+
+namespace {
+
+// A thread that runs one posted job at a time; wait() returns when it is done and rethrows what
+// it threw.
+class JobThread {
+ public:
+  JobThread() : thread_([this](std::stop_token stop) { loop(stop); }) {}
+  ~JobThread() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+  }
+
+  void post(std::function<void()> job) {
+    {
+      std::lock_guard lock(mutex_);
+      job_ = std::move(job);
+      pending_ = true;
+    }
+    changed_.notify_all();
+  }
+
+  void wait() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return !pending_; });
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  void loop(std::stop_token) {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [&] { return pending_ || stopping_; });
+      if (pending_) {
+        auto job = std::move(job_);
+        lock.unlock();
+        std::exception_ptr error;
+        try {
+          job();
+        } catch (...) {
+          error = std::current_exception();
+        }
+        lock.lock();
+        error_ = error;
+        pending_ = false;
+        changed_.notify_all();
+      } else if (stopping_) {
+        return;
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::function<void()> job_;  // guarded by mutex_
+  bool pending_ = false;       // guarded by mutex_
+  bool stopping_ = false;      // guarded by mutex_
+  std::exception_ptr error_;   // guarded by mutex_
+  std::jthread thread_;        // last: started once the rest exists
+};
+
+}  // namespace
+
+class PsClient::Lane {
+ public:
+  Lane(int ps, std::unique_ptr<Connection> connection)
+      : ps(ps), connection(std::move(connection)) {}
+  int ps;
+  std::unique_ptr<Connection> connection;
+  proto::MetaWriter meta;  // the sender's
+  JobThread sender, receiver;
+
+  // Reads the next reply, which must be of type `expected`; a kError reply becomes an Error with
+  // the ps's message.
+  Connection::Incoming expect(uint16_t expected) {
+    Connection::Incoming in = connection->receive();
+    if (in.type == proto::kError) {
+      proto::MetaReader r(in.meta);
+      throw Error(r.rest_as_string());
+    }
+    if (in.type != expected) {
+      throw FrameError(fmt::format("bad reply from {}: type {} where {} was expected",
+                                   connection->peer(), in.type, expected));
+    }
+    return in;
+  }
+};
+
+PsClient::PsClient(const ParamSet& layout, const PartitionMap& map, PsClientOptions options)
+    : map_(map), worker_(options.worker), shard_step_(map.shards.size(), 0) {
+  if (options.ps.size() != static_cast<size_t>(map.num_ps())) {
+    throw Error(fmt::format("the partition map has {} ps tasks but the cluster names {}",
+                            map.num_ps(), options.ps.size()));
+  }
+  const uint64_t fingerprint = partition_fingerprint(layout, map);
+  for (size_t p = 0; p < options.ps.size(); ++p) {
+    ConnectionOptions connection = options.connection;
+    connection.task_name = fmt::format("ps{}", p);
+    lanes_.push_back(std::make_unique<Lane>(
+        static_cast<int>(p),
+        connect(options.ps[p].host, options.ps[p].port, options.secret, connection)));
+  }
+  round(
+      [&](Lane& lane) {
+        lane.meta.clear();
+        lane.meta.put(fingerprint).put(static_cast<int32_t>(worker_));
+        lane.connection->send(proto::kHello, ++request_id_, lane.meta.bytes(), {});
+      },
+      [&](Lane& lane) {
+        proto::MetaReader r(lane.expect(proto::kHelloReply).meta);
+        const auto ps = r.get<int32_t>();
+        const bool initialized = r.get<uint8_t>() != 0;
+        const auto next_sequence = r.get<uint64_t>();
+        if (ps != lane.ps) {
+          throw Error(
+              fmt::format("{} says it is ps{}: the ps hosts are listed in another order "
+                          "than that task was started with",
+                          lane.connection->peer(), ps));
+        }
+        std::lock_guard lock(mutex_);
+        initialized_at_hello_ = initialized_at_hello_ && initialized;
+        sequence_ = std::max(sequence_, next_sequence);
+      });
+}
+
+PsClient::~PsClient() = default;
+
+template <typename Send, typename Receive>
+void PsClient::round(Send&& send, Receive&& receive) {
+  for (auto& lane : lanes_) {
+    Lane* l = lane.get();
+    l->sender.post([&send, l] { send(*l); });
+    l->receiver.post([&receive, l] {
+      try {
+        receive(*l);
+      } catch (const proto::ShortMeta& error) {
+        throw FrameError(fmt::format("bad reply from {}: {}", l->connection->peer(), error.what()));
+      }
+    });
+  }
+  std::exception_ptr first;
+  for (auto& lane : lanes_) {
+    for (JobThread* thread : {&lane->sender, &lane->receiver}) {
+      try {
+        thread->wait();
+      } catch (...) {
+        // The lane is unusable now; closing it wakes its other thread.
+        lane->connection->close();
+        if (!first) first = std::current_exception();
+      }
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+void PsClient::note_reply(const proto::ShardReply& reply) {
+  // Each lane writes only its own shards' entries.
+  shard_step_[reply.shard] = reply.step;
+  if (reply.finished) finished_ = true;
+}
+
+bool PsClient::wait_ready(int timeout_ms) {
+  bool ready = true;
+  round(
+      [&](Lane& lane) {
+        lane.meta.clear();
+        lane.meta.put(static_cast<uint32_t>(timeout_ms));
+        lane.connection->send(proto::kWaitReady, 0, lane.meta.bytes(), {});
+      },
+      [&](Lane& lane) {
+        proto::MetaReader r(lane.expect(proto::kReady).meta);
+        if (r.get<uint8_t>() == 0) {
+          std::lock_guard lock(mutex_);
+          ready = false;
+        }
+      });
+  return ready;
+}
+
+void PsClient::initialize(const ParamSet& params, const std::vector<ParamSet>& slots,
+                          int64_t step) {
+  round(
+      [&](Lane& lane) {
+        std::vector<std::span<const float>> tensors;
+        for (size_t shard : map_.shards_of_ps[lane.ps]) {
+          const Shard& s = map_.shards[shard];
+          tensors.clear();
+          tensors.push_back(params.flat().subspan(s.begin, s.size()));
+          for (const ParamSet& slot : slots)
+            tensors.push_back(slot.flat().subspan(s.begin, s.size()));
+          lane.meta.clear();
+          lane.meta.put(static_cast<uint32_t>(shard))
+              .put(step)
+              .put(static_cast<uint32_t>(slots.size()));
+          lane.connection->send(proto::kInit, 0, lane.meta.bytes(), tensors);
+        }
+      },
+      [&](Lane& lane) {
+        for (size_t shard : map_.shards_of_ps[lane.ps]) {
+          proto::MetaReader r(lane.expect(proto::kAck).meta);
+          if (r.get<uint32_t>() != shard) {
+            throw FrameError(fmt::format("bad reply from {}: acknowledged another shard than {}",
+                                         lane.connection->peer(), shard));
+          }
+          shard_step_[shard] = step;
+        }
+      });
+}
+
+namespace {
+
+// Reads a kValues / kPushReply / kState header for the expected shard.
+proto::ShardReply read_reply_for(const Connection::Incoming& in, size_t shard,
+                                 const Connection& connection) {
+  proto::MetaReader r(in.meta);
+  const proto::ShardReply reply = proto::read_shard_reply(r);
+  if (reply.shard != shard) {
+    throw FrameError(fmt::format("bad reply from {}: shard {} where {} was expected",
+                                 connection.peer(), reply.shard, shard));
+  }
+  return reply;
+}
+
+}  // namespace
+
+void PsClient::pull(ParamSet& params) {
+  round([&](Lane& lane) { lane.connection->send(proto::kPull, 0, {}, {}); },
+        [&](Lane& lane) {
+          for (size_t shard : map_.shards_of_ps[lane.ps]) {
+            const Shard& s = map_.shards[shard];
+            const auto in = lane.expect(proto::kValues);
+            const proto::ShardReply reply = read_reply_for(in, shard, *lane.connection);
+            const std::span<float> into[] = {params.flat().subspan(s.begin, s.size())};
+            lane.connection->receive_tensors(into);
+            note_reply(reply);
+          }
+        });
+}
+
+RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float lr) {
+  const uint64_t sequence = sequence_++;
+  std::vector<RoundOutcome> outcomes(lanes_.size());
+  round(
+      [&](Lane& lane) {
+        for (size_t shard : map_.shards_of_ps[lane.ps]) {
+          const Shard& s = map_.shards[shard];
+          lane.meta.clear();
+          proto::write(lane.meta, proto::PushMeta{.shard = static_cast<uint32_t>(shard),
+                                                  .worker = worker_,
+                                                  .sequence = sequence,
+                                                  .computed_at_step = shard_step_[shard],
+                                                  .lr = lr,
+                                                  .want_values = 1});
+          const std::span<const float> tensors[] = {grads.flat().subspan(s.begin, s.size())};
+          lane.connection->send(proto::kPush, 0, lane.meta.bytes(), tensors);
+        }
+      },
+      [&](Lane& lane) {
+        RoundOutcome& outcome = outcomes[static_cast<size_t>(lane.ps)];
+        for (size_t shard : map_.shards_of_ps[lane.ps]) {
+          const Shard& s = map_.shards[shard];
+          const auto in = lane.expect(proto::kPushReply);
+          const proto::ShardReply reply = read_reply_for(in, shard, *lane.connection);
+          const std::span<float> into[] = {params.flat().subspan(s.begin, s.size())};
+          lane.connection->receive_tensors(into);
+          note_reply(reply);
+          switch (static_cast<PushResult::Outcome>(reply.outcome)) {
+            case PushResult::Outcome::kApplied:
+              ++outcome.applied;
+              break;
+            case PushResult::Outcome::kAccepted:
+              ++outcome.accepted;
+              break;
+            case PushResult::Outcome::kDuplicate:
+              ++outcome.duplicates;
+              break;
+            case PushResult::Outcome::kStale:
+              ++outcome.stale;
+              break;
+          }
+        }
+      });
+  RoundOutcome total;
+  for (const RoundOutcome& o : outcomes) {
+    total.applied += o.applied;
+    total.accepted += o.accepted;
+    total.duplicates += o.duplicates;
+    total.stale += o.stale;
+  }
+  return total;
+}
+
+void PsClient::pull_state(ParamSet& params, std::vector<ParamSet>& slots) {
+  round([&](Lane& lane) { lane.connection->send(proto::kPullState, 0, {}, {}); },
+        [&](Lane& lane) {
+          for (size_t shard : map_.shards_of_ps[lane.ps]) {
+            const Shard& s = map_.shards[shard];
+            const auto in = lane.expect(proto::kState);
+            const proto::ShardReply reply = read_reply_for(in, shard, *lane.connection);
+            std::vector<std::span<float>> into{params.flat().subspan(s.begin, s.size())};
+            for (ParamSet& slot : slots) into.push_back(slot.flat().subspan(s.begin, s.size()));
+            lane.connection->receive_tensors(into);
+            note_reply(reply);
+          }
+        });
+}
+
+proto::DoneReply PsClient::worker_done(bool finished) {
+  proto::DoneReply total;
+  round(
+      [&](Lane& lane) {
+        lane.meta.clear();
+        lane.meta.put(static_cast<int32_t>(worker_)).put(static_cast<uint8_t>(finished));
+        lane.connection->send(proto::kWorkerDone, 0, lane.meta.bytes(), {});
+      },
+      [&](Lane& lane) {
+        proto::MetaReader r(lane.expect(proto::kDoneReply).meta);
+        const auto step = r.get<int64_t>();
+        const auto applied = r.get<int64_t>();
+        const auto stale = r.get<int64_t>();
+        const auto duplicates = r.get<int64_t>();
+        std::lock_guard lock(mutex_);
+        if (lane.ps == 0) total.step = step;
+        total.applied += applied;
+        total.stale_dropped += stale;
+        total.duplicates += duplicates;
+      });
+  return total;
+}
+
+int64_t PsClient::global_step() const {
+  return shard_step_.empty() ? 0 : *std::min_element(shard_step_.begin(), shard_step_.end());
+}
+
+}  // namespace dtrain

@@ -1,0 +1,95 @@
+// A worker's side of the parameter servers: one authenticated connection per ps task, and the
+// operations a training loop needs — wait for the chief, initialise, pull, push-and-pull, pull the
+// optimizer state for a checkpoint, report done. Every operation runs on all ps tasks at once, and
+// on each connection the requests go out from one thread while the replies come in on another, so
+// a model streams through the servers shard by shard; values land straight in the caller's arena.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_spec.h"
+#include "comm/connection.h"
+#include "nn/param_set.h"
+#include "ps/partition.h"
+#include "ps/ps_protocol.h"
+
+namespace dtrain {
+
+struct PsClientOptions {
+  std::vector<HostPort> ps;  // addresses of ps0, ps1, ...
+  std::string secret;
+  ConnectionOptions connection;  // its task_name is set per ps
+  // This worker's id, 0..total_num_replicas-1, or -1 for a client that never pushes (a benchmark
+  // probe, an evaluator).
+  int worker = -1;
+};
+
+// What the pushes of one round did, over every shard.
+struct RoundOutcome {
+  int applied = 0, accepted = 0, duplicates = 0, stale = 0;
+};
+
+// Not thread-safe: one training loop drives it.
+class PsClient {
+ public:
+  // Connects to every ps task (with retry, options.connection.connect_timeout_ms) and says hello;
+  // a ps built for another layout answers with an Error naming the flags to check.
+  // REQUIRES: map has one entry per address; layout is the model's parameters.
+  PsClient(const ParamSet& layout, const PartitionMap& map, PsClientOptions options);
+  ~PsClient();
+  PsClient(const PsClient&) = delete;
+  PsClient& operator=(const PsClient&) = delete;
+
+  // Whether every ps already held initialised shards at hello (a restarted chief must not
+  // overwrite them).
+  bool initialized_at_hello() const { return initialized_at_hello_; }
+  // Blocks until every ps is initialised or timeout_ms passes; returns whether they are.
+  bool wait_ready(int timeout_ms);
+
+  // The chief's initialisation or restore: every shard's values (and slots, one ParamSet per
+  // optimizer slot in the ps's order, or none for zeros) at `step`.
+  void initialize(const ParamSet& params, const std::vector<ParamSet>& slots, int64_t step);
+  // Copies every shard's current values into params.
+  void pull(ParamSet& params);
+  // Pushes every shard's slice of grads at learning rate lr, and receives each shard's values
+  // after the push into params. Sync: each gradient carries the step of the values it was
+  // computed from (the last pull or push_pull), and the reply waits for the step's R gradients.
+  RoundOutcome push_pull(const GradSet& grads, ParamSet& params, float lr);
+  // Values and optimizer slots, for the chief's checkpoints.
+  void pull_state(ParamSet& params, std::vector<ParamSet>& slots);
+  // Tells every ps that this worker is done (finished: the last step was reached, so sync waits
+  // may be released); returns the counters summed over the ps tasks.
+  ps_protocol::DoneReply worker_done(bool finished);
+
+  // The lowest step over every shard, as of the last reply: the global step.
+  int64_t global_step() const;
+  // A ps reported that training is over (sync: the last step was reached).
+  bool finished() const { return finished_; }
+  uint64_t next_sequence() const { return sequence_; }
+
+ private:
+  class Lane;  // one ps connection with its sender thread
+
+  // Runs send(lane) on each lane's sender thread and receive(lane) on its receiver thread, every
+  // lane at once, and waits for all; rethrows the first error.
+  template <typename Send, typename Receive>
+  void round(Send&& send, Receive&& receive);
+  void note_reply(const ps_protocol::ShardReply& reply);
+
+  const PartitionMap& map_;
+  const int worker_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::vector<int64_t> shard_step_;  // each lane's receiver writes only its own shards' entries
+  std::atomic<bool> finished_ = false;
+  std::mutex mutex_;  // guards what the lanes' receivers sum into: the fields below, and totals
+  bool initialized_at_hello_ = true;
+  uint64_t sequence_ = 0;
+  uint64_t request_id_ = 0;
+};
+
+}  // namespace dtrain

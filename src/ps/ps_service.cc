@@ -1,0 +1,291 @@
+// The ps task's request handlers. Each connection's thread receives a request, acts on the store
+// and answers before reading the next, so replies keep request order; a gradient is applied only
+// after its frame's CRC has been checked.
+#include "ps/ps_service.h"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "base/error.h"
+#include "ps/ps_protocol.h"
+#include "tensor/aligned.h"
+
+namespace dtrain {
+
+namespace proto = ps_protocol;
+
+namespace {
+
+void send_error(Connection& connection, const std::string& message) {
+  proto::MetaWriter meta;
+  meta.put_string(message);
+  connection.send(proto::kError, 0, meta.bytes(), {});
+}
+
+}  // namespace
+
+// Per connection, sized once for the largest shard held (values plus every slot).
+struct PsService::Scratch {
+  explicit Scratch(size_t floats) : buffer(floats) {}
+  FloatBuffer buffer;
+  proto::MetaWriter meta;
+};
+
+PsService::PsService(PsServiceOptions options)
+    : options_(std::move(options)),
+      fingerprint_(partition_fingerprint(ParamSet(options_.specs), options_.map)) {
+  store_ = std::make_unique<ShardStore>(options_.specs, options_.map, options_.ps,
+                                        options_.optimizer, options_.sync);
+  for (size_t shard : store_->shards())
+    max_shard_size_ = std::max(max_shard_size_, store_->shard_size(shard));
+  server_ = std::make_unique<Server>(options_.server,
+                                     [this](Connection& connection) { serve(connection); });
+}
+
+PsService::~PsService() { server_->stop(); }
+
+void PsService::run() {
+  const size_t workers = static_cast<size_t>(options_.sync.total_num_replicas);
+  std::unique_lock lock(done_mutex_);
+  // Waits for the workers' own reports; there is nothing to time out on here, since a worker that
+  // never reports is a failed task, which the launcher or the cluster manager ends.
+  done_changed_.wait(lock, [&] { return done_workers_.size() >= workers; });
+  lock.unlock();
+  server_->stop();
+}
+
+void PsService::print_summary(std::ostream& out) const {
+  ShardCounters total;
+  for (size_t shard : store_->shards()) {
+    const ShardCounters c = store_->counters(shard);
+    total.applied += c.applied;
+    total.stale_dropped += c.stale_dropped;
+    total.duplicates += c.duplicates;
+  }
+  const int64_t step = store_->shards().empty() ? 0 : store_->counters(store_->shards()[0]).step;
+  const ServerStats s = server_->stats();
+  fmt::print(out,
+             "ps{}: done at global step {}: {} shard updates applied, {} stale gradients dropped, "
+             "{} duplicate pushes; {} connections ({} rejected, {} failed)\n",
+             options_.ps, step, total.applied, total.stale_dropped, total.duplicates, s.accepted,
+             s.rejected, s.failed);
+  out << std::flush;
+}
+
+void PsService::serve(Connection& connection) {
+  Scratch scratch(max_shard_size_ * (1 + store_->slot_suffixes().size()));
+  for (;;) {
+    const Connection::Incoming in = connection.receive();
+    try {
+      handle(connection, in, scratch);
+    } catch (const TransportError&) {
+      throw;
+    } catch (const proto::ShortMeta& error) {
+      throw FrameError(fmt::format("bad frame of type {} from {}: {}", in.type, connection.peer(),
+                                   error.what()));
+    } catch (const Error& error) {
+      // A request the store refuses (a shard held elsewhere, a worker id out of range): the peer
+      // is told why and the connection stays usable.
+      spdlog::warn("ps{}: refused a request from {}: {}", options_.ps, connection.peer(),
+                   error.what());
+      send_error(connection, fmt::format("ps{}: {}", options_.ps, error.what()));
+    }
+  }
+}
+
+void PsService::handle(Connection& connection, const Connection::Incoming& in, Scratch& scratch) {
+  switch (in.type) {
+    case proto::kHello:
+      return hello(connection, in, scratch);
+    case proto::kInit:
+      return init(connection, in, scratch);
+    case proto::kWaitReady:
+      return wait_ready(connection, in, scratch);
+    case proto::kPull:
+      return pull(connection, /*with_slots=*/false, scratch);
+    case proto::kPullState:
+      return pull(connection, /*with_slots=*/true, scratch);
+    case proto::kPush:
+      return push(connection, in, scratch);
+    case proto::kWorkerDone:
+      return worker_done(connection, in, scratch);
+    default:
+      throw FrameError(fmt::format("bad frame from {}: unknown type {} for a ps task",
+                                   connection.peer(), in.type));
+  }
+}
+
+size_t PsService::held_shard(uint32_t shard) const {
+  if (shard >= options_.map.shards.size() || options_.map.shards[shard].ps != options_.ps) {
+    throw Error(fmt::format("shard {} is not held by this task", shard));
+  }
+  return shard;
+}
+
+void PsService::hello(Connection& connection, const Connection::Incoming& in, Scratch& scratch) {
+  proto::MetaReader r(in.meta);
+  const auto fingerprint = r.get<uint64_t>();
+  const auto worker = r.get<int32_t>();
+  if (fingerprint != fingerprint_) {
+    throw Error(fmt::format(
+        "{} has another model or partition than this ps task (fingerprint {:016x}, ours "
+        "{:016x}): start every task with the same --model, --hidden_units, --placement, "
+        "--min_shard_bytes and cluster",
+        connection.peer(), fingerprint, fingerprint_));
+  }
+  uint64_t next_sequence = 0;
+  if (worker >= 0) {
+    for (size_t shard : store_->shards())
+      next_sequence = std::max(next_sequence, store_->next_sequence(shard, worker));
+  }
+  proto::MetaWriter& meta = scratch.meta;
+  meta.clear();
+  meta.put(static_cast<int32_t>(options_.ps))
+      .put(static_cast<uint8_t>(store_->initialized()))
+      .put(next_sequence);
+  connection.send(proto::kHelloReply, in.request_id, meta.bytes(), {});
+}
+
+void PsService::init(Connection& connection, const Connection::Incoming& in, Scratch& scratch) {
+  proto::MetaReader r(in.meta);
+  const auto shard = r.get<uint32_t>();
+  const auto step = r.get<int64_t>();
+  const auto slots = r.get<uint32_t>();
+  try {
+    held_shard(shard);
+    if (slots != 0 && slots != store_->slot_suffixes().size()) {
+      throw Error(fmt::format("init of shard {} carries {} optimizer slots; this task keeps {}",
+                              shard, slots, store_->slot_suffixes().size()));
+    }
+  } catch (const Error&) {
+    connection.discard_tensors();
+    throw;
+  }
+  const size_t size = store_->shard_size(shard);
+  std::vector<std::span<float>> into;
+  for (size_t k = 0; k <= slots; ++k)
+    into.push_back(std::span(scratch.buffer).subspan(k * size, size));
+  connection.receive_tensors(into);
+  std::vector<std::span<const float>> slot_values(into.begin() + 1, into.end());
+  store_->initialize(shard, into[0], step, slot_values);
+  scratch.meta.clear();
+  scratch.meta.put(shard);
+  connection.send(proto::kAck, in.request_id, scratch.meta.bytes(), {});
+}
+
+void PsService::wait_ready(Connection& connection, const Connection::Incoming& in,
+                           Scratch& scratch) {
+  proto::MetaReader r(in.meta);
+  const auto timeout_ms = r.get<uint32_t>();
+  const bool ready = store_->wait_initialized(std::chrono::steady_clock::now() +
+                                              std::chrono::milliseconds(timeout_ms));
+  scratch.meta.clear();
+  scratch.meta.put(static_cast<uint8_t>(ready));
+  connection.send(proto::kReady, in.request_id, scratch.meta.bytes(), {});
+}
+
+void PsService::pull(Connection& connection, bool with_slots, Scratch& scratch) {
+  const size_t slots = with_slots ? store_->slot_suffixes().size() : 0;
+  for (size_t shard : store_->shards()) {
+    const size_t size = store_->shard_size(shard);
+    std::vector<std::span<const float>> tensors;
+    const int64_t step = store_->read(shard, std::span(scratch.buffer).first(size));
+    tensors.push_back(std::span(scratch.buffer).first(size));
+    for (size_t k = 0; k < slots; ++k) {
+      auto slot = std::span(scratch.buffer).subspan((k + 1) * size, size);
+      store_->read_slot(shard, k, slot);
+      tensors.push_back(slot);
+    }
+    scratch.meta.clear();
+    proto::write(scratch.meta,
+                 proto::ShardReply{.shard = static_cast<uint32_t>(shard),
+                                   .step = step,
+                                   .finished = static_cast<uint8_t>(store_->finished())});
+    connection.send(with_slots ? proto::kState : proto::kValues, 0, scratch.meta.bytes(), tensors);
+  }
+}
+
+void PsService::push(Connection& connection, const Connection::Incoming& in, Scratch& scratch) {
+  proto::MetaReader r(in.meta);
+  const proto::PushMeta m = proto::read_push(r);
+  try {
+    held_shard(m.shard);
+  } catch (const Error&) {
+    connection.discard_tensors();
+    throw;
+  }
+  const size_t size = store_->shard_size(m.shard);
+  const auto grad = std::span(scratch.buffer).first(size);
+  const std::span<float> into[] = {grad};
+  connection.receive_tensors(into);
+
+  const PushResult result =
+      options_.sync.sync_replicas
+          ? store_->push_sync(m.shard, m.worker, m.sequence, m.computed_at_step, grad, m.lr)
+          : store_->push_async(m.shard, m.worker, m.sequence, grad, m.lr);
+  int64_t step = result.step;
+  const bool counted = result.outcome == PushResult::Outcome::kAccepted ||
+                       result.outcome == PushResult::Outcome::kDuplicate;
+  if (options_.sync.sync_replicas && m.want_values && counted && step == m.computed_at_step) {
+    // The token: the worker continues once this step has its R gradients.
+    step = store_->wait_step_past(
+        m.shard, m.computed_at_step,
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.sync_wait_ms));
+    if (step <= m.computed_at_step && !store_->finished()) {
+      throw Error(fmt::format(
+          "step {} of shard {} did not get its {} gradients within {} s: too few workers are "
+          "pushing",
+          m.computed_at_step, m.shard, store_->replicas_to_aggregate(),
+          options_.sync_wait_ms / 1000));
+    }
+  }
+  std::span<const float> values[1];
+  size_t count = 0;
+  if (m.want_values) {
+    step = store_->read(m.shard, grad);  // the gradient is spent; its buffer takes the values
+    values[count++] = grad;
+  }
+  scratch.meta.clear();
+  proto::write(scratch.meta,
+               proto::ShardReply{.shard = m.shard,
+                                 .outcome = static_cast<uint8_t>(result.outcome),
+                                 .step = step,
+                                 .finished = static_cast<uint8_t>(store_->finished())});
+  connection.send(proto::kPushReply, in.request_id, scratch.meta.bytes(), std::span(values, count));
+}
+
+void PsService::worker_done(Connection& connection, const Connection::Incoming& in,
+                            Scratch& scratch) {
+  proto::MetaReader r(in.meta);
+  const auto worker = r.get<int32_t>();
+  const auto finished = r.get<uint8_t>();
+  if (worker < 0 || worker >= options_.sync.total_num_replicas) {
+    throw Error(fmt::format("worker {} reported done; this task expects workers 0..{}", worker,
+                            options_.sync.total_num_replicas - 1));
+  }
+  // Sync: the last step is done, so a step still short of its R gradients never gets them;
+  // release the backups waiting on it.
+  if (finished) store_->finish();
+
+  proto::DoneReply reply;
+  for (size_t shard : store_->shards()) {
+    const ShardCounters c = store_->counters(shard);
+    reply.applied += c.applied;
+    reply.stale_dropped += c.stale_dropped;
+    reply.duplicates += c.duplicates;
+  }
+  if (!store_->shards().empty()) reply.step = store_->counters(store_->shards()[0]).step;
+  scratch.meta.clear();
+  scratch.meta.put(reply.step).put(reply.applied).put(reply.stale_dropped).put(reply.duplicates);
+  connection.send(proto::kDoneReply, in.request_id, scratch.meta.bytes(), {});
+  {
+    std::lock_guard lock(done_mutex_);
+    done_workers_.insert(worker);
+  }
+  done_changed_.notify_all();
+}
+
+}  // namespace dtrain

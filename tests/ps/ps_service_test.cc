@@ -1,0 +1,166 @@
+// The ps wire protocol end to end over loopback, in one process: a PsClient against PsService
+// tasks. Pushes land on the right rows of the right task, push-pull returns the values after the
+// update, a restarted worker continues its sequence numbers, sync replies wait for the step's R
+// gradients, and a worker built for another model is refused with a message naming the flags.
+#include "ps/ps_service.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <memory>
+#include <vector>
+
+#include "base/error.h"
+#include "comm/loopback.h"
+#include "ps/ps_client.h"
+
+namespace dtrain {
+namespace {
+
+using testing::kSecret;
+
+// Two variables big enough to be split over two ps tasks and cut into several shards each.
+std::vector<ParamSpec> specs() { return {ParamSpec{"w", {64, 300}}, ParamSpec{"b", {300}}}; }
+
+constexpr size_t kMinShardBytes = 4096;
+constexpr size_t kMaxShardBytes = 16 * 1024;
+
+PartitionMap map_for(const std::vector<ParamSpec>& s, int num_ps) {
+  return make_partition(ParamSet(s), num_ps, Placement::kBalanced, kMinShardBytes, kMaxShardBytes);
+}
+
+// num_ps services on loopback ports, each for `workers` workers.
+struct Cluster {
+  Cluster(int num_ps, int workers, bool sync, int replicas = 0) : map(map_for(specs(), num_ps)) {
+    for (int p = 0; p < num_ps; ++p) {
+      PsServiceOptions o;
+      o.ps = p;
+      o.specs = specs();
+      o.map = map;
+      o.sync = SyncOptions{
+          .sync_replicas = sync, .total_num_replicas = workers, .replicas_to_aggregate = replicas};
+      o.server = testing::loopback_options();
+      o.sync_wait_ms = 10'000;
+      services.push_back(std::make_unique<PsService>(o));
+    }
+  }
+  PsClientOptions client(int worker) const {
+    PsClientOptions o;
+    for (const auto& s : services) o.ps.push_back(HostPort{"127.0.0.1", s->port()});
+    o.secret = std::string(kSecret);
+    o.connection = testing::client_options();
+    o.worker = worker;
+    return o;
+  }
+  PartitionMap map;
+  std::vector<std::unique_ptr<PsService>> services;
+};
+
+void fill(ParamSet& set, float value) {
+  for (size_t i = 0; i < set.count(); ++i)
+    for (float& v : set.values(i)) v = value;
+}
+
+void fill_ramp(ParamSet& set) {
+  for (size_t i = 0; i < set.count(); ++i) {
+    auto values = set.values(i);
+    for (size_t k = 0; k < values.size(); ++k) values[k] = 0.001f * static_cast<float>(k % 977);
+  }
+}
+
+TEST(PsService, PushPullAppliesEveryShardOnItsTaskAndReturnsTheUpdate) {
+  Cluster cluster(2, 1, /*sync=*/false);
+  ASSERT_GT(cluster.map.shards.size(), 4u);  // the test is about many shards on two tasks
+  ParamSet params(specs()), grads(specs()), expected(specs());
+  fill_ramp(params);
+  PsClient client(params, cluster.map, cluster.client(0));
+  EXPECT_FALSE(client.initialized_at_hello());
+  client.initialize(params, {}, 0);
+  ASSERT_TRUE(client.wait_ready(1000));
+
+  fill(grads, 2.0f);
+  expected.copy_from(params);
+  ParamSet pulled(specs());
+  client.push_pull(grads, pulled, 0.25f);
+  for (size_t i = 0; i < params.count(); ++i) {
+    auto want = expected.values(i);
+    auto got = pulled.values(i);
+    for (size_t k = 0; k < got.size(); ++k)
+      ASSERT_FLOAT_EQ(got[k], want[k] - 0.5f) << i << "," << k;
+  }
+  EXPECT_EQ(client.global_step(), 1);
+
+  ParamSet again(specs());
+  client.pull(again);
+  for (size_t i = 0; i < params.count(); ++i) {
+    auto a = again.values(i);
+    auto b = pulled.values(i);
+    ASSERT_TRUE(std::equal(a.begin(), a.end(), b.begin()));
+  }
+  client.worker_done(true);
+  for (auto& s : cluster.services) s->run();  // returns: the only worker is done
+}
+
+TEST(PsService, ARestartedWorkerContinuesItsSequenceSoItsPushesAreNotDuplicates) {
+  Cluster cluster(1, 1, /*sync=*/false);
+  ParamSet params(specs()), grads(specs());
+  {
+    PsClient first(params, cluster.map, cluster.client(0));
+    first.initialize(params, {}, 0);
+    fill(grads, 1.0f);
+    for (int i = 0; i < 3; ++i) first.push_pull(grads, params, 0.1f);
+    EXPECT_EQ(first.next_sequence(), 3u);
+  }
+  PsClient second(params, cluster.map, cluster.client(0));
+  EXPECT_TRUE(second.initialized_at_hello());
+  EXPECT_EQ(second.next_sequence(), 3u);
+  const RoundOutcome outcome = second.push_pull(grads, params, 0.1f);
+  EXPECT_EQ(outcome.duplicates, 0);
+  EXPECT_EQ(outcome.applied, static_cast<int>(cluster.map.shards.size()));
+  EXPECT_EQ(second.global_step(), 4);
+  EXPECT_FLOAT_EQ(params.values(0)[0], -0.4f);
+}
+
+TEST(PsService, SyncRepliesCarryTheAverageOfBothWorkersGradients) {
+  Cluster cluster(2, 2, /*sync=*/true);
+  ParamSet init(specs());
+  fill(init, 1.0f);
+  std::vector<ParamSet> results(2, ParamSet(specs()));
+  {
+    PsClient chief(init, cluster.map, cluster.client(0));
+    chief.initialize(init, {}, 0);
+  }
+  auto run_worker = [&](int worker, float gradient) {
+    PsClient client(init, cluster.map, cluster.client(worker));
+    client.pull(results[worker]);
+    ParamSet grads(specs());
+    fill(grads, gradient);
+    client.push_pull(grads, results[worker], 1.0f);
+    return client.global_step();
+  };
+  // Each worker's reply waits for the other's gradient, so they must run at once.
+  auto a = std::async(std::launch::async, run_worker, 0, 2.0f);
+  auto b = std::async(std::launch::async, run_worker, 1, 4.0f);
+  EXPECT_EQ(a.get(), 1);
+  EXPECT_EQ(b.get(), 1);
+  for (const ParamSet& r : results) {
+    for (size_t i = 0; i < r.count(); ++i)
+      for (float v : r.values(i)) ASSERT_FLOAT_EQ(v, 1.0f - 3.0f);  // 1 - lr * mean(2, 4)
+  }
+}
+
+TEST(PsService, AWorkerWithAnotherModelIsRefusedWithTheFlagsToCheck) {
+  Cluster cluster(1, 1, /*sync=*/false);
+  const std::vector<ParamSpec> other = {ParamSpec{"w", {64, 301}}, ParamSpec{"b", {301}}};
+  const ParamSet layout(other);
+  const PartitionMap map = map_for(other, 1);
+  try {
+    PsClient client(layout, map, cluster.client(0));
+    FAIL() << "a client with another layout was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("--model"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace dtrain
