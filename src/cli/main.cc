@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   dtrain::cli::add_train_command(app, action);
   dtrain::cli::add_eval_command(app, action);
   dtrain::cli::add_bench_command(app, action);
+  dtrain::cli::add_task_command(app, action);
+  dtrain::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

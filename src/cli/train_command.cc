@@ -1,13 +1,20 @@
 // `dtrain train`: flags (the names of the TensorFlow tutorials where they have one) → TrainConfig.
 // Flags the user leaves out take the model's recipe (train/recipes.h).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
+#include <optional>
 
 #include "base/cpu.h"
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cluster/cluster_spec.h"
+#include "cluster/local_launcher.h"
+#include "ps/partition.h"
+#include "train/ps_trainer.h"
 #include "train/recipes.h"
 #include "train/trainer.h"
 
@@ -39,6 +46,18 @@ struct TrainFlags {
   int64_t eval_every = 0;
   double target_accuracy = 0;
   bool progress = true;
+  // The ps strategies.
+  int ps = 1;
+  int workers = 2;
+  std::string ps_hosts, worker_hosts, job_name, cluster_file, secret_file;
+  int task_index = 0;
+  bool sync_replicas = false;
+  int replicas_to_aggregate = 0;
+  int total_num_replicas = 0;
+  std::string placement = "balanced";
+  size_t min_shard_bytes = 64 * 1024;
+  int peer_timeout = 600;
+  int step_delay_ms = 0;
 };
 
 TrainConfig to_config(const CLI::App& cmd, const TrainFlags& f) {
@@ -83,15 +102,158 @@ TrainConfig to_config(const CLI::App& cmd, const TrainFlags& f) {
   return c;
 }
 
+bool is_ps_strategy(const std::string& strategy) {
+  return strategy == "async" || strategy == "sync";
+}
+
+// This task's place in a real cluster: the tutorials' flags, else TF_CONFIG, else --cluster.
+// nullopt when none is given.
+std::optional<ClusterConfig> cluster_of(const CLI::App& cmd, const TrainFlags& f) {
+  auto given = [&](const char* name) { return cmd.count(name) > 0; };
+  const bool flags = given("--ps_hosts") || given("--worker_hosts") || given("--job_name");
+  if (flags) {
+    if (!given("--job_name")) {
+      throw UsageError("--ps_hosts/--worker_hosts need --job_name (ps or worker) and --task_index");
+    }
+    if (!f.cluster_file.empty() && !given("--worker_hosts")) {
+      return cluster_from_file(f.cluster_file, TaskId{f.job_name, f.task_index});
+    }
+    return cluster_from_flags(f.ps_hosts, f.worker_hosts, f.job_name, f.task_index);
+  }
+  if (const char* tf_config = std::getenv("TF_CONFIG"); tf_config && *tf_config) {
+    return cluster_from_tf_config(tf_config);
+  }
+  if (!f.cluster_file.empty()) return cluster_from_file(f.cluster_file);
+  return std::nullopt;
+}
+
+PsClusterConfig ps_config(const TrainFlags& f, ClusterConfig cluster) {
+  PsClusterConfig c;
+  c.cluster = std::move(cluster);
+  c.secret = cluster_secret(f.secret_file);
+  c.placement = parse_placement(f.placement);
+  c.min_shard_bytes = f.min_shard_bytes;
+  c.sync.sync_replicas = f.sync_replicas || f.strategy == "sync";
+  c.sync.replicas_to_aggregate = f.replicas_to_aggregate;
+  c.sync.total_num_replicas = f.total_num_replicas;
+  if (f.peer_timeout < 1) {
+    throw UsageError(fmt::format("--peer_timeout {}: must be at least 1 second", f.peer_timeout));
+  }
+  c.peer_timeout_ms = f.peer_timeout * 1000;
+  c.step_delay_ms = f.step_delay_ms;
+  return c;
+}
+
+// The embedded default (DESIGN.md §3): the whole cluster as child processes of this binary on
+// loopback, each running `dtrain task` with the user's flags and its place in the cluster.
+int launch_local_cluster(const CLI::App& cmd, const TrainFlags& f) {
+  if (f.ps < 1) throw UsageError(fmt::format("--ps {}: need at least one ps task", f.ps));
+  if (f.workers < 1) throw UsageError(fmt::format("--workers {}: need at least one", f.workers));
+  const std::vector<uint16_t> ports = pick_free_ports(f.ps + f.workers);
+  auto hosts = [&](int first, int n) {
+    std::vector<std::string> list;
+    for (int i = 0; i < n; ++i) list.push_back(fmt::format("localhost:{}", ports[first + i]));
+    return fmt::format("{}", fmt::join(list, ","));
+  };
+  const std::string ps_hosts = hosts(0, f.ps);
+  const std::string worker_hosts = hosts(f.ps, f.workers);
+  // The user's flags, less those that choose the launch, go to every task.
+  std::vector<std::string> common = {"task"};
+  for (const std::string& arg :
+       without_options(train_arguments(), {"--strategy", "--ps", "--workers"})) {
+    common.push_back(arg);
+  }
+  if (f.strategy == "sync") common.push_back("--sync_replicas");
+  // The workers share this machine's cores unless told otherwise.
+  if (cmd.count("--threads") == 0) {
+    common.insert(common.end(),
+                  {"--threads", std::to_string(std::max(1, available_cores() / f.workers))});
+  }
+  common.insert(common.end(), {"--ps_hosts", ps_hosts, "--worker_hosts", worker_hosts});
+
+  std::vector<LocalTask> tasks;
+  auto add = [&](const std::string& job, int index) {
+    LocalTask task{fmt::format("{}{}", job, index), common};
+    task.args.insert(task.args.end(), {"--job_name", job, "--task_index", std::to_string(index)});
+    tasks.push_back(std::move(task));
+  };
+  for (int i = 0; i < f.ps; ++i) add("ps", i);
+  for (int i = 0; i < f.workers; ++i) add("worker", i);
+
+  LaunchOptions options;
+  options.binary = "/proc/self/exe";
+  options.extra_env.push_back("DTRAIN_SECRET=" + new_cluster_secret());
+  fmt::print(
+      "dtrain train: strategy {}, {} ps and {} workers on this machine (ps {}, workers "
+      "{})\n",
+      f.strategy, f.ps, f.workers, ps_hosts, worker_hosts);
+  std::cout << std::flush;
+  const LaunchResult result = run_local_cluster(tasks, options, std::cout);
+  for (const std::string& line : result.failed) std::cerr << "dtrain: " << line << "\n";
+  if (result.interrupted) std::cerr << "dtrain: interrupted; every task has been stopped\n";
+  return result.exit_code;
+}
+
+int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
+  TrainConfig config = to_config(cmd, flags);
+  if (std::optional<ClusterConfig> cluster = cluster_of(cmd, flags)) {
+    config.progress_bar = false;
+    return run_ps_task(config, ps_config(flags, std::move(*cluster)), std::cout);
+  }
+  if (task_only) {
+    throw UsageError(
+        "dtrain task needs a cluster: --ps_hosts/--worker_hosts/--job_name/--task_index, "
+        "TF_CONFIG, or --cluster FILE");
+  }
+  if (is_ps_strategy(flags.strategy)) return launch_local_cluster(cmd, flags);
+  train_local(config, std::cout);
+  return 0;
+}
+
 }  // namespace
 
-void add_train_command(CLI::App& app, Action& action) {
-  auto flags = std::make_shared<TrainFlags>();
-  CLI::App* cmd = app.add_subcommand("train", "Train a model (default: mnist_inference, locally)");
+namespace {
+
+void add_cluster_flags(CLI::App* cmd, TrainFlags* flags) {
+  cmd->add_option("--ps", flags->ps, "ps tasks the local launcher starts (--strategy async|sync)")
+      ->capture_default_str();
+  cmd->add_option("--workers", flags->workers, "Workers the local launcher starts")
+      ->capture_default_str();
+  cmd->add_option("--ps_hosts", flags->ps_hosts, "Cluster: ps tasks, host:port,host:port");
+  cmd->add_option("--worker_hosts", flags->worker_hosts, "Cluster: workers, host:port,...");
+  cmd->add_option("--job_name", flags->job_name, "Cluster: this task's job, ps or worker");
+  cmd->add_option("--task_index", flags->task_index, "Cluster: this task's index in its job")
+      ->capture_default_str();
+  cmd->add_option("--cluster", flags->cluster_file,
+                  "Cluster: a JSON file shaped like TF_CONFIG (TF_CONFIG itself is read too)");
+  cmd->add_option("--secret_file", flags->secret_file,
+                  "File holding the cluster secret (default: $DTRAIN_SECRET)");
+  cmd->add_flag("--sync_replicas", flags->sync_replicas,
+                "Synchronous updates: aggregate --replicas_to_aggregate gradients per step");
+  cmd->add_option("--replicas_to_aggregate", flags->replicas_to_aggregate,
+                  "Sync: gradients averaged per step (default: all workers; fewer leaves "
+                  "backup workers)");
+  cmd->add_option("--total_num_replicas", flags->total_num_replicas,
+                  "Sync: workers that push (default: all workers)");
+  cmd->add_option("--placement", flags->placement, "balanced | round_robin")
+      ->check(CLI::IsMember({"balanced", "round_robin"}))
+      ->capture_default_str();
+  cmd->add_option("--min_shard_bytes", flags->min_shard_bytes,
+                  "balanced: variables above this are split over the ps tasks")
+      ->capture_default_str();
+  cmd->add_option("--peer_timeout", flags->peer_timeout,
+                  "Seconds to wait for a peer: to connect, for the chief, for a sync step")
+      ->capture_default_str();
+  cmd->add_option("--step_delay_ms", flags->step_delay_ms,
+                  "Sleep before each step: a deliberate straggler, to try backup workers");
+}
+
+void add_training_flags(CLI::App* cmd, TrainFlags* flags) {
   cmd->add_option("--model", flags->model, "softmax | mlp | mnist_inference | lenet")
       ->capture_default_str();
-  cmd->add_option("--strategy", flags->strategy, "local | towers")
-      ->check(CLI::IsMember({"local", "towers"}))
+  cmd->add_option("--strategy", flags->strategy,
+                  "local | towers | async | sync (async and sync: parameter servers)")
+      ->check(CLI::IsMember({"local", "towers", "async", "sync"}))
       ->capture_default_str();
   cmd->add_option("--hidden_units", flags->hidden_units, "Hidden units of the mlp model")
       ->capture_default_str();
@@ -140,12 +302,32 @@ void add_train_command(CLI::App& app, Action& action) {
   cmd->add_option("--target_accuracy", flags->target_accuracy,
                   "Stop once test accuracy reaches this");
   cmd->add_flag("!--no_progress", flags->progress, "No progress bar even on a terminal");
+  add_cluster_flags(cmd, flags);
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, Action& action) {
+  auto flags = std::make_shared<TrainFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "Train a model: locally (default), or a parameter-server cluster on this machine "
+      "(--strategy async|sync), or one task of a cluster given by flags/TF_CONFIG");
+  add_training_flags(cmd, flags.get());
   cmd->callback([cmd, flags, &action] {
-    action = [cmd, flags] {
-      TrainConfig config = to_config(*cmd, *flags);
-      train_local(config, std::cout);
-      return 0;
-    };
+    action = [cmd, flags] { return run_training(*cmd, *flags, /*task_only=*/false); };
+  });
+}
+
+void add_task_command(CLI::App& app, Action& action) {
+  auto flags = std::make_shared<TrainFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "task",
+      "Run one task (ps or worker) of a cluster given by --ps_hosts/--worker_hosts/"
+      "--job_name/--task_index, TF_CONFIG or --cluster");
+  add_training_flags(cmd, flags.get());
+  cmd->callback([cmd, flags, &action] {
+    action = [cmd, flags] { return run_training(*cmd, *flags, /*task_only=*/true); };
   });
 }
 

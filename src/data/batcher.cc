@@ -43,12 +43,13 @@ int64_t shard_size_of(int64_t data_size, int shard_index, int shard_count) {
 }  // namespace
 
 Batcher::Batcher(const Dataset& data, int batch_size, uint64_t seed, int shard_index,
-                 int shard_count)
+                 int shard_count, Sharding sharding)
     : data_(&data),
       batch_size_(batch_size),
       seed_(seed),
       shard_index_(shard_index),
-      shard_count_(shard_count) {
+      shard_count_(shard_count),
+      sharding_(sharding) {
   if (shard_count < 1) {
     throw UsageError(fmt::format("shard_count {}: must be at least 1", shard_count));
   }
@@ -59,7 +60,9 @@ Batcher::Batcher(const Dataset& data, int batch_size, uint64_t seed, int shard_i
   if (batch_size < 1) {
     throw UsageError(fmt::format("--batch_size {}: must be at least 1", batch_size));
   }
-  const int64_t shard_size = shard_size_of(data.size, shard_index, shard_count);
+  const bool slices = sharding == Sharding::kBatchSlices;
+  const int64_t shard_size =
+      slices ? data.size / shard_count : shard_size_of(data.size, shard_index, shard_count);
   if (batch_size > shard_size) {
     throw UsageError(
         fmt::format("--batch_size {}: larger than this worker's shard of {} examples ({} examples "
@@ -67,15 +70,19 @@ Batcher::Batcher(const Dataset& data, int batch_size, uint64_t seed, int shard_i
                     batch_size, shard_size, data.size, shard_count));
   }
   steps_per_epoch_ = shard_size / batch_size;
-  order_.resize(shard_size);
+  order_.resize(slices ? data.size : shard_size);
   images_.resize(static_cast<size_t>(batch_size) * data.example_size);
   labels_.resize(batch_size);
   batch_ = Batch{images_.data(), labels_.data(), batch_size};
 }
 
 void Batcher::shuffle_for_epoch(int64_t epoch) {
-  const int64_t n = shard_size();
-  for (int64_t k = 0; k < n; ++k) order_[k] = shard_index_ + k * shard_count_;
+  const int64_t n = static_cast<int64_t>(order_.size());
+  if (sharding_ == Sharding::kBatchSlices) {
+    for (int64_t k = 0; k < n; ++k) order_[k] = k;
+  } else {
+    for (int64_t k = 0; k < n; ++k) order_[k] = shard_index_ + k * shard_count_;
+  }
   // Fisher–Yates (Knuth's Algorithm P), from the back: position i takes a uniform pick of 0..i.
   std::mt19937_64 rng(epoch_seed(seed_, epoch));
   for (int64_t i = n - 1; i > 0; --i) {
@@ -88,7 +95,9 @@ void Batcher::shuffle_for_epoch(int64_t epoch) {
 const Batch& Batcher::next() {
   if (shuffled_epoch_ != epoch_) shuffle_for_epoch(epoch_);
   const int64_t example_size = data_->example_size;
-  const int64_t first = index_ * batch_size_;
+  const int64_t first = sharding_ == Sharding::kBatchSlices
+                            ? (index_ * shard_count_ + shard_index_) * batch_size_
+                            : index_ * batch_size_;
   for (int b = 0; b < batch_size_; ++b) {
     const int64_t row = order_[first + b];
     const float* source = data_->images.data() + row * example_size;

@@ -19,7 +19,19 @@ struct Batch {
   int size = 0;
 };
 
-// Semantics:
+// How the workers of a cluster divide the data.
+enum class Sharding {
+  // Shard k holds examples i with i % shard_count == k (sizes differ by at most one), each shard
+  // shuffled on its own.
+  kStrided,
+  // Every worker shuffles the whole dataset the same way and takes slice k of each global batch
+  // of shard_count * batch_size examples: worker k's s-th batch is rows [(s*count + k) * batch,
+  // + batch) of the epoch's order. So the W batches of one step together are exactly what one
+  // process with batch W*batch would see — synchronous training then equals local training.
+  kBatchSlices,
+};
+
+// Semantics (kStrided; kBatchSlices as described above, with the same epoch order for all):
 //   shard:   examples i of data with i % shard_count == shard_index (strided, so shard sizes differ
 //            by at most one);
 //   epoch e: the shard permuted by a Fisher–Yates shuffle driven by std::mt19937_64 seeded from
@@ -33,8 +45,8 @@ class Batcher {
   // Throws UsageError if batch_size < 1 or exceeds the shard, shard_count < 1, or shard_index is
   // outside 0..shard_count-1.
   Batcher(const Dataset& data, int batch_size, uint64_t seed, int shard_index = 0,
-          int shard_count = 1);
-  Batcher(Dataset&&, int, uint64_t, int = 0, int = 1) = delete;  // would dangle
+          int shard_count = 1, Sharding sharding = Sharding::kStrided);
+  Batcher(Dataset&&, int, uint64_t, int = 0, int = 1, Sharding = {}) = delete;  // would dangle
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
 
@@ -58,9 +70,11 @@ class Batcher {
   uint64_t seed_;
   int shard_index_;
   int shard_count_;
+  Sharding sharding_;
   int64_t steps_per_epoch_;
 
-  std::vector<int64_t> order_;  // dataset rows of this shard, in the order of shuffled_epoch_
+  std::vector<int64_t>
+      order_;  // dataset rows of this shard (kBatchSlices: of all), in the order of shuffled_epoch_
   int64_t shuffled_epoch_ = -1;
   int64_t epoch_ = 0;  // position of the batch next() returns next
   int64_t index_ = 0;  // ... and its index within the epoch

@@ -1,0 +1,38 @@
+// One task of a parameter-server cluster (strategies `async` and `sync`, DESIGN.md §3 and §5): a ps
+// task serves its shards until every worker is done; a worker loops pull → compute → push on its
+// slice of the data, the chief first initialising (or restoring) the variables and checkpointing
+// as it goes.
+#pragma once
+
+#include <cstddef>
+#include <ostream>
+#include <string>
+
+#include "cluster/cluster_spec.h"
+#include "ps/partition.h"
+#include "ps/shard_store.h"
+#include "train/train_config.h"
+
+namespace dtrain {
+
+struct PsClusterConfig {
+  ClusterConfig cluster;  // the whole cluster and this task
+  std::string secret;     // the cluster secret, raw bytes
+  Placement placement = Placement::kBalanced;
+  size_t min_shard_bytes = 64 * 1024;
+  // Shards longer than this travel as several frames, so push and pull overlap (ps/partition.h).
+  size_t max_shard_bytes = 1 << 20;
+  // sync_replicas, replicas_to_aggregate; total_num_replicas 0 means the number of workers.
+  SyncOptions sync;
+  // How long a task waits for its peers: connecting, the chief's initialisation, a sync step.
+  int peer_timeout_ms = 600'000;
+  // Slows this worker by sleeping this long before each step: a straggler, for trying backup
+  // workers.
+  int step_delay_ms = 0;
+};
+
+// Runs the task config.cluster.task names. Returns the process exit code. Throws UsageError for
+// inconsistent flags, TransportError when a peer is lost, Error otherwise.
+int run_ps_task(const TrainConfig& train, const PsClusterConfig& config, std::ostream& out);
+
+}  // namespace dtrain

@@ -1,0 +1,483 @@
+// Parameter-server training end to end: real dtrain processes (the local launcher, or ps and
+// worker tasks started one by one) over loopback. Sync training equals local training on the
+// combined batch, backup workers leave a straggler behind, a ps survives hostile connections while
+// training goes on, Ctrl-C stops every task, and bad secrets or cluster flags fail cleanly.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "ckpt/checkpoint_manager.h"
+#include "cluster/local_launcher.h"
+#include "comm/connection.h"
+#include "comm/frame.h"
+#include "comm/tcp_stream.h"
+#include "nn/model_zoo.h"
+#include "nn/param_set.h"
+#include "ps/partition.h"
+#include "ps/ps_protocol.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace dtrain {
+namespace {
+
+using testing::DtrainProcess;
+using ::testing::HasSubstr;
+using testing::ProcessResult;
+using testing::run_dtrain;
+
+constexpr std::string_view kSecret = "ps cluster test secret";
+
+std::string secret_env(std::string_view secret) { return fmt::format("DTRAIN_SECRET={}", secret); }
+
+// The flags every process of these tests shares: a small model on one thread, quiet.
+std::vector<std::string> softmax_flags() {
+  return {"--model",     "softmax", "--threads", "1", "--data_dir", testing::mnist_dir().string(),
+          "--log_every", "0"};
+}
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Everything a process printed, for failure messages and for searching.
+std::string all_output(const ProcessResult& r) {
+  return fmt::format("exit code {}, signal {}\n--- stdout ---\n{}--- stderr ---\n{}", r.exit_code,
+                     r.signal, r.out, r.err);
+}
+
+// A cluster of `ps` ps tasks and `workers` workers on free loopback ports, started by hand with
+// `dtrain task`, so that each task may get flags of its own.
+class HandStartedCluster {
+ public:
+  HandStartedCluster(int ps, int workers) : ports_(pick_free_ports(ps + workers)) {
+    auto hosts = [&](int first, int n) {
+      std::string list;
+      for (int i = 0; i < n; ++i)
+        list += fmt::format("{}localhost:{}", i > 0 ? "," : "", ports_[first + i]);
+      return list;
+    };
+    ps_hosts_ = hosts(0, ps);
+    worker_hosts_ = hosts(ps, workers);
+  }
+
+  uint16_t ps_port(int index) const { return ports_[index]; }
+
+  // Starts one task with the given flags; the cluster flags are added here.
+  std::unique_ptr<DtrainProcess> start(const std::string& job, int index,
+                                       const std::vector<std::string>& flags,
+                                       std::string_view secret = kSecret) const {
+    std::vector<std::string> args = {"task",         "--job_name",          job,
+                                     "--task_index", std::to_string(index), "--ps_hosts",
+                                     ps_hosts_,      "--worker_hosts",      worker_hosts_};
+    args = concat(std::move(args), flags);
+    return std::make_unique<DtrainProcess>(
+        args, DtrainProcess::Options{.extra_env = {secret_env(secret)}});
+  }
+
+ private:
+  std::vector<uint16_t> ports_;
+  std::string ps_hosts_, worker_hosts_;
+};
+
+// The first match of `pattern` in text, its capture groups as numbers; nullopt if none.
+std::optional<std::vector<int64_t>> numbers_in(const std::string& text,
+                                               const std::string& pattern) {
+  std::smatch match;
+  if (!std::regex_search(text, match, std::regex(pattern))) return std::nullopt;
+  std::vector<int64_t> numbers;
+  for (size_t i = 1; i < match.size(); ++i) numbers.push_back(std::stoll(match[i].str()));
+  return numbers;
+}
+
+// The ps task's closing line: global step, stale gradients dropped, connections rejected (failed
+// the handshake) and failed (closed for an error after it).
+struct PsSummary {
+  int64_t step = -1, stale = -1, rejected = -1, failed = -1;
+};
+std::optional<PsSummary> ps_summary(const std::string& out) {
+  const auto n = numbers_in(
+      out, R"(ps0: done at global step (\d+): \d+ shard updates applied, (\d+) stale gradients )"
+           R"(dropped, \d+ duplicate pushes; \d+ connections \((\d+) rejected, (\d+) failed\))");
+  if (!n) return std::nullopt;
+  return PsSummary{(*n)[0], (*n)[1], (*n)[2], (*n)[3]};
+}
+
+int64_t local_steps_of(int worker, const std::string& out) {
+  const auto n = numbers_in(
+      out, fmt::format(R"(worker={}: training elapsed time: .*\((\d+) local steps)", worker));
+  return n ? (*n)[0] : -1;
+}
+
+Checkpoint newest_checkpoint(const std::filesystem::path& dir) {
+  auto restored = CheckpointManager(dir).restore_latest();
+  if (!restored.checkpoint) throw std::runtime_error("no checkpoint in " + dir.string());
+  return std::move(*restored.checkpoint);
+}
+
+float max_abs_difference(const Checkpoint& a, const Checkpoint& b, const std::string& name) {
+  const CheckpointTensor* x = a.find(name);
+  const CheckpointTensor* y = b.find(name);
+  if (x == nullptr || y == nullptr || x->values.size() != y->values.size())
+    throw std::runtime_error("checkpoints disagree on tensor " + name);
+  float most = 0;
+  for (size_t i = 0; i < x->values.size(); ++i)
+    most = std::max(most, std::abs(x->values[i] - y->values[i]));
+  return most;
+}
+
+// ---- 1. sync training is local training on the combined batch ----
+
+TEST(PsCluster, SyncTrainingOfTwoWorkersMatchesLocalTrainingOnTheCombinedBatch) {
+  testing::TempDir sync_dir, local_dir, half_batch_dir;
+  const std::vector<std::string> common = concat(softmax_flags(), {"--train_steps", "50"});
+  // The control runs beside the cluster: the whole batch, and half of it (which sync must not
+  // match).
+  DtrainProcess local(
+      concat({"train", "--batch_size", "100", "--train_dir", local_dir.path().string()}, common));
+  DtrainProcess half_batch(concat(
+      {"train", "--batch_size", "50", "--train_dir", half_batch_dir.path().string()}, common));
+  const ProcessResult sync =
+      run_dtrain(concat({"train", "--strategy", "sync", "--ps", "1", "--workers", "2",
+                         "--batch_size", "50", "--train_dir", sync_dir.path().string()},
+                        common));
+  ASSERT_EQ(sync.exit_code, 0) << all_output(sync);
+  const ProcessResult local_run = local.wait();
+  ASSERT_EQ(local_run.exit_code, 0) << all_output(local_run);
+  const ProcessResult half_run = half_batch.wait();
+  ASSERT_EQ(half_run.exit_code, 0) << all_output(half_run);
+
+  const Checkpoint a = newest_checkpoint(sync_dir.path());
+  const Checkpoint b = newest_checkpoint(local_dir.path());
+  const Checkpoint c = newest_checkpoint(half_batch_dir.path());
+  EXPECT_EQ(a.global_step, 50);
+  EXPECT_EQ(b.global_step, 50);
+  // Both runs see the same 100 examples per step in the same order, from the same zero
+  // initialisation at the same learning rate; they differ only in rounding. The ps averages two
+  // means of 50 (sum / 2 after each worker's mean) where the local trainer takes one mean of 100,
+  // and the local trainer folds the SGD update into its weight-gradient GEMM while the ps applies
+  // it as a separate pass: a few float ulps per step, compounding over 50 steps. Observed: at most
+  // 9e-8 on w and 4e-8 on b. 1e-4 leaves three orders of magnitude of margin for other kernels
+  // and summation orders, and still rejects training on other batches by far: the control below
+  // (batch 50, the same 50 steps) differs by 8e-2.
+  constexpr float kTolerance = 1e-4f;
+  EXPECT_LE(max_abs_difference(a, b, "w"), kTolerance);
+  EXPECT_LE(max_abs_difference(a, b, "b"), kTolerance);
+  // The control: the same steps on a batch of 50 end elsewhere, so the tolerance can tell.
+  EXPECT_GT(max_abs_difference(a, c, "w"), 10 * kTolerance);
+}
+
+// ---- 2. backup workers ----
+
+TEST(PsCluster, BackupWorkersLeaveTheStragglerBehindAndItsGradientsAreDroppedAsStale) {
+  constexpr int kSteps = 300;
+  HandStartedCluster cluster(1, 3);
+  const std::vector<std::string> flags =
+      concat(softmax_flags(), {"--sync_replicas", "--replicas_to_aggregate", "2", "--train_steps",
+                               std::to_string(kSteps), "--peer_timeout", "60"});
+  const auto ps = cluster.start("ps", 0, flags);
+  // Worker 2 is the straggler (not the chief, which initialises the variables): it sleeps 30 ms
+  // before each step. The fast two sleep 1 ms, which is no handicap but puts a floor of 300 ms
+  // under the run on any machine, so the straggler gets some pushes in (about 20 here). It starts
+  // first and has loaded its data (it prints its configuration after that) before the others
+  // start, so it does not begin late either.
+  std::vector<std::unique_ptr<DtrainProcess>> workers(3);
+  workers[2] = cluster.start("worker", 2, concat(flags, {"--step_delay_ms", "30"}));
+  ASSERT_THAT(workers[2]->wait_for_line("worker2: sync training"), HasSubstr("worker2"));
+  workers[0] = cluster.start("worker", 0, concat(flags, {"--step_delay_ms", "1"}));
+  workers[1] = cluster.start("worker", 1, concat(flags, {"--step_delay_ms", "1"}));
+
+  std::vector<ProcessResult> results;
+  for (auto& w : workers) results.push_back(w->wait());
+  const ProcessResult ps_result = ps->wait();
+  for (size_t i = 0; i < results.size(); ++i)
+    ASSERT_EQ(results[i].exit_code, 0) << "worker " << i << ": " << all_output(results[i]);
+  ASSERT_EQ(ps_result.exit_code, 0) << all_output(ps_result);
+
+  const auto summary = ps_summary(ps_result.out);
+  ASSERT_TRUE(summary) << all_output(ps_result);
+  EXPECT_EQ(summary->step, kSteps);
+  // Each of the straggler's gradients is either late itself or makes a fast worker's late (the
+  // step needed only two), and every late one is dropped and counted.
+  EXPECT_GT(summary->stale, 0) << all_output(ps_result);
+  // The chief reports the count as of its own end, which may be before the straggler's last push.
+  const auto aggregate =
+      numbers_in(results[0].out, R"(ps tasks dropped (\d+) stale gradients and \d+ duplicate)");
+  ASSERT_TRUE(aggregate) << all_output(results[0]);
+  EXPECT_LE((*aggregate)[0], summary->stale);
+
+  const int64_t fast0 = local_steps_of(0, results[0].out);
+  const int64_t fast1 = local_steps_of(1, results[1].out);
+  const int64_t slow = local_steps_of(2, results[2].out);
+  ASSERT_GE(fast0, 0) << all_output(results[0]);
+  ASSERT_GE(fast1, 0) << all_output(results[1]);
+  ASSERT_GE(slow, 0) << all_output(results[2]);
+  // Two gradients make a step, so the fast two never wait for the straggler: it takes part, but
+  // the steps are theirs.
+  EXPECT_GT(slow, 0) << all_output(results[2]);
+  EXPECT_LT(2 * slow, fast0) << "slow " << slow << ", fast " << fast0 << " and " << fast1;
+  EXPECT_LT(2 * slow, fast1) << "slow " << slow << ", fast " << fast0 << " and " << fast1;
+  // Every step took two distinct workers' gradients.
+  EXPECT_GE(fast0 + fast1 + slow, 2 * kSteps);
+}
+
+// ---- 3. a ps under attack keeps serving ----
+
+// A connection to the ps opened by hand, so that the test knows its own address (the name the
+// ps's warnings give it). Two views of the one socket: a Connection for a genuine handshake, and
+// a raw stream that can then write anything at all.
+class HandmadePeer {
+ public:
+  explicit HandmadePeer(uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw std::runtime_error("socket failed");
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(port);
+    socklen_t length = sizeof address;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      ::close(fd);
+      throw std::runtime_error(std::string("connect to the ps failed: ") + std::strerror(errno));
+    }
+    fd_ = fd;
+    ps_address_ = fmt::format("127.0.0.1:{}", port);
+    local_address_ = fmt::format("127.0.0.1:{}", ntohs(address.sin_port));
+    raw_ = std::make_unique<TcpStream>(fd, ps_address_);
+  }
+
+  // "127.0.0.1:<our port>": how the ps names this connection.
+  const std::string& local_address() const { return local_address_; }
+
+  void authenticate(std::string_view secret) {
+    // Close-on-exec, like every descriptor here: the tasks the test starts later must not
+    // inherit it.
+    const int fd = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) throw std::runtime_error("dup failed");
+    ConnectionOptions options;
+    options.task_name = "ps0";
+    connection_ =
+        std::make_unique<Connection>(std::make_unique<TcpStream>(fd, ps_address_), options);
+    connection_->handshake_as_client(secret);
+  }
+
+  void write(std::span<const std::byte> bytes) {
+    const std::span<const std::byte> pieces[] = {bytes};
+    raw_->write_all(pieces, deadline());
+  }
+
+  // Whether the ps closes the connection (end of stream, or a reset) within the patience.
+  bool closed_by_other_side() {
+    std::byte sink[4096];
+    try {
+      while (raw_->read_some(sink, deadline()) > 0) {
+      }
+      return true;
+    } catch (const TransportError& error) {
+      return std::string(error.what()).find("timed out") == std::string::npos;
+    }
+  }
+
+ private:
+  static IoDeadline deadline() {
+    // Bounds a wait that a broken ps would otherwise make endless; not a performance limit.
+    return {.until = SteadyClock::now() + std::chrono::seconds(30)};
+  }
+
+  std::string ps_address_, local_address_;
+  int fd_ = -1;  // owned by raw_
+  std::unique_ptr<TcpStream> raw_;
+  std::unique_ptr<Connection> connection_;  // after raw_: closed first
+};
+
+// A push of a gradient for shard 0 whose bytes were damaged after the CRC was computed.
+std::vector<std::byte> push_with_bad_crc() {
+  ModelConfig softmax;
+  softmax.name = "softmax";
+  const auto model = make_model(softmax);
+  const ParamSet layout(model->param_specs());
+  // The map the ps task builds (PsClusterConfig's defaults), so the frame is the right size.
+  const PartitionMap map = make_partition(layout, 1, Placement::kBalanced, 64 * 1024, 1 << 20);
+  const std::vector<float> gradient(map.shards[0].size(), 1.0f);
+  ps_protocol::MetaWriter meta;
+  ps_protocol::write(meta, ps_protocol::PushMeta{.shard = 0,
+                                                 .worker = 0,
+                                                 .sequence = 0,
+                                                 .computed_at_step = 0,
+                                                 .lr = 0.5f,
+                                                 .want_values = 1});
+  const std::span<const float> tensors[] = {gradient};
+  std::vector<std::byte> frame = encode_frame(ps_protocol::kPush, 1, meta.bytes(), tensors);
+  frame.back() ^= std::byte{0x40};  // a bit of the last float flipped in transit
+  return frame;
+}
+
+// The header of a push announcing a payload above the ps's limit (1 GiB, ConnectionOptions).
+std::vector<std::byte> header_announcing_too_much() {
+  FrameHeader header;
+  header.type = ps_protocol::kPush;
+  header.request_id = 2;
+  header.payload_len = uint64_t{1} << 40;
+  std::vector<std::byte> bytes(frame_format::kHeaderBytes);
+  encode_header(header, std::span(bytes).first<frame_format::kHeaderBytes>());
+  return bytes;
+}
+
+// The lines of text that contain every one of needles.
+int lines_with_all(const std::string& text, const std::vector<std::string>& needles) {
+  std::istringstream in(text);
+  int count = 0;
+  for (std::string line; std::getline(in, line);) {
+    count += std::all_of(needles.begin(), needles.end(),
+                         [&](const std::string& n) { return line.find(n) != std::string::npos; });
+  }
+  return count;
+}
+
+TEST(PsCluster, PsRejectsHostileConnectionsAndTrainingStillCompletes) {
+  HandStartedCluster cluster(1, 2);
+  const std::vector<std::string> flags = concat(softmax_flags(), {"--train_steps", "200"});
+  // The ps first, alone: the workers start once the attacks are over, so every attack meets a ps
+  // that is waiting for its workers (it exits only once they report done).
+  const auto ps = cluster.start("ps", 0, flags);
+  const uint16_t port = cluster.ps_port(0);
+
+  // (a) The wrong secret. connect() retries until the ps listens.
+  ConnectionOptions options;
+  options.task_name = "ps0";
+  options.connect_timeout_ms = 60'000;
+  EXPECT_THROW(dtrain::connect("127.0.0.1", port, "not the cluster secret", options), AuthError);
+
+  // (b) Garbage before authenticating: an HTTP request, longer than a frame header.
+  HandmadePeer garbage(port);
+  const std::string http = "GET / HTTP/1.1\r\nHost: ps0\r\n\r\n";
+  garbage.write(std::as_bytes(std::span(http)));
+  EXPECT_TRUE(garbage.closed_by_other_side());
+
+  // (c) Authenticated, then a gradient whose CRC does not match.
+  HandmadePeer bad_crc(port);
+  bad_crc.authenticate(kSecret);
+  bad_crc.write(push_with_bad_crc());
+  EXPECT_TRUE(bad_crc.closed_by_other_side());
+
+  // (d) Authenticated, then a header announcing a terabyte.
+  HandmadePeer too_long(port);
+  too_long.authenticate(kSecret);
+  too_long.write(header_announcing_too_much());
+  EXPECT_TRUE(too_long.closed_by_other_side());
+
+  const auto worker0 = cluster.start("worker", 0, flags);
+  const auto worker1 = cluster.start("worker", 1, flags);
+  const ProcessResult w0 = worker0->wait(), w1 = worker1->wait();
+  const ProcessResult ps_result = ps->wait();
+  ASSERT_EQ(w0.exit_code, 0) << all_output(w0);
+  ASSERT_EQ(w1.exit_code, 0) << all_output(w1);
+  ASSERT_EQ(ps_result.exit_code, 0) << all_output(ps_result);
+  EXPECT_EQ(testing::count_lines_containing(w0.out, "worker=0: test accuracy = 0."), 1) << w0.out;
+  EXPECT_EQ(testing::count_lines_containing(w1.out, "worker=1: test accuracy = 0."), 1) << w1.out;
+
+  // Each attack was refused for its own reason, (b) to (d) named by their address. A connection's
+  // thread logs its warning before it counts the connection, and the ps joins every such thread
+  // before it prints its summary, so all four lines are there.
+  const std::string ps_log = ps_result.out + ps_result.err;
+  EXPECT_EQ(lines_with_all(ps_log, {"rejected connection", "failed authentication"}), 1) << ps_log;
+  EXPECT_EQ(lines_with_all(ps_log, {"rejected connection", garbage.local_address(), "bad magic"}),
+            1)
+      << ps_log;
+  EXPECT_EQ(lines_with_all(ps_log, {"closed connection", bad_crc.local_address(), "bad CRC32C"}), 1)
+      << ps_log;
+  EXPECT_EQ(lines_with_all(ps_log, {"closed connection", too_long.local_address(), "over the"}), 1)
+      << ps_log;
+  const auto summary = ps_summary(ps_result.out);
+  ASSERT_TRUE(summary) << ps_log;
+  EXPECT_GE(summary->step, 200);
+  // (a) and (b) failed the handshake; (c) and (d) broke the format after it. The workers' own
+  // connections ended normally.
+  EXPECT_EQ(summary->rejected, 2);
+  EXPECT_EQ(summary->failed, 2);
+}
+
+// ---- 4. Ctrl-C ----
+
+std::vector<pid_t> children_of(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/task/{}/children", pid, pid));
+  std::vector<pid_t> children;
+  for (pid_t child; in >> child;) children.push_back(child);
+  return children;
+}
+
+TEST(PsCluster, SigintStopsEveryTask) {
+  DtrainProcess launcher(
+      {"train", "--strategy", "async", "--ps", "1", "--workers", "2", "--model", "mnist_inference",
+       "--log_every", "10", "--threads", "1", "--data_dir", testing::mnist_dir().string()},
+      {.extra_env = {}, .own_process_group = true});
+  // A step line proves the cluster is up: ps, chief and workers all running.
+  ASSERT_THAT(launcher.wait_for_line("global_step="), HasSubstr("global_step="));
+  // Read before the interrupt: the launcher spawned all three before relaying any output.
+  const std::vector<pid_t> tasks = children_of(launcher.pid());
+  ASSERT_EQ(tasks.size(), 3u);
+  for (pid_t task : tasks) ASSERT_EQ(::kill(task, 0), 0) << "task " << task << " is running";
+
+  launcher.send_signal(SIGINT);
+  const ProcessResult result = launcher.wait();
+  EXPECT_EQ(result.exit_code, 128 + SIGINT) << all_output(result);
+  EXPECT_THAT(result.err, HasSubstr("interrupted"));
+  // The launcher reaped them all before it exited: not even zombies are left.
+  for (pid_t task : tasks) {
+    errno = 0;
+    EXPECT_EQ(::kill(task, 0), -1) << "task " << task << " outlived the launcher";
+    EXPECT_EQ(errno, ESRCH) << "task " << task;
+  }
+}
+
+// ---- 5. and 6. clean failures ----
+
+TEST(PsCluster, WorkerWithTheWrongSecretFailsNamingAuthentication) {
+  HandStartedCluster cluster(1, 1);
+  const std::vector<std::string> flags =
+      concat(softmax_flags(), {"--train_steps", "10", "--peer_timeout", "30"});
+  const auto ps = cluster.start("ps", 0, flags, "secret X");
+  const ProcessResult worker = cluster.start("worker", 0, flags, "secret Y")->wait();
+  EXPECT_EQ(worker.exit_code, 1) << all_output(worker);
+  EXPECT_EQ(testing::count_lines_containing(worker.err, "dtrain: error:"), 1) << worker.err;
+  EXPECT_THAT(worker.err, HasSubstr("failed authentication (wrong cluster secret)"));
+
+  // The ps still waits for its worker: it ends only by the signal.
+  ps->send_signal(SIGTERM);
+  const ProcessResult ps_result = ps->wait();
+  EXPECT_EQ(ps_result.signal, SIGTERM) << all_output(ps_result);
+}
+
+TEST(PsCluster, TaskIndexOutsideItsJobIsAUsageErrorNamingTheFlag) {
+  const ProcessResult r = run_dtrain({"task", "--job_name", "worker", "--task_index", "5",
+                                      "--ps_hosts", "localhost:1", "--worker_hosts", "localhost:2"},
+                                     {secret_env(kSecret)});
+  EXPECT_EQ(r.exit_code, 2) << all_output(r);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--task_index"));
+  EXPECT_EQ(r.out, "");
+}
+
+}  // namespace
+}  // namespace dtrain
