@@ -1,0 +1,35 @@
+// `dtrain bench ps`: the parameter-server round trip alone. P ps tasks and W workers run as threads
+// of one process over loopback TCP, and every worker times push_pull rounds of an S-byte model
+// with no gradient computation, so what is measured is framing, CRC, copies, the optimizer's pass
+// over the values, and the sockets.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string_view>
+#include <vector>
+
+namespace dtrain::cli {
+
+struct PsBenchConfig {
+  int ps = 1;
+  int workers = 1;
+  // One line of output per size; the model is one (rows, 1024) float variable of about this size.
+  std::vector<uint64_t> model_bytes = {4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
+  // Shards longer than this travel as several frames, pipelined (as in the trainer); 0: never cut.
+  uint64_t max_shard_bytes = 1 << 20;
+  double warmup_seconds = 0.2;
+  // Each size runs at least min_rounds timed rounds and at least seconds_per_size.
+  double seconds_per_size = 1.0;
+  int min_rounds = 10;
+};
+
+// "4096", "64KiB", "16MiB", "1GiB" (the suffix in any case, "B" allowed) -> bytes. Throws
+// UsageError naming `flag` for anything else, or for a count that does not fit in 64 bits.
+uint64_t parse_byte_size(std::string_view text, std::string_view flag);
+
+// Runs every size of the config in turn and prints one line per size. Throws UsageError for a bad
+// config, TransportError / Error when a task fails.
+void run_ps_bench(const PsBenchConfig& config, std::ostream& out);
+
+}  // namespace dtrain::cli
