@@ -40,14 +40,15 @@ TrainConfig recipe_for(const std::string& model) {
     c.epochs = 20;
   } else if (model == "lenet") {
     // "Deep MNIST for experts", with Adam at 1e-3 instead of 1e-4 to converge in fewer epochs,
-    // and evaluation on a moving average of the weights in place of the tutorial's dropout: after
-    // 2 epochs, 0.983 on the raw weights, 0.989 on the average; after 3, 0.991 on the average.
+    // and evaluation on a moving average of the weights in place of the tutorial's dropout. With
+    // seed 1: 0.9882 on the average after 2 epochs, 0.9894 after 3, 0.9908 after 3.5, 0.9901
+    // after 4 (dense weights stored (out, in) since the 3-epoch figure of 0.991 was taken).
     c.optimizer.name = "adam";
     c.learning_rate = 0.001f;
     c.lr_decay_rate = 1.0f;
     c.moving_average_decay = 0.999f;
     c.eval_moving_average = true;
-    c.epochs = 3;
+    c.epochs = 4;
   } else {
     make_model(c.model);  // throws the UsageError that lists the models
   }
