@@ -140,6 +140,9 @@ PsClusterConfig ps_config(const TrainFlags& f, ClusterConfig cluster) {
     throw UsageError(fmt::format("--peer_timeout {}: must be at least 1 second", f.peer_timeout));
   }
   c.peer_timeout_ms = f.peer_timeout * 1000;
+  if (f.step_delay_ms < 0) {
+    throw UsageError(fmt::format("--step_delay_ms {}: must not be negative", f.step_delay_ms));
+  }
   c.step_delay_ms = f.step_delay_ms;
   return c;
 }

@@ -53,12 +53,19 @@ struct ShortMeta : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The unsigned integer with T's bytes: how a field of type T travels.
+template <typename T>
+using BitsOf =
+    std::conditional_t<sizeof(T) == 1, uint8_t,
+                       std::conditional_t<sizeof(T) == 2, uint16_t,
+                                          std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+
 // Appends little-endian fields to a meta block.
 class MetaWriter {
  public:
   template <typename T>
   MetaWriter& put(T value) {
-    unsigned_of<T> bits;
+    BitsOf<T> bits;
     std::memcpy(&bits, &value, sizeof(T));
     const size_t at = bytes_.size();
     bytes_.resize(at + sizeof(T));
@@ -74,11 +81,6 @@ class MetaWriter {
   void clear() { bytes_.clear(); }
 
  private:
-  template <typename T>
-  using unsigned_of = std::conditional_t<
-      sizeof(T) == 1, uint8_t,
-      std::conditional_t<sizeof(T) == 2, uint16_t,
-                         std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
   std::vector<std::byte> bytes_;
 };
 
@@ -89,10 +91,7 @@ class MetaReader {
 
   template <typename T>
   T get() {
-    using U = std::conditional_t<
-        sizeof(T) == 1, uint8_t,
-        std::conditional_t<sizeof(T) == 2, uint16_t,
-                           std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+    using U = BitsOf<T>;
     if (meta_.size() < sizeof(T)) throw ShortMeta("meta block too short for its frame type");
     const U bits = frame_format::load_le<U>(meta_.first(sizeof(T)));
     meta_ = meta_.subspan(sizeof(T));
