@@ -58,4 +58,11 @@ class AuthError : public TransportError {
   using TransportError::TransportError;
 };
 
+// A collective (all-reduce, broadcast, barrier) could not complete: a rank was lost or stuck, or
+// the ranks disagree on what they are running. The message names the rank at fault.
+class CollectiveError : public TransportError {
+ public:
+  using TransportError::TransportError;
+};
+
 }  // namespace dtrain

@@ -3,15 +3,16 @@
 // connection; tensors ride after the meta, one frame per shard, so a large model streams through
 // the ps shard by shard: the ps applies shard i and returns it while shard i+1 is still arriving.
 //
-//   request                          meta                                   tensors     reply
-//   kHello                           fingerprint u64, worker i32            -           kHelloReply
-//   kInit (chief)                    shard u32, step i64, slots u32         values,     kAck
-//                                                                           slots...
-//   kWaitReady                       timeout_ms u32                         -           kReady
-//   kPull                            -                                      -           kValues per
-//   shard held kPush                            PushMeta                               gradient
-//   kPushReply kPullState (chief, checkpoints)  -                                      - kState per
-//   shard held kWorkerDone                      worker i32, finished u8                - kDoneReply
+// clang-format off
+//   request                          meta                                tensors         reply
+//   kHello                           fingerprint u64, worker i32         -               kHelloReply
+//   kInit (chief)                    shard u32, step i64, slots u32      values, slots   kAck
+//   kWaitReady                       timeout_ms u32                      -               kReady
+//   kPull                            -                                   -               kValues per shard held
+//   kPush                            PushMeta                            gradient        kPushReply
+//   kPullState (chief, checkpoints)  -                                   -               kState per shard held
+//   kWorkerDone                      worker i32, finished u8             -               kDoneReply
+// clang-format on
 //
 // Any request may instead be answered by kError, whose meta is the message: the worker reports it
 // and stops.
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "comm/frame_format.h"
+#include "comm/meta_codec.h"
 
 namespace dtrain::ps_protocol {
 
@@ -47,67 +49,10 @@ inline constexpr uint16_t kWorkerDone = 28;
 inline constexpr uint16_t kDoneReply = 29;
 inline constexpr uint16_t kError = 30;
 
-// Thrown by MetaReader when a meta block is shorter than its type's layout; the connection layer
-// turns it into a FrameError naming the peer.
-struct ShortMeta : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// The unsigned integer with T's bytes: how a field of type T travels.
-template <typename T>
-using BitsOf =
-    std::conditional_t<sizeof(T) == 1, uint8_t,
-                       std::conditional_t<sizeof(T) == 2, uint16_t,
-                                          std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
-
-// Appends little-endian fields to a meta block.
-class MetaWriter {
- public:
-  template <typename T>
-  MetaWriter& put(T value) {
-    BitsOf<T> bits;
-    std::memcpy(&bits, &value, sizeof(T));
-    const size_t at = bytes_.size();
-    bytes_.resize(at + sizeof(T));
-    frame_format::store_le(std::span(bytes_).subspan(at), bits);
-    return *this;
-  }
-  MetaWriter& put_string(std::string_view text) {
-    const auto* begin = reinterpret_cast<const std::byte*>(text.data());
-    bytes_.insert(bytes_.end(), begin, begin + text.size());
-    return *this;
-  }
-  std::span<const std::byte> bytes() const { return bytes_; }
-  void clear() { bytes_.clear(); }
-
- private:
-  std::vector<std::byte> bytes_;
-};
-
-// Reads the fields MetaWriter wrote, in the same order.
-class MetaReader {
- public:
-  explicit MetaReader(std::span<const std::byte> meta) : meta_(meta) {}
-
-  template <typename T>
-  T get() {
-    using U = BitsOf<T>;
-    if (meta_.size() < sizeof(T)) throw ShortMeta("meta block too short for its frame type");
-    const U bits = frame_format::load_le<U>(meta_.first(sizeof(T)));
-    meta_ = meta_.subspan(sizeof(T));
-    T value;
-    std::memcpy(&value, &bits, sizeof(T));
-    return value;
-  }
-  std::string rest_as_string() {
-    std::string text(reinterpret_cast<const char*>(meta_.data()), meta_.size());
-    meta_ = {};
-    return text;
-  }
-
- private:
-  std::span<const std::byte> meta_;
-};
+// The meta fields travel through comm/meta_codec.h.
+using ::dtrain::MetaReader;
+using ::dtrain::MetaWriter;
+using ::dtrain::ShortMeta;
 
 // kPush: one shard's gradient.
 struct PushMeta {

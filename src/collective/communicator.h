@@ -1,0 +1,47 @@
+// A rank's collectives over its ring, numbered so that every rank can check that it runs the same
+// sequence of them as its neighbours. Owns the scratch buffer, so a collective allocates nothing
+// once the largest chunk has been seen.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "collective/ring_allreduce.h"
+#include "collective/ring_links.h"
+
+namespace dtrain {
+
+struct CollectiveOptions {
+  // The largest message: smaller chunks pipeline more finely, larger ones cost fewer messages.
+  size_t max_chunk_bytes = 256 * 1024;
+};
+
+// Thread-safety: one thread at a time. Every rank must make the same calls in the same order with
+// the same lengths; a rank that does not is reported (CollectiveError) rather than mixed in.
+class Communicator {
+ public:
+  explicit Communicator(RingLinks& links, CollectiveOptions options = {});
+
+  int rank() const { return links_.rank(); }
+  int size() const { return links_.size(); }
+
+  // See ring_allreduce.h. Throws CollectiveError (or TransportError) if the ring fails.
+  void allreduce(std::span<float> data, ReduceOp op = ReduceOp::kSum);
+  // Rank 0's data to every rank.
+  void broadcast(std::span<float> data);
+  // Returns once every rank has entered it: an all-reduce of nothing, whose every step still
+  // exchanges a message.
+  void barrier();
+
+ private:
+  size_t max_chunk_floats() const;
+
+  RingLinks& links_;
+  const CollectiveOptions options_;
+  uint64_t next_op_ = 0;
+  std::vector<float> scratch_;  // grows to the largest chunk received
+};
+
+}  // namespace dtrain

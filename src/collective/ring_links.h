@@ -1,0 +1,46 @@
+// The only view of the network that the collective algorithms get (DESIGN.md §6): this rank's
+// place in a ring, a queue of messages to the right neighbour and blocking receives from the left.
+// collective/tcp_ring.h implements it over comm/; tests implement it in memory.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace dtrain {
+
+// Names one message of one collective. Every rank numbers its collectives the same way, so a
+// receiver that finds another tag knows the ranks have fallen out of step and says so.
+struct ChunkTag {
+  uint64_t op = 0;     // which collective, counted from 0 on every rank
+  uint32_t step = 0;   // the algorithm's step
+  uint32_t chunk = 0;  // the chunk within the step
+  bool operator==(const ChunkTag&) const = default;
+};
+
+std::string to_string(const ChunkTag& tag);  // "op 3 step 1 chunk 0"
+
+class RingLinks {
+ public:
+  virtual ~RingLinks() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Queues `data` for the right neighbour and returns at once; messages leave in the order queued.
+  // `data` must stay valid and unchanged until the right neighbour has received it, which a rank
+  // knows either causally (a message from its left that depends on it) or from wait_sent().
+  // REQUIRES: size() > 1.
+  virtual void send_right(std::span<const float> data, ChunkTag tag) = 0;
+
+  // Blocks until the next message from the left neighbour has been written into `into`. Throws
+  // CollectiveError when that message is not `tag` or not into.size() floats long, or when the
+  // ring has failed (a lost or stuck rank, named in the message). REQUIRES: size() > 1.
+  virtual void recv_left(std::span<float> into, ChunkTag tag) = 0;
+
+  // Blocks until every queued message has been handed to the transport; throws as recv_left if
+  // the ring failed.
+  virtual void wait_sent() = 0;
+};
+
+}  // namespace dtrain

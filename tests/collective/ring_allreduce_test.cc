@@ -1,0 +1,132 @@
+// The ring algorithms over in-memory links: results against a double-precision reference for
+// every ring size and awkward length, message counts, broadcast and barrier.
+#include "collective/ring_allreduce.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "collective/communicator.h"
+#include "collective/memory_ring.h"
+#include "collective/reduction_check.h"
+
+namespace dtrain {
+namespace {
+
+using testing::MemoryRing;
+
+// Runs an all-reduce of rank_values on every rank; returns each rank's result.
+std::vector<std::vector<float>> allreduce_all(MemoryRing& ring, size_t length, ReduceOp op,
+                                              size_t max_chunk_bytes) {
+  std::vector<std::vector<float>> results(ring.size());
+  ring.run([&](int rank) {
+    results[rank] = testing::rank_values(rank, length);
+    Communicator communicator(ring.links(rank), {.max_chunk_bytes = max_chunk_bytes});
+    communicator.allreduce(results[rank], op);
+  });
+  return results;
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(RingAllreduceTest, SumMatchesDoublePrecisionForEveryRingSizeAndLength) {
+  for (int n = 1; n <= 6; ++n) {
+    for (size_t length : {size_t{0}, size_t{1}, size_t(n - 1), size_t(n + 1), size_t{1000003}}) {
+      MemoryRing ring(n);
+      const auto results = allreduce_all(ring, length, ReduceOp::kSum, 64 * 1024);
+      const auto exact = testing::exact_sum(n, length);
+      const std::string where = "n=" + std::to_string(n) + " length=" + std::to_string(length);
+      for (int r = 0; r < n; ++r) {
+        testing::expect_matches_sum(results[r], exact, n, 1.0, where.c_str());
+        EXPECT_TRUE(bitwise_equal(results[r], results[0])) << where << " rank " << r;
+      }
+    }
+  }
+}
+
+TEST(RingAllreduceTest, AverageDividesByTheNumberOfRanks) {
+  MemoryRing ring(3);
+  const auto results = allreduce_all(ring, 1001, ReduceOp::kAverage, 64 * 1024);
+  const auto exact = testing::exact_sum(3, 1001);
+  for (int r = 0; r < 3; ++r) {
+    testing::expect_matches_sum(results[r], exact, 3, 1.0 / 3, "average");
+    EXPECT_TRUE(bitwise_equal(results[r], results[0]));
+  }
+}
+
+TEST(RingAllreduceTest, OneFloatChunksPipelineThroughEveryStep) {
+  MemoryRing ring(4);
+  const size_t length = 37;
+  const auto results = allreduce_all(ring, length, ReduceOp::kSum, sizeof(float));
+  testing::expect_matches_sum(results[2], testing::exact_sum(4, length), 4, 1.0, "1-float chunks");
+  // 2(n-1) steps of n ranks, each step one message per chunk; 37 floats in 4 segments of at most
+  // 10 floats make 10 chunks per segment.
+  EXPECT_EQ(ring.messages(), 2 * 3 * 4 * 10);
+}
+
+TEST(RingAllreduceTest, EachRankSendsTwiceTheBufferTimesNMinusOneOverN) {
+  // The bandwidth-optimal property: message count per rank is 2(n-1) per chunk, not n-1 whole
+  // buffers.
+  MemoryRing ring(5);
+  allreduce_all(ring, 5000, ReduceOp::kSum, 1000 * sizeof(float));
+  EXPECT_EQ(ring.messages(), 5 * 2 * 4);  // one 1000-float chunk per segment
+}
+
+TEST(RingBroadcastTest, EveryRankEndsWithRankZerosValues) {
+  for (int n : {1, 2, 5}) {
+    for (size_t length : {size_t{0}, size_t{1}, size_t{1000003}}) {
+      MemoryRing ring(n);
+      std::vector<std::vector<float>> data(n);
+      ring.run([&](int rank) {
+        data[rank] = testing::rank_values(rank, length);
+        Communicator(ring.links(rank), {.max_chunk_bytes = 64 * 1024}).broadcast(data[rank]);
+      });
+      const auto expected = testing::rank_values(0, length);
+      for (int r = 0; r < n; ++r) EXPECT_TRUE(bitwise_equal(data[r], expected)) << n << " " << r;
+    }
+  }
+}
+
+// Ranks 1..n-1 enter the barrier first; rank 0 waits until all of them are blocked in it, checks
+// none has come out, and only then enters. A barrier that let anyone through early fails here.
+TEST(RingBarrierTest, NoRankLeavesBeforeEveryRankHasEntered) {
+  const int n = 4;
+  MemoryRing ring(n);
+  std::atomic<int> left_barrier = 0;
+  bool any_left_early = true;
+  ring.run([&](int rank) {
+    Communicator communicator(ring.links(rank));
+    if (rank == 0) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (ring.waiting() < n - 1 && left_barrier == 0 &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+      }
+      any_left_early = left_barrier > 0;
+    }
+    communicator.barrier();
+    ++left_barrier;
+  });
+  EXPECT_FALSE(any_left_early);
+  EXPECT_EQ(left_barrier, n);
+}
+
+TEST(RingAllreduceTest, RanksThatDisagreeOnTheLengthAreReported) {
+  MemoryRing ring(2);
+  EXPECT_THROW(ring.run([&](int rank) {
+    std::vector<float> data(rank == 0 ? 10 : 12, 1.0f);
+    Communicator(ring.links(rank)).allreduce(data);
+  }),
+               CollectiveError);
+}
+
+}  // namespace
+}  // namespace dtrain

@@ -1,0 +1,188 @@
+// TcpRing over real loopback sockets, its ranks on threads of this process: correct results for
+// every ring size, and every failure (a lost rank, a stuck rank, a stranger) named on every rank.
+#include "collective/tcp_ring.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <latch>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "collective/communicator.h"
+#include "collective/reduction_check.h"
+#include "comm/loopback.h"
+
+namespace dtrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+// n rings on 127.0.0.1, one per rank, formed and driven from one thread per rank.
+class LoopbackRing {
+ public:
+  explicit LoopbackRing(int n, const std::function<void(TcpRingOptions&)>& adjust = {}) {
+    for (int r = 0; r < n; ++r) {
+      TcpRingOptions options;
+      options.size = n;
+      options.rank = r;
+      options.bind_host = "127.0.0.1";
+      options.secret = std::string(testing::kSecret);
+      options.fingerprint = 7;
+      options.timeout_ms = 20'000;
+      if (adjust) adjust(options);
+      rings_.push_back(std::make_unique<TcpRing>(options));
+    }
+  }
+
+  int size() const { return static_cast<int>(rings_.size()); }
+  TcpRing& ring(int rank) { return *rings_[rank]; }
+  void drop(int rank) { rings_[rank].reset(); }
+
+  // Every rank's connect(); the errors, by rank, empty where it succeeded.
+  std::vector<std::string> connect() {
+    return run([&](int rank) {
+      ring(rank).connect({"127.0.0.1", ring((rank + 1) % size()).port()});
+    });
+  }
+
+  // Runs body(rank) on one thread per rank; returns what each threw ("" where nothing).
+  std::vector<std::string> run(const std::function<void(int rank)>& body) {
+    std::vector<std::string> errors(rings_.size());
+    std::vector<std::jthread> threads;
+    for (int r = 0; r < size(); ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          body(r);
+        } catch (const std::exception& error) {
+          errors[r] = error.what();
+          if (errors[r].empty()) errors[r] = "(empty message)";
+        }
+      });
+    }
+    threads.clear();  // joins
+    return errors;
+  }
+
+ private:
+  std::vector<std::unique_ptr<TcpRing>> rings_;
+};
+
+void expect_no_errors(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+TEST(TcpRingTest, AllreduceMatchesDoublePrecisionForEveryRingSizeAndLength) {
+  for (int n = 1; n <= 6; ++n) {
+    LoopbackRing group(n);
+    ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
+    const std::vector<size_t> lengths = {0, 1, size_t(n - 1), size_t(n + 1), 1000003};
+    std::vector<std::vector<std::vector<float>>> results(lengths.size(),
+                                                         std::vector<std::vector<float>>(n));
+    expect_no_errors(group.run([&](int rank) {
+      Communicator communicator(group.ring(rank));  // one sequence of collectives per rank
+      for (size_t i = 0; i < lengths.size(); ++i) {
+        results[i][rank] = testing::rank_values(rank, lengths[i]);
+        communicator.allreduce(results[i][rank]);
+      }
+    }));
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      const auto exact = testing::exact_sum(n, lengths[i]);
+      const std::string where = "n=" + std::to_string(n) + " length=" + std::to_string(lengths[i]);
+      for (int r = 0; r < n; ++r) {
+        testing::expect_matches_sum(results[i][r], exact, n, 1.0, where.c_str());
+        EXPECT_EQ(results[i][r], results[i][0]) << where << ": rank " << r << " differs";
+      }
+    }
+  }
+}
+
+TEST(TcpRingTest, BroadcastBarrierAndAllreduceShareTheConnections) {
+  LoopbackRing group(3);
+  ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
+  std::vector<std::vector<float>> params(3), averaged(3);
+  expect_no_errors(group.run([&](int rank) {
+    Communicator communicator(group.ring(rank), {.max_chunk_bytes = 4096});
+    params[rank] = testing::rank_values(rank, 10'000);
+    communicator.broadcast(params[rank]);
+    communicator.barrier();
+    averaged[rank] = testing::rank_values(rank, 999);
+    communicator.allreduce(averaged[rank], ReduceOp::kAverage);
+  }));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(params[r], testing::rank_values(0, 10'000)) << "rank " << r;
+    testing::expect_matches_sum(averaged[r], testing::exact_sum(3, 999), 3, 1.0 / 3, "average");
+  }
+}
+
+// Rank 2 goes away (its sockets close, as when its process is killed) while the others are in an
+// all-reduce: every one of them stops, and every message names worker2, including those of ranks
+// that are not its neighbours and learn it from the abort passed around the ring.
+TEST(TcpRingTest, LostRankStopsEveryOtherRankNamingIt) {
+  LoopbackRing group(4);
+  ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
+  const auto errors = group.run([&](int rank) {
+    if (rank == 2) {
+      group.drop(2);
+      return;
+    }
+    std::vector<float> data = testing::rank_values(rank, 4'000'000);
+    Communicator(group.ring(rank)).allreduce(data);
+  });
+  for (int r : {0, 1, 3}) {
+    EXPECT_THAT(errors[r], HasSubstr("lost worker2")) << "rank " << r;
+  }
+}
+
+// Rank 2 is connected but never takes part (a hung process): its right neighbour gives up after
+// the timeout, and the abort carries its name to the others.
+TEST(TcpRingTest, StuckRankIsNamedAfterTheTimeout) {
+  LoopbackRing group(4, [](TcpRingOptions& options) { options.timeout_ms = 1'000; });
+  ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
+  std::latch others_done(3);
+  const auto errors = group.run([&](int rank) {
+    if (rank == 2) {
+      others_done.wait();
+      return;
+    }
+    try {
+      std::vector<float> data = testing::rank_values(rank, 4'000'000);
+      Communicator(group.ring(rank)).allreduce(data);
+    } catch (...) {
+      others_done.count_down();
+      throw;
+    }
+    others_done.count_down();
+  });
+  for (int r : {0, 1, 3}) {
+    EXPECT_THAT(errors[r], HasSubstr("worker2")) << "rank " << r;
+    EXPECT_THAT(errors[r], HasSubstr("timed out")) << "rank " << r;
+  }
+}
+
+TEST(TcpRingTest, RankWithAnotherFingerprintIsRefusedByName) {
+  LoopbackRing group(2, [](TcpRingOptions& options) {
+    if (options.rank == 1) options.fingerprint = 8;
+    options.timeout_ms = 5'000;
+  });
+  for (const std::string& error : group.connect()) {
+    EXPECT_THAT(error, HasSubstr("refused"));
+    EXPECT_THAT(error, HasSubstr("another model or configuration"));
+  }
+}
+
+TEST(TcpRingTest, RankWithAnotherSecretFailsAuthentication) {
+  testing::LogCapture log;  // the refused handshakes are logged, not printed
+  LoopbackRing group(2, [](TcpRingOptions& options) {
+    if (options.rank == 1) options.secret = "not the cluster secret";
+    options.timeout_ms = 5'000;
+  });
+  for (const std::string& error : group.connect()) EXPECT_THAT(error, HasSubstr("secret"));
+}
+
+}  // namespace
+}  // namespace dtrain
