@@ -117,6 +117,12 @@ void Connection::send(uint16_t type, uint64_t request_id, std::span<const std::b
 void Connection::send_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
                             std::span<const std::span<const float>> tensors,
                             const IoDeadline& deadline) {
+  prepare_frame(type, request_id, meta, tensors);
+  stream_->write_all(send_pieces_, deadline);
+}
+
+void Connection::prepare_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
+                               std::span<const std::span<const float>> tensors) {
   uint64_t tensor_bytes = 0;
   for (auto tensor : tensors) tensor_bytes += tensor.size_bytes();
   const uint64_t payload_len = ff::kMetaLenBytes + meta.size() + tensor_bytes;
@@ -129,27 +135,60 @@ void Connection::send_frame(uint16_t type, uint64_t request_id, std::span<const 
     throw FrameError(fmt::format("a frame of {} payload bytes for {} is over the {}-byte limit",
                                  payload_len, peer(), options_.max_payload_bytes));
   }
-
-  std::array<std::byte, ff::kHeaderBytes> header;
-  std::array<std::byte, ff::kMetaLenBytes> meta_len;
-  encode_header({.type = type, .request_id = request_id, .payload_len = payload_len}, header);
-  ff::store_le(meta_len, static_cast<uint32_t>(meta.size()));
+  encode_header({.type = type, .request_id = request_id, .payload_len = payload_len}, send_header_);
+  ff::store_le(send_meta_len_, static_cast<uint32_t>(meta.size()));
 
   // The CRC leads the frame but covers all of it, so it is chained over the pieces before any
   // byte is written; the pieces then go out in one gathered write.
-  uint32_t crc = crc32c(meta_len, header_crc(header));
+  uint32_t crc = crc32c(send_meta_len_, header_crc(send_header_));
   crc = crc32c(meta, crc);
   send_pieces_.clear();
-  send_pieces_.push_back(header);
-  send_pieces_.push_back(meta_len);
+  send_pieces_.push_back(send_header_);
+  send_pieces_.push_back(send_meta_len_);
   send_pieces_.push_back(meta);
   for (auto tensor : tensors) {
     const auto bytes = std::as_bytes(tensor);
     crc = crc32c(bytes, crc);
     send_pieces_.push_back(bytes);
   }
-  ff::store_le(std::span(header).subspan(ff::kCrcOffset), crc);
-  stream_->write_all(send_pieces_, deadline);
+  ff::store_le(std::span(send_header_).subspan(ff::kCrcOffset), crc);
+}
+
+void Connection::start_send(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
+                            std::span<const std::span<const float>> tensors) {
+  if (type < ff::kFirstUserType) {
+    throw std::invalid_argument(
+        fmt::format("Connection::start_send: frame type {} is reserved for the handshake", type));
+  }
+  check_state(State::kOpen, "start_send");
+  if (sending_) throw std::logic_error("Connection::start_send while a frame is being sent");
+  guarded([&] { prepare_frame(type, request_id, meta, tensors); });
+  send_piece_ = 0;
+  send_offset_ = 0;
+  sending_ = true;
+}
+
+bool Connection::continue_send() {
+  check_state(State::kOpen, "continue_send");
+  if (!sending_) return true;
+  return guarded([&] {
+    size_t written =
+        stream_->write_available(std::span(send_pieces_).subspan(send_piece_), send_offset_);
+    bytes_moved_ += written;
+    // Advance over what was written, which may end inside any piece; empty pieces are passed.
+    while (send_piece_ < send_pieces_.size()) {
+      const size_t left = send_pieces_[send_piece_].size() - send_offset_;
+      if (written < left) {
+        send_offset_ += written;
+        break;
+      }
+      written -= left;
+      ++send_piece_;
+      send_offset_ = 0;
+    }
+    sending_ = send_piece_ < send_pieces_.size();
+    return !sending_;
+  });
 }
 
 // ---- receiving ----
@@ -179,7 +218,17 @@ Connection::Incoming Connection::receive_frame(const IoDeadline& first_byte, con
          /*by_peer=*/true);
   }
   stream_->read_exact(std::span(header_bytes).subspan(got), rest);
+  accept_header(header_bytes, max_payload_bytes, handshake);  // before reading on: it may be junk
+  std::array<std::byte, ff::kMetaLenBytes> meta_len;
+  stream_->read_exact(meta_len, rest);
+  const PayloadLayout layout = accept_meta_len(meta_len);
+  meta_.resize(layout.meta_len);  // keeps its capacity: no allocation once warmed up
+  stream_->read_exact(meta_, rest);
+  return meta_received(header_bytes, meta_len);
+}
 
+void Connection::accept_header(std::span<const std::byte, ff::kHeaderBytes> header_bytes,
+                               uint64_t max_payload_bytes, bool handshake) {
   FrameHeader header;
   try {
     header = decode_header(header_bytes, max_payload_bytes);
@@ -191,27 +240,97 @@ Connection::Incoming Connection::receive_frame(const IoDeadline& first_byte, con
         fmt::format("bad frame from {}: type {} {}", peer(), header.type,
                     handshake ? "before the handshake finished" : "is reserved for the handshake"));
   }
+  expected_crc_ = header.crc32c;
+  receive_type_ = header.type;
+  receive_request_id_ = header.request_id;
+  receive_payload_len_ = header.payload_len;
+}
 
-  std::array<std::byte, ff::kMetaLenBytes> meta_len;
-  stream_->read_exact(meta_len, rest);
+PayloadLayout Connection::accept_meta_len(std::span<const std::byte, ff::kMetaLenBytes> meta_len) {
   PayloadLayout layout;
   try {
-    layout = payload_layout(header.payload_len, ff::load_le<uint32_t>(meta_len),
+    layout = payload_layout(receive_payload_len_, ff::load_le<uint32_t>(meta_len),
                             options_.max_meta_bytes);
   } catch (const FrameError& error) {
     throw bad_frame_from(peer(), error);
   }
-  meta_.resize(layout.meta_len);  // keeps its capacity: no allocation once warmed up
-  stream_->read_exact(meta_, rest);
-
-  receive_crc_ = crc32c(meta_, crc32c(meta_len, header_crc(header_bytes)));
-  expected_crc_ = header.crc32c;
-  receive_type_ = header.type;
-  receive_request_id_ = header.request_id;
   tensor_bytes_ = layout.tensor_bytes;
+  return layout;
+}
+
+Connection::Incoming Connection::meta_received(
+    std::span<const std::byte, ff::kHeaderBytes> header_bytes,
+    std::span<const std::byte, ff::kMetaLenBytes> meta_len) {
+  receive_crc_ = crc32c(meta_, crc32c(meta_len, header_crc(header_bytes)));
   frame_unconsumed_ = true;
   if (tensor_bytes_ == 0) check_crc();  // the whole frame is in
-  return Incoming{header.type, header.request_id, meta_, layout.tensor_bytes};
+  return Incoming{receive_type_, receive_request_id_, meta_, tensor_bytes_};
+}
+
+std::optional<Connection::Incoming> Connection::try_receive() {
+  check_state(State::kOpen, "try_receive");
+  if (frame_unconsumed_ && tensor_bytes_ > 0) {
+    throw std::logic_error(fmt::format(
+        "Connection::try_receive from {}: the previous frame's tensors were neither received nor "
+        "discarded",
+        peer()));
+  }
+  return guarded([&]() -> std::optional<Incoming> {
+    const auto header_bytes = std::span(prefix_).first<ff::kHeaderBytes>();
+    const auto meta_len = std::span(prefix_).last<ff::kMetaLenBytes>();
+    if (!prefix_done_) {
+      // The header and the meta length in one read: every payload opens with the meta length,
+      // so this never reads past the frame.
+      const size_t n = stream_->read_available(std::span(prefix_).subspan(prefix_have_));
+      prefix_have_ += n;
+      bytes_moved_ += n;
+      if (prefix_have_ < prefix_.size()) return std::nullopt;
+      accept_header(header_bytes, options_.max_payload_bytes, /*handshake=*/false);
+      meta_.resize(accept_meta_len(meta_len).meta_len);
+      prefix_done_ = true;
+      meta_have_ = 0;
+    }
+    if (meta_have_ < meta_.size()) {
+      const size_t n = stream_->read_available(std::span(meta_).subspan(meta_have_));
+      meta_have_ += n;
+      bytes_moved_ += n;
+      if (meta_have_ < meta_.size()) return std::nullopt;
+    }
+    prefix_have_ = 0;
+    prefix_done_ = false;
+    tensors_have_ = 0;
+    return meta_received(header_bytes, meta_len);
+  });
+}
+
+bool Connection::try_receive_tensors(std::span<float> into) {
+  check_state(State::kOpen, "try_receive_tensors");
+  if (!frame_unconsumed_) {
+    throw std::logic_error(
+        "Connection::try_receive_tensors without a frame whose tensors are unread");
+  }
+  return guarded([&] {
+    if (into.size_bytes() != tensor_bytes_) {
+      throw FrameError(fmt::format(
+          "frame of type {} (request {}) from {} carries {} tensor bytes, but the receiver "
+          "expected {}",
+          receive_type_, receive_request_id_, peer(), tensor_bytes_, into.size_bytes()));
+    }
+    const std::span<std::byte> bytes = std::as_writable_bytes(into);
+    while (tensors_have_ < tensor_bytes_) {
+      // Capped, so the CRC reads each piece while it is still in cache.
+      const size_t want = std::min<uint64_t>(tensor_bytes_ - tensors_have_, kReceiveChunkBytes);
+      const auto piece = bytes.subspan(tensors_have_, want);
+      const size_t n = stream_->read_available(piece);
+      receive_crc_ = crc32c(piece.first(n), receive_crc_);
+      tensors_have_ += n;
+      bytes_moved_ += n;
+      if (n < want) return false;  // the socket is drained; another read would find nothing
+    }
+    frame_unconsumed_ = false;
+    check_crc();
+    return true;
+  });
 }
 
 void Connection::receive_tensors(std::span<const std::span<float>> into) {

@@ -3,16 +3,19 @@
 // on a thread per connection, deliberately: a task has few peers and large payloads.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "comm/frame.h"
 #include "comm/frame_format.h"
 #include "comm/tcp_stream.h"
 
@@ -89,6 +92,29 @@ class Connection {
   // Reads and drops the frame's tensor bytes, checking the CRC. REQUIRES: as receive_tensors.
   void discard_tensors();
 
+  // ---- Non-blocking frames, for one thread that drives several connections at once
+  // (collective/tcp_ring.h). Each call makes the progress the socket allows now and never waits;
+  // TcpStream::wait_either is how the caller waits for more. The same format, limits and checks
+  // as the blocking calls, which must not be mixed with these in the middle of a frame.
+
+  // Begins sending a frame as send() would; meta and tensors are referenced, not copied, and must
+  // stay valid until continue_send() returns true. REQUIRES: kOpen; no frame still being sent.
+  void start_send(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
+                  std::span<const std::span<const float>> tensors);
+  // Writes what the socket takes of the frame being sent; true once all of it is written (and
+  // when no frame is being sent).
+  bool continue_send();
+  // Reads what has arrived of the next frame's header and meta; returns the frame once both are
+  // in, with receive()'s contract.
+  std::optional<Incoming> try_receive();
+  // Reads what has arrived of the frame's tensors into `into` (the same span at every call); true
+  // once all are in and the CRC has been checked (FrameError if it fails, as receive_tensors).
+  // REQUIRES: try_receive() returned a frame whose tensors are unread.
+  bool try_receive_tensors(std::span<float> into);
+  // Bytes moved so far, both directions: how a caller tells whether a call made progress.
+  uint64_t bytes_moved() const { return bytes_moved_; }
+  const TcpStream& stream() const { return *stream_; }
+
   // Closes the connection (shuts the socket down, waking blocked calls); later calls throw
   // TransportError "connection to <peer> was closed locally". Idempotent.
   void close();
@@ -106,6 +132,18 @@ class Connection {
 
   void send_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
                   std::span<const std::span<const float>> tensors, const IoDeadline& deadline);
+  // Checks a frame against the limits, and lays it out in send_pieces_ with its CRC in the header.
+  void prepare_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
+                     std::span<const std::span<const float>> tensors);
+  // The checks of a frame's opening, shared by receive_frame and try_receive: the header's (noting
+  // the frame's type, request id, length and CRC), then the meta length's.
+  void accept_header(std::span<const std::byte, frame_format::kHeaderBytes> header_bytes,
+                     uint64_t max_payload_bytes, bool handshake);
+  PayloadLayout accept_meta_len(std::span<const std::byte, frame_format::kMetaLenBytes> meta_len);
+  // Once the meta block is in: starts the CRC and marks the frame's tensors unread.
+  Connection::Incoming meta_received(
+      std::span<const std::byte, frame_format::kHeaderBytes> header_bytes,
+      std::span<const std::byte, frame_format::kMetaLenBytes> meta_len);
   Incoming receive_frame(const IoDeadline& first_byte, const IoDeadline& rest,
                          uint64_t max_payload_bytes, bool handshake);
   void read_tensor_bytes(std::span<std::byte> into);
@@ -137,8 +175,13 @@ class Connection {
   std::exception_ptr error_;           // guarded by mutex_; set on the move to kClosed
   bool closed_by_peer_ = false;        // guarded by mutex_
 
-  // Sender thread only: the pieces of the frame being sent, reused so send() does not allocate.
+  // Sender thread only: the frame being sent, its pieces reused so send() does not allocate.
   std::vector<std::span<const std::byte>> send_pieces_;
+  std::array<std::byte, frame_format::kHeaderBytes> send_header_{};
+  std::array<std::byte, frame_format::kMetaLenBytes> send_meta_len_{};
+  size_t send_piece_ = 0;   // start_send: the first piece not wholly written
+  size_t send_offset_ = 0;  // and the bytes of it that are
+  bool sending_ = false;    // start_send has a frame not yet wholly written
 
   // Receiver thread only: the frame being received.
   std::vector<std::byte> meta_;     // reused; grows to the largest meta seen
@@ -149,6 +192,16 @@ class Connection {
   uint32_t expected_crc_ = 0;  // from its header
   uint16_t receive_type_ = 0;
   uint64_t receive_request_id_ = 0;
+  uint64_t receive_payload_len_ = 0;
+  // try_receive's progress through a frame: the header and meta length, then the meta, then the
+  // tensors.
+  std::array<std::byte, frame_format::kHeaderBytes + frame_format::kMetaLenBytes> prefix_{};
+  size_t prefix_have_ = 0;
+  bool prefix_done_ = false;
+  size_t meta_have_ = 0;
+  uint64_t tensors_have_ = 0;
+
+  uint64_t bytes_moved_ = 0;
 };
 
 // Connects to host:port with retry, then runs the client handshake. Retries with exponential

@@ -141,28 +141,14 @@ void TcpStream::write_all(std::span<const std::span<const std::byte>> pieces,
       offset = 0;
     }
     if (pieces.empty()) return;
-
-    std::array<iovec, kMaxIovecs> iov;
-    size_t count = 0;
-    for (size_t i = 0; i < pieces.size() && count < kMaxIovecs; ++i) {
-      const auto piece = i == 0 ? pieces[0].subspan(offset) : pieces[i];
-      if (piece.empty()) continue;
-      iov[count++] = {const_cast<std::byte*>(piece.data()), piece.size()};
-    }
-    msghdr message{};
-    message.msg_iov = iov.data();
-    message.msg_iovlen = count;
-    // MSG_NOSIGNAL: a peer that has gone away is an error to report, not a SIGPIPE.
-    const ssize_t n = ::sendmsg(fd_, &message, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) throw_errno("send", errno);
+    size_t written = write_available(pieces, offset);
+    if (written == 0) {
       wait_ready(Direction::kWrite, stall_until, deadline);
       continue;
     }
     stall_until = stall_limit(deadline);
     // Advance over what was written, which may end inside any piece.
-    for (size_t written = static_cast<size_t>(n); written > 0;) {
+    while (written > 0) {
       const size_t step = std::min(written, pieces.front().size() - offset);
       offset += step;
       written -= step;
@@ -172,6 +158,52 @@ void TcpStream::write_all(std::span<const std::span<const std::byte>> pieces,
       }
     }
   }
+}
+
+size_t TcpStream::read_available(std::span<std::byte> buf) {
+  for (;;) {
+    const ssize_t n = ::recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n > 0) return static_cast<size_t>(n);
+    if (n == 0) throw TransportError(fmt::format("{} closed the connection", peer_));
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    throw_errno("recv", errno);
+  }
+}
+
+size_t TcpStream::write_available(std::span<const std::span<const std::byte>> pieces, size_t skip) {
+  std::array<iovec, kMaxIovecs> iov;
+  size_t count = 0;
+  for (size_t i = 0; i < pieces.size() && count < kMaxIovecs; ++i) {
+    const auto piece = i == 0 ? pieces[0].subspan(skip) : pieces[i];
+    if (piece.empty()) continue;
+    iov[count++] = {const_cast<std::byte*>(piece.data()), piece.size()};
+  }
+  if (count == 0) return 0;
+  msghdr message{};
+  message.msg_iov = iov.data();
+  message.msg_iovlen = count;
+  for (;;) {
+    // MSG_NOSIGNAL: a peer that has gone away is an error to report, not a SIGPIPE.
+    const ssize_t n = ::sendmsg(fd_, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    throw_errno("send", errno);
+  }
+}
+
+bool TcpStream::wait_either(const TcpStream* reader, const TcpStream* writer, int timeout_ms) {
+  std::array<pollfd, 2> entries;
+  nfds_t count = 0;
+  if (reader) entries[count++] = {reader->fd_, POLLIN, 0};
+  if (writer) entries[count++] = {writer->fd_, POLLOUT, 0};
+  const int ready = ::poll(entries.data(), count, timeout_ms);
+  if (ready < 0 && errno != EINTR) {
+    throw TransportError(fmt::format("poll failed: {}", std::generic_category().message(errno)));
+  }
+  // EINTR counts as a wake-up: the caller tries again and waits anew.
+  return ready != 0;
 }
 
 void TcpStream::shutdown() { ::shutdown(fd_, SHUT_RDWR); }

@@ -57,6 +57,18 @@ class TcpStream {
   // Writes the pieces in order, gathered into few system calls (sendmsg). Throws TransportError.
   void write_all(std::span<const std::span<const std::byte>> pieces, const IoDeadline& deadline);
 
+  // Non-blocking forms, for a thread that drives several streams at once: each makes one system
+  // call and never waits.
+  // Reads what has arrived, up to buf.size() (> 0); returns 0 if nothing has. Throws
+  // TransportError if the peer has closed the connection or the socket failed.
+  size_t read_available(std::span<std::byte> buf);
+  // Writes what the socket takes now of the pieces, starting `skip` bytes into the first; returns
+  // the bytes written, 0 if the socket is full. Throws TransportError.
+  size_t write_available(std::span<const std::span<const std::byte>> pieces, size_t skip);
+  // Waits until `reader` has bytes (or an error) to read or `writer` has room, or until timeout_ms
+  // has passed (then returns false). Either may be null.
+  static bool wait_either(const TcpStream* reader, const TcpStream* writer, int timeout_ms);
+
   // Shuts both directions down: blocked and later reads and writes return at once (end of stream
   // or an error). The descriptor stays open until the destructor, so a thread still inside a call
   // never sees it reused for another file.
