@@ -6,10 +6,13 @@
 //   kRingHello             ring size i32, rank i32, fingerprint u64     -         kRingWelcome or kRingRefused
 //   kRingChunk             op u64, step u32, chunk u32                  the chunk -
 //   kRingAbort             the reason, naming the rank at fault         -         -
+//   kRingKeepalive         -                                            -         -
 // clang-format on
 //
 // kRingRefused's meta is the reason. An abort travels right around the ring, each rank passing it
-// on, because every rank blocked in a collective is waiting on its left neighbour.
+// on, because every rank blocked in a collective is waiting on its left neighbour. A rank that is
+// itself waiting sends keepalives to its right, so that only the neighbour of a rank that has
+// really stopped times out, and it names the right one.
 #pragma once
 
 #include <cstdint>
@@ -21,5 +24,6 @@ inline constexpr uint16_t kRingWelcome = 41;
 inline constexpr uint16_t kRingRefused = 42;
 inline constexpr uint16_t kRingChunk = 43;
 inline constexpr uint16_t kRingAbort = 44;
+inline constexpr uint16_t kRingKeepalive = 45;
 
 }  // namespace dtrain::ring_protocol

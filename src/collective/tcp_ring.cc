@@ -4,16 +4,22 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
+#include "base/cpu.h"
 #include "base/error.h"
 #include "collective/ring_protocol.h"
 
 namespace dtrain {
 
 namespace proto = ring_protocol;
+
+int ring_spin_us(int ranks_here) { return ranks_here <= available_cores() ? 50 : 0; }
 
 TcpRing::TcpRing(TcpRingOptions options) : options_(std::move(options)) {
   if (options_.size < 1 || options_.rank < 0 || options_.rank >= options_.size) {
@@ -25,8 +31,7 @@ TcpRing::TcpRing(TcpRingOptions options) : options_(std::move(options)) {
   server.bind_host = options_.bind_host;
   server.port = options_.port;
   server.secret = options_.secret;
-  // A rank that sends nothing for this long is stuck or gone: between collectives its neighbours
-  // are computing, which must take less than this.
+  // Bounds the blocking part: the left neighbour's hello. Chunks are read without blocking.
   server.connection.io_timeout_ms = options_.timeout_ms;
   server.connection.idle_timeout_ms = options_.timeout_ms;
   server_ = std::make_unique<Server>(std::move(server),
@@ -34,19 +39,20 @@ TcpRing::TcpRing(TcpRingOptions options) : options_(std::move(options)) {
 }
 
 TcpRing::~TcpRing() {
+  // Leaving with frames still queued means leaving in the middle of a collective: the ranks to
+  // the right must hear it now rather than after their timeout. A frame half on the wire cannot
+  // be finished (its memory may be gone by now), so then closing the link is the message.
+  if (!failure_ && head_ < queue_.size() && !head_started_) {
+    failure_ = std::make_exception_ptr(CollectiveError(
+        fmt::format("{} stopped in the middle of a collective", rank_name(rank()))));
+    send_abort(fmt::format("{} stopped in the middle of a collective", rank_name(rank())));
+  }
   {
     std::lock_guard lock(mutex_);
-    // Leaving with messages still queued means leaving in the middle of a collective: the ranks
-    // to the right must hear it now rather than after their timeout.
-    if (head_ < queue_.size() || sending_data_) {
-      record_failure(fmt::format("{} stopped in the middle of a collective", rank_name(rank())),
-                     false);
-    }
     closing_ = true;
   }
-  changed_.notify_all();
-  if (sender_.joinable()) sender_.join();  // it sends a pending abort first
-  if (server_) server_->stop();            // serve_left returns, closing the left link
+  membership_.notify_all();
+  if (server_) server_->stop();  // serve_left returns, closing the left link
   if (right_) right_->close();
 }
 
@@ -93,12 +99,11 @@ void TcpRing::connect(const HostPort& right) {
         fmt::format("{} answered the ring hello with frame type {}", right_->peer(), answer.type));
   }
   wait_for_left(deadline);
-  sender_ = std::jthread([this] { send_loop(); });
 }
 
 void TcpRing::wait_for_left(SteadyClock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  if (changed_.wait_until(lock, deadline, [&] { return left_ != nullptr; })) return;
+  if (membership_.wait_until(lock, deadline, [&] { return left_ != nullptr; })) return;
   throw CollectiveError(fmt::format(
       "{} did not join the ring within {} s{}", rank_name(left_rank()),
       options_.timeout_ms / 1000.0,
@@ -134,9 +139,9 @@ void TcpRing::serve_left(Connection& connection) {
   connection.send(proto::kRingWelcome, 0, {}, {});
   std::unique_lock lock(mutex_);
   left_ = &connection;
-  changed_.notify_all();
+  membership_.notify_all();
   // The connection lives as long as this handler: hold it open until the ring is destroyed.
-  changed_.wait(lock, [&] { return closing_; });
+  membership_.wait(lock, [&] { return closing_; });
 }
 
 std::string TcpRing::refusal_for(int ring_size, int peer_rank, uint64_t fingerprint,
@@ -165,146 +170,246 @@ std::string TcpRing::refusal_for(int ring_size, int peer_rank, uint64_t fingerpr
 // ---- moving chunks -----------------------------------------------------------------------------
 
 void TcpRing::send_right(std::span<const float> data, ChunkTag tag) {
-  {
-    std::lock_guard lock(mutex_);
-    throw_if_failed();
-    queue_.push_back(Outgoing{data, tag});
+  throw_if_failed();
+  queue_.push_back(Outgoing{data, tag, false});
+  // Start at once: the kernel takes what fits while the caller goes on with its next chunk.
+  try {
+    pump_sends();
+  } catch (const CollectiveError&) {
+    throw;
+  } catch (const TransportError& error) {
+    fail(lost_message(right_rank(), error.what()), /*right_broken=*/true);
   }
-  changed_.notify_all();
 }
 
 void TcpRing::recv_left(std::span<float> into, ChunkTag tag) {
-  {
-    std::lock_guard lock(mutex_);
-    throw_if_failed();
-  }
-  std::string failure;
-  try {
-    const Connection::Incoming in = left_->receive();
-    if (in.type == proto::kRingChunk) {
-      MetaReader reader(in.meta);
-      ChunkTag got;
-      got.op = reader.get<uint64_t>();
-      got.step = reader.get<uint32_t>();
-      got.chunk = reader.get<uint32_t>();
-      if (got == tag && in.tensor_bytes == into.size_bytes()) {
-        left_->receive_tensors(std::span(&into, 1));
-        return;
-      }
-      failure = fmt::format(
-          "{} sent {} ({} bytes) where {} expected {} ({} bytes): the ranks are not running the "
-          "same collectives; check that every worker was started with the same flags",
-          left_->peer(), to_string(got), in.tensor_bytes, rank_name(rank()), to_string(tag),
-          into.size_bytes());
-    } else if (in.type == proto::kRingAbort) {
-      failure = MetaReader(in.meta).rest_as_string();  // already names the rank at fault
-    } else {
-      failure = fmt::format("{} sent frame type {} in the middle of a collective", left_->peer(),
-                            in.type);
-    }
-  } catch (const TransportError& error) {
-    failure = fmt::format("lost {}: {} (seen by {})", rank_name(left_rank()), error.what(),
-                          rank_name(rank()));
-  } catch (const ShortMeta&) {
-    failure = fmt::format("{} sent a malformed chunk header", left_->peer());
-  }
-  fail(failure);
+  throw_if_failed();
+  progress(Want::kChunk, into, tag);
 }
 
 void TcpRing::wait_sent() {
-  std::unique_lock lock(mutex_);
-  // Bounded: the sender gives up on a send after timeout_ms without progress, recording a failure.
-  changed_.wait(lock, [&] { return failure_ || (head_ == queue_.size() && !sending_data_); });
   throw_if_failed();
+  progress(Want::kSent, {}, {});
 }
 
-void TcpRing::send_loop() {
-  std::unique_lock lock(mutex_);
+std::string TcpRing::lost_message(int peer, std::string_view what) const {
+  return fmt::format("lost {}: {} (seen by {})", rank_name(peer), what, rank_name(rank()));
+}
+
+void TcpRing::progress(Want want, std::span<float> into, ChunkTag tag) {
+  const auto timeout = std::chrono::milliseconds(options_.timeout_ms);
+  const auto keepalive_every = timeout / 4;
+  const auto spin = std::chrono::microseconds(options_.spin_us);
+  const bool reading = want == Want::kChunk;
+  auto now = SteadyClock::now();
+  auto last_in = now;         // a byte came from the left (keepalives count)
+  auto last_out = now;        // a byte went right, or nothing was waiting to
+  auto last_progress = now;   // either
+  auto last_keepalive = now;  // sent, or this wait began
   for (;;) {
-    changed_.wait(lock, [&] { return abort_ || head_ < queue_.size() || closing_; });
-    if (abort_) {
-      const std::string reason = std::exchange(abort_, std::nullopt).value();
-      lock.unlock();
-      send_abort_frame(reason);
-      lock.lock();
-    } else if (head_ < queue_.size()) {
-      const Outgoing item = queue_[head_++];
-      if (head_ == queue_.size()) {
-        queue_.clear();  // keeps its capacity: no allocation once the largest collective ran
-        head_ = 0;
-      }
-      sending_data_ = true;
-      lock.unlock();
-      std::string error;
+    bool moved_out = false;
+    bool done = false;
+    bool moved_in = false;
+    try {
+      moved_out = pump_sends();
+    } catch (const CollectiveError&) {
+      throw;
+    } catch (const TransportError& error) {
+      fail(lost_message(right_rank(), error.what()), /*right_broken=*/true);
+    }
+    if (reading) {
+      const uint64_t before = left_->bytes_moved();
       try {
-        send_frame(item);
-      } catch (const TransportError& e) {
-        error = e.what();
+        done = pump_receive(into, tag);
+      } catch (const CollectiveError&) {
+        throw;
+      } catch (const TransportError& error) {
+        fail(lost_message(left_rank(), error.what()), /*right_broken=*/false);
       }
-      lock.lock();
-      sending_data_ = false;
-      if (!error.empty()) {
-        record_failure(fmt::format("lost {}: {} (seen by {})", rank_name(right_rank()), error,
-                                   rank_name(rank())),
-                       true);
-      }
-      changed_.notify_all();
+      moved_in = left_->bytes_moved() != before;
     } else {
-      return;  // closing, and nothing left to send
+      done = head_ == queue_.size();
+    }
+    if (done) return;
+
+    now = SteadyClock::now();
+    if (moved_in) last_in = now;
+    if (moved_out || head_ == queue_.size()) last_out = now;
+    if (moved_in || moved_out) {
+      last_progress = now;
+      continue;
+    }
+    if (reading && now - last_in > timeout) {
+      fail(lost_message(left_rank(),
+                        fmt::format("timed out: no data for {} s", timeout.count() / 1000.0)),
+           /*right_broken=*/false);
+    }
+    if (now - last_out > timeout) {
+      fail(lost_message(right_rank(), fmt::format("timed out: it accepted no data for {} s",
+                                                  timeout.count() / 1000.0)),
+           /*right_broken=*/true);
+    }
+    // Tell the right neighbour we are alive and waiting, so that it does not blame us.
+    if (head_ == queue_.size() && now - last_keepalive > keepalive_every) {
+      queue_.push_back(Outgoing{{}, {}, true});
+      last_keepalive = now;
+      continue;
+    }
+    if (now - last_progress < spin) {
+      std::this_thread::yield();
+      continue;
+    }
+    auto until = last_keepalive + keepalive_every;
+    if (reading) until = std::min(until, last_in + timeout);
+    if (head_ < queue_.size()) until = std::min(until, last_out + timeout);
+    wait_for_io(reading, until);
+  }
+}
+
+bool TcpRing::pump_sends() {
+  const uint64_t before = right_->bytes_moved();
+  while (head_ < queue_.size()) {
+    if (!head_started_) {
+      const Outgoing& item = queue_[head_];
+      send_meta_.clear();
+      if (item.keepalive) {
+        right_->start_send(proto::kRingKeepalive, 0, {}, {});
+      } else {
+        send_meta_.put(item.tag.op).put(item.tag.step).put(item.tag.chunk);
+        const std::span<const float> tensors[] = {item.data};
+        right_->start_send(proto::kRingChunk, 0, send_meta_.bytes(), tensors);
+      }
+      head_started_ = true;
+    }
+    if (!right_->continue_send()) break;
+    head_started_ = false;
+    ++head_;
+  }
+  if (head_ == queue_.size()) {
+    queue_.clear();  // keeps its capacity: no allocation once the largest collective has run
+    head_ = 0;
+  }
+  return right_->bytes_moved() != before;
+}
+
+bool TcpRing::pump_receive(std::span<float> into, ChunkTag tag) {
+  while (!chunk_header_in_) {
+    const std::optional<Connection::Incoming> in = left_->try_receive();
+    if (!in) return false;
+    if (in->type == proto::kRingKeepalive) continue;
+    if (in->type == proto::kRingAbort) {
+      fail(MetaReader(in->meta).rest_as_string(), /*right_broken=*/false);  // names the culprit
+    }
+    if (in->type != proto::kRingChunk) {
+      fail(fmt::format("{} sent frame type {} in the middle of a collective", left_->peer(),
+                       in->type),
+           /*right_broken=*/false);
+    }
+    ChunkTag got;
+    try {
+      MetaReader reader(in->meta);
+      got.op = reader.get<uint64_t>();
+      got.step = reader.get<uint32_t>();
+      got.chunk = reader.get<uint32_t>();
+    } catch (const ShortMeta&) {
+      fail(fmt::format("{} sent a malformed chunk header", left_->peer()), false);
+    }
+    incoming_bytes_ = in->tensor_bytes;
+    chunk_header_in_ = true;
+    if (!(got == tag) || in->tensor_bytes != into.size_bytes()) {
+      fail(fmt::format(
+               "{} sent {} ({} bytes) where {} expected {} ({} bytes): the ranks are not running "
+               "the same collectives; check that every worker was started with the same flags",
+               left_->peer(), to_string(got), in->tensor_bytes, rank_name(rank()), to_string(tag),
+               into.size_bytes()),
+           false);
     }
   }
+  if (!left_->try_receive_tensors(into)) return false;
+  chunk_header_in_ = false;
+  return true;
 }
 
-void TcpRing::send_frame(const Outgoing& item) {
-  send_meta_.clear();
-  send_meta_.put(item.tag.op).put(item.tag.step).put(item.tag.chunk);
-  const std::span<const float> tensors[] = {item.data};
-  right_->send(proto::kRingChunk, 0, send_meta_.bytes(), tensors);
-}
-
-void TcpRing::send_abort_frame(const std::string& reason) {
-  try {
-    MetaWriter meta;
-    meta.put_string(reason);
-    right_->send(proto::kRingAbort, 0, meta.bytes(), {});
-  } catch (const TransportError& error) {
-    // The right neighbour is gone too; it has its own right neighbour to tell.
-    spdlog::debug("ring: could not pass the abort on to {}: {}", right_->peer(), error.what());
-  }
+void TcpRing::wait_for_io(bool reading, SteadyClock::time_point until) const {
+  const auto left_ms =
+      std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now()).count();
+  const int timeout_ms = static_cast<int>(std::clamp<int64_t>(left_ms, 1, 1000));
+  TcpStream::wait_either(reading ? &left_->stream() : nullptr,
+                         head_ < queue_.size() ? &right_->stream() : nullptr, timeout_ms);
 }
 
 // ---- failure -----------------------------------------------------------------------------------
 
 void TcpRing::abort(std::string_view reason) {
-  {
-    std::lock_guard lock(mutex_);
-    record_failure(std::string(reason), false);
-  }
-  changed_.notify_all();
+  if (failure_ || size() == 1) return;
+  failure_ = std::make_exception_ptr(CollectiveError(std::string(reason)));
+  send_abort(std::string(reason));
 }
 
-void TcpRing::fail(const std::string& message) {
-  std::unique_lock lock(mutex_);
-  record_failure(message, false);
-  // The sender may still be reading a chunk of the caller's buffer, which the caller may free once
-  // we throw: let that send finish, or cut it short after the timeout.
-  const auto patience = std::chrono::milliseconds(std::max(options_.timeout_ms, 0));
-  if (!changed_.wait_for(lock, patience, [&] { return !sending_data_; })) {
-    right_->close();
-    changed_.wait(lock, [&] { return !sending_data_; });
+void TcpRing::fail(const std::string& message, bool right_broken) {
+  if (!failure_) {
+    failure_ = std::make_exception_ptr(CollectiveError(message));
+    if (right_broken) {
+      drain_left();
+    } else {
+      send_abort(message);
+    }
   }
   std::rethrow_exception(failure_);
 }
 
-void TcpRing::record_failure(const std::string& message, bool right_broken) {
-  if (failure_) return;
-  failure_ = std::make_exception_ptr(CollectiveError(message));
+void TcpRing::send_abort(const std::string& message) {
+  if (!right_) return;
+  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(options_.timeout_ms);
+  // Only what is already on the wire must be finished: a frame cannot be cut short.
+  queue_.resize(head_started_ ? head_ + 1 : head_);
+  MetaWriter meta;
+  meta.put_string(message);
+  try {
+    while (head_ < queue_.size()) {
+      if (pump_sends()) continue;
+      if (SteadyClock::now() > deadline) return;
+      TcpStream::wait_either(nullptr, &right_->stream(), 100);
+    }
+    right_->start_send(proto::kRingAbort, 0, meta.bytes(), {});
+    while (!right_->continue_send()) {
+      if (SteadyClock::now() > deadline) return;
+      TcpStream::wait_either(nullptr, &right_->stream(), 100);
+    }
+  } catch (const TransportError& error) {
+    // The right neighbour is gone as well; the rank beyond it starts the abort from there.
+    spdlog::debug("ring: could not pass the abort on to {}: {}", right_->peer(), error.what());
+  }
   queue_.clear();
   head_ = 0;
-  // Tell the ranks to the right, unless the right link is what broke: then the rank beyond it
-  // finds its own left link broken and starts the abort from there.
-  if (!right_broken && right_) abort_ = message;
-  changed_.notify_all();
+  head_started_ = false;
+}
+
+void TcpRing::drain_left() {
+  queue_.clear();
+  head_ = 0;
+  head_started_ = false;
+  if (left_ == nullptr) return;
+  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(options_.timeout_ms);
+  std::vector<float> sink;
+  try {
+    for (;;) {
+      const uint64_t before = left_->bytes_moved();
+      if (chunk_header_in_) {
+        sink.resize(incoming_bytes_ / sizeof(float));
+        if (left_->try_receive_tensors(sink)) chunk_header_in_ = false;
+      } else if (const auto in = left_->try_receive()) {
+        if (in->type == proto::kRingAbort) return;  // it has come round: the left one knows
+        incoming_bytes_ = in->tensor_bytes;
+        chunk_header_in_ = in->tensor_bytes > 0;
+      }
+      if (left_->bytes_moved() != before) continue;
+      if (SteadyClock::now() > deadline) return;
+      TcpStream::wait_either(&left_->stream(), nullptr, 100);
+    }
+  } catch (const TransportError&) {
+    // The left neighbour has gone too (or sent junk): nothing is waiting on us any more.
+  }
 }
 
 void TcpRing::throw_if_failed() const {
