@@ -1,11 +1,16 @@
 // `dtrain bench …`: end-to-end benchmarks (the micro-benchmarks are the dtrain_micro_bench binary).
+#include <fmt/format.h>
+
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "bench/drivers/train_bench.h"
+#include "cli/bench_allreduce.h"
 #include "cli/bench_ps.h"
+#include "cli/byte_size.h"
 #include "cli/commands.h"
 
 namespace dtrain::cli {
@@ -57,6 +62,66 @@ void add_bench_ps_command(CLI::App& bench, Action& action) {
   });
 }
 
+// Sizes stay text until the action runs, as for bench ps. --rank and --ports are how the launcher
+// starts each rank process; they are not for users.
+struct AllreduceBenchFlags {
+  AllreduceBenchConfig config;
+  std::vector<std::string> sizes;
+  std::string chunk_bytes = "256KiB";
+  double timeout_s = 60;
+  int rank = -1;
+  std::vector<uint16_t> ports;
+};
+
+AllreduceBenchConfig resolve(const AllreduceBenchFlags& flags) {
+  AllreduceBenchConfig config = flags.config;
+  if (!flags.sizes.empty()) {
+    config.sizes.clear();
+    for (const std::string& size : flags.sizes)
+      config.sizes.push_back(parse_byte_size(size, "--bytes"));
+  }
+  config.chunk_bytes = parse_byte_size(flags.chunk_bytes, "--chunk_bytes");
+  if (!(flags.timeout_s > 0)) {
+    throw UsageError(fmt::format("--collective_timeout {}: must be positive", flags.timeout_s));
+  }
+  config.timeout_ms = static_cast<int>(flags.timeout_s * 1000);
+  return config;
+}
+
+void add_bench_allreduce_command(CLI::App& bench, Action& action) {
+  auto flags = std::make_shared<AllreduceBenchFlags>();
+  CLI::App* allreduce = bench.add_subcommand(
+      "allreduce", "Ring all-reduce between local processes over loopback TCP");
+  allreduce->add_option("--ranks", flags->config.ranks, "Ranks (processes)")->capture_default_str();
+  allreduce->add_option("--bytes", flags->sizes, "Sizes, e.g. 1MiB,64MiB (default: 4KiB to 64MiB)")
+      ->delimiter(',');
+  allreduce->add_option("--chunk_bytes", flags->chunk_bytes, "The ring's largest message")
+      ->capture_default_str();
+  allreduce->add_option("--secs", flags->config.seconds_per_size, "Least seconds timed per size")
+      ->capture_default_str();
+  allreduce->add_option("--min_iters", flags->config.min_iters, "Least all-reduces timed per size")
+      ->capture_default_str();
+  allreduce
+      ->add_option("--collective_timeout", flags->timeout_s,
+                   "Seconds without a message before a rank is declared lost")
+      ->capture_default_str();
+  allreduce
+      ->add_option("--spin_us", flags->config.spin_us,
+                   "Microseconds a waiting rank retries before it sleeps (default: chosen from "
+                   "ranks per core)")
+      ->capture_default_str();
+  allreduce->add_option("--rank", flags->rank)->group("");
+  allreduce->add_option("--ports", flags->ports)->delimiter(',')->group("");
+  allreduce->callback([flags, &action] {
+    action = [flags] {
+      const AllreduceBenchConfig config = resolve(*flags);
+      if (flags->rank < 0) return run_allreduce_bench(config, std::cout);
+      run_allreduce_bench_rank(config, flags->rank, flags->ports, cluster_secret(""), std::cout);
+      return 0;
+    };
+  });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, Action& action) {
@@ -91,6 +156,7 @@ void add_bench_command(CLI::App& app, Action& action) {
     };
   });
   add_bench_ps_command(*bench, action);
+  add_bench_allreduce_command(*bench, action);
 }
 
 }  // namespace dtrain::cli

@@ -10,8 +10,6 @@
 
 #include <algorithm>
 #include <barrier>
-#include <cctype>
-#include <charconv>
 #include <chrono>
 #include <cstddef>
 #include <exception>
@@ -21,6 +19,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "cli/byte_size.h"
 #include "cli/commands.h"
 #include "nn/param_set.h"
 #include "ps/partition.h"
@@ -43,25 +42,6 @@ constexpr double kRoundsHeadroom = 4.0;
 constexpr double kMaxRounds = 1 << 22;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-std::string format_bytes(uint64_t bytes) {
-  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB"};
-  double value = static_cast<double>(bytes);
-  size_t unit = 0;
-  for (; value >= 1024 && unit + 1 < std::size(kUnits); ++unit) value /= 1024;
-  return fmt::format("{:g} {}", value, kUnits[unit]);
-}
-
-// The shift of a binary multiple, or -1. Decimal units ("KB") are refused rather than guessed.
-int suffix_shift(std::string_view suffix) {
-  std::string lower(suffix);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower.empty() || lower == "b") return 0;
-  if (lower == "kib") return 10;
-  if (lower == "mib") return 20;
-  if (lower == "gib") return 30;
-  return -1;
-}
 
 void check_config(const PsBenchConfig& config) {
   if (config.ps < 1) throw UsageError(fmt::format("--ps {}: must be at least 1", config.ps));
@@ -276,21 +256,6 @@ void print_row(const SizeResult& r, std::ostream& out) {
 }
 
 }  // namespace
-
-uint64_t parse_byte_size(std::string_view text, std::string_view flag) {
-  const auto bad = [&] {
-    return UsageError(fmt::format(
-        "{} '{}': expected a byte count such as 4096, 64KiB, 16MiB or 1GiB", flag, text));
-  };
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  uint64_t count = 0;
-  const std::from_chars_result parsed = std::from_chars(text.data(), text.data() + digits, count);
-  if (digits == 0 || parsed.ec != std::errc()) throw bad();
-  const int shift = suffix_shift(text.substr(digits));
-  if (shift < 0 || count > (std::numeric_limits<uint64_t>::max() >> shift)) throw bad();
-  return count << shift;
-}
 
 void run_ps_bench(const PsBenchConfig& config, std::ostream& out) {
   check_config(config);

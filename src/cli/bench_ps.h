@@ -24,10 +24,6 @@ struct PsBenchConfig {
   int min_rounds = 10;
 };
 
-// "4096", "64KiB", "16MiB", "1GiB" (the suffix in any case, "B" allowed) -> bytes. Throws
-// UsageError naming `flag` for anything else, or for a count that does not fit in 64 bits.
-uint64_t parse_byte_size(std::string_view text, std::string_view flag);
-
 // Runs every size of the config in turn and prints one line per size. Throws UsageError for a bad
 // config, TransportError / Error when a task fails.
 void run_ps_bench(const PsBenchConfig& config, std::ostream& out);

@@ -75,6 +75,7 @@ class SignalRelay {
 
 struct Child {
   std::string name;
+  bool prefix_output = true;
   pid_t pid = -1;
   int out_fd = -1;      // read end of the child's stdout+stderr pipe; -1 after EOF
   std::string partial;  // output after the last newline
@@ -119,15 +120,19 @@ Child spawn(const LocalTask& task, const LaunchOptions& options) {
   close(fds[1]);
   // Non-blocking, so the relay loop never waits on one quiet child while another talks.
   fcntl(fds[0], F_SETFL, O_NONBLOCK);
-  return Child{task.name, pid, fds[0], {}, true};
+  return Child{task.name, task.prefix_output, pid, fds[0], {}, true};
 }
 
 void write_lines(Child& child, std::string_view data, std::ostream& out) {
   child.partial.append(data);
   size_t start = 0;
   for (size_t nl; (nl = child.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-    fmt::print(out, "[{}] {}\n", child.name,
-               std::string_view(child.partial).substr(start, nl - start));
+    const std::string_view line = std::string_view(child.partial).substr(start, nl - start);
+    if (child.prefix_output) {
+      fmt::print(out, "[{}] {}\n", child.name, line);
+    } else {
+      fmt::print(out, "{}\n", line);
+    }
   }
   child.partial.erase(0, start);
 }

@@ -16,6 +16,7 @@ namespace dtrain {
 struct LocalTask {
   std::string name;               // the output prefix, e.g. "worker1"
   std::vector<std::string> args;  // arguments after the binary
+  bool prefix_output = true;      // false: lines are relayed as they are (a report, a table)
 };
 
 struct LaunchOptions {
