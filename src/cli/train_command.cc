@@ -14,6 +14,7 @@
 #include "cluster/cluster_spec.h"
 #include "cluster/local_launcher.h"
 #include "ps/partition.h"
+#include "train/allreduce_trainer.h"
 #include "train/ps_trainer.h"
 #include "train/recipes.h"
 #include "train/trainer.h"
@@ -58,6 +59,9 @@ struct TrainFlags {
   size_t min_shard_bytes = 64 * 1024;
   int peer_timeout = 600;
   int step_delay_ms = 0;
+  // The allreduce strategy.
+  size_t fusion_bytes = 0;
+  int collective_timeout = 60;
 };
 
 TrainConfig to_config(const CLI::App& cmd, const TrainFlags& f) {
@@ -127,6 +131,50 @@ std::optional<ClusterConfig> cluster_of(const CLI::App& cmd, const TrainFlags& f
   return std::nullopt;
 }
 
+// A cluster with ps tasks runs the ps strategies and one without runs allreduce; a strategy the
+// user names must agree with the cluster.
+bool runs_allreduce(const TrainFlags& f, const ClusterSpec& cluster) {
+  const int ps = cluster.num_tasks(kPsJob);
+  if (f.strategy == "allreduce" && ps > 0) {
+    throw UsageError(fmt::format(
+        "--strategy allreduce: the cluster has {} ps task(s) ({}); all-reduce runs on the workers "
+        "alone: leave out --ps_hosts (or the \"ps\" job), or use --strategy async|sync",
+        ps, cluster.to_string()));
+  }
+  const bool wants_ps = is_ps_strategy(f.strategy) || f.sync_replicas;
+  if (wants_ps && ps == 0) {
+    throw UsageError(fmt::format(
+        "{}: the cluster has no ps tasks ({}); give --ps_hosts (or a \"ps\" job), or use "
+        "--strategy allreduce",
+        is_ps_strategy(f.strategy) ? "--strategy " + f.strategy : std::string("--sync_replicas"),
+        cluster.to_string()));
+  }
+  return ps == 0;
+}
+
+// Checked by the launcher too, so that a bad value is one error rather than one per task.
+void check_allreduce_flags(const TrainFlags& f) {
+  if (f.fusion_bytes != 0 && f.fusion_bytes < sizeof(float)) {
+    throw UsageError(
+        fmt::format("--fusion_bytes {}: must be 0 (one buffer) or at least {} (one float)",
+                    f.fusion_bytes, sizeof(float)));
+  }
+  if (f.collective_timeout < 1) {
+    throw UsageError(
+        fmt::format("--collective_timeout {}: must be at least 1 second", f.collective_timeout));
+  }
+}
+
+AllreduceClusterConfig allreduce_config(const TrainFlags& f, ClusterConfig cluster) {
+  check_allreduce_flags(f);
+  AllreduceClusterConfig c;
+  c.cluster = std::move(cluster);
+  c.secret = cluster_secret(f.secret_file);
+  c.fusion_bytes = f.fusion_bytes;
+  c.collective_timeout_ms = f.collective_timeout * 1000;
+  return c;
+}
+
 PsClusterConfig ps_config(const TrainFlags& f, ClusterConfig cluster) {
   PsClusterConfig c;
   c.cluster = std::move(cluster);
@@ -148,18 +196,28 @@ PsClusterConfig ps_config(const TrainFlags& f, ClusterConfig cluster) {
 }
 
 // The embedded default (DESIGN.md §3): the whole cluster as child processes of this binary on
-// loopback, each running `dtrain task` with the user's flags and its place in the cluster.
+// loopback, each running `dtrain task` with the user's flags and its place in the cluster. The ps
+// strategies get --ps ps tasks; allreduce gets none, which is what makes its tasks run allreduce.
 int launch_local_cluster(const CLI::App& cmd, const TrainFlags& f) {
-  if (f.ps < 1) throw UsageError(fmt::format("--ps {}: need at least one ps task", f.ps));
+  const bool allreduce = f.strategy == "allreduce";
+  if (allreduce && cmd.count("--ps") > 0) {
+    throw UsageError(fmt::format(
+        "--ps {}: the allreduce strategy has no ps tasks (the workers average their gradients "
+        "among themselves); leave --ps out",
+        f.ps));
+  }
+  if (allreduce) check_allreduce_flags(f);
+  const int ps = allreduce ? 0 : f.ps;
+  if (!allreduce && ps < 1) throw UsageError(fmt::format("--ps {}: need at least one ps task", ps));
   if (f.workers < 1) throw UsageError(fmt::format("--workers {}: need at least one", f.workers));
-  const std::vector<uint16_t> ports = pick_free_ports(f.ps + f.workers);
+  const std::vector<uint16_t> ports = pick_free_ports(ps + f.workers);
   auto hosts = [&](int first, int n) {
     std::vector<std::string> list;
     for (int i = 0; i < n; ++i) list.push_back(fmt::format("localhost:{}", ports[first + i]));
     return fmt::format("{}", fmt::join(list, ","));
   };
-  const std::string ps_hosts = hosts(0, f.ps);
-  const std::string worker_hosts = hosts(f.ps, f.workers);
+  const std::string ps_hosts = hosts(0, ps);
+  const std::string worker_hosts = hosts(ps, f.workers);
   // The user's flags, less those that choose the launch, go to every task.
   std::vector<std::string> common = {"task"};
   for (const std::string& arg :
@@ -167,12 +225,15 @@ int launch_local_cluster(const CLI::App& cmd, const TrainFlags& f) {
     common.push_back(arg);
   }
   if (f.strategy == "sync") common.push_back("--sync_replicas");
+  // Named again so that a task refuses a cluster with ps tasks rather than run async in it.
+  if (allreduce) common.insert(common.end(), {"--strategy", "allreduce"});
   // The workers share this machine's cores unless told otherwise.
   if (cmd.count("--threads") == 0) {
     common.insert(common.end(),
                   {"--threads", std::to_string(std::max(1, available_cores() / f.workers))});
   }
-  common.insert(common.end(), {"--ps_hosts", ps_hosts, "--worker_hosts", worker_hosts});
+  if (ps > 0) common.insert(common.end(), {"--ps_hosts", ps_hosts});
+  common.insert(common.end(), {"--worker_hosts", worker_hosts});
 
   std::vector<LocalTask> tasks;
   auto add = [&](const std::string& job, int index) {
@@ -180,16 +241,21 @@ int launch_local_cluster(const CLI::App& cmd, const TrainFlags& f) {
     task.args.insert(task.args.end(), {"--job_name", job, "--task_index", std::to_string(index)});
     tasks.push_back(std::move(task));
   };
-  for (int i = 0; i < f.ps; ++i) add("ps", i);
+  for (int i = 0; i < ps; ++i) add("ps", i);
   for (int i = 0; i < f.workers; ++i) add("worker", i);
 
   LaunchOptions options;
   options.binary = "/proc/self/exe";
   options.extra_env.push_back("DTRAIN_SECRET=" + new_cluster_secret());
-  fmt::print(
-      "dtrain train: strategy {}, {} ps and {} workers on this machine (ps {}, workers "
-      "{})\n",
-      f.strategy, f.ps, f.workers, ps_hosts, worker_hosts);
+  if (allreduce) {
+    fmt::print("dtrain train: strategy allreduce, {} workers on this machine ({})\n", f.workers,
+               worker_hosts);
+  } else {
+    fmt::print(
+        "dtrain train: strategy {}, {} ps and {} workers on this machine (ps {}, workers "
+        "{})\n",
+        f.strategy, ps, f.workers, ps_hosts, worker_hosts);
+  }
   std::cout << std::flush;
   const LaunchResult result = run_local_cluster(tasks, options, std::cout);
   for (const std::string& line : result.failed) std::cerr << "dtrain: " << line << "\n";
@@ -201,6 +267,15 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
   TrainConfig config = to_config(cmd, flags);
   if (std::optional<ClusterConfig> cluster = cluster_of(cmd, flags)) {
     config.progress_bar = false;
+    if (runs_allreduce(flags, cluster->cluster)) {
+      if (cmd.count("--target_accuracy") > 0 && flags.eval_every == 0) {
+        // Four evaluations per epoch, as to_config's default; but a global step here takes a
+        // batch from every worker, so an epoch has fewer of them.
+        const auto workers = static_cast<int64_t>(training_workers(cluster->cluster).size());
+        config.eval_every = std::max<int64_t>(1, 55000 / (config.batch_size * workers) / 4);
+      }
+      return run_allreduce_task(config, allreduce_config(flags, std::move(*cluster)), std::cout);
+    }
     return run_ps_task(config, ps_config(flags, std::move(*cluster)), std::cout);
   }
   if (task_only) {
@@ -208,7 +283,9 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
         "dtrain task needs a cluster: --ps_hosts/--worker_hosts/--job_name/--task_index, "
         "TF_CONFIG, or --cluster FILE");
   }
-  if (is_ps_strategy(flags.strategy)) return launch_local_cluster(cmd, flags);
+  if (is_ps_strategy(flags.strategy) || flags.strategy == "allreduce") {
+    return launch_local_cluster(cmd, flags);
+  }
   train_local(config, std::cout);
   return 0;
 }
@@ -220,10 +297,12 @@ namespace {
 void add_cluster_flags(CLI::App* cmd, TrainFlags* flags) {
   cmd->add_option("--ps", flags->ps, "ps tasks the local launcher starts (--strategy async|sync)")
       ->capture_default_str();
-  cmd->add_option("--workers", flags->workers, "Workers the local launcher starts")
+  cmd->add_option("--workers", flags->workers,
+                  "Workers the local launcher starts (--strategy async|sync|allreduce)")
       ->capture_default_str();
   cmd->add_option("--ps_hosts", flags->ps_hosts, "Cluster: ps tasks, host:port,host:port");
-  cmd->add_option("--worker_hosts", flags->worker_hosts, "Cluster: workers, host:port,...");
+  cmd->add_option("--worker_hosts", flags->worker_hosts,
+                  "Cluster: workers, host:port,... (without --ps_hosts: an all-reduce ring)");
   cmd->add_option("--job_name", flags->job_name, "Cluster: this task's job, ps or worker");
   cmd->add_option("--task_index", flags->task_index, "Cluster: this task's index in its job")
       ->capture_default_str();
@@ -249,14 +328,23 @@ void add_cluster_flags(CLI::App* cmd, TrainFlags* flags) {
       ->capture_default_str();
   cmd->add_option("--step_delay_ms", flags->step_delay_ms,
                   "Sleep before each step: a deliberate straggler, to try backup workers");
+  cmd->add_option("--fusion_bytes", flags->fusion_bytes,
+                  "allreduce: all-reduce the gradients in buckets of at most this many bytes, "
+                  "one after another (0: all of them in one buffer)")
+      ->capture_default_str();
+  cmd->add_option("--collective_timeout", flags->collective_timeout,
+                  "allreduce: seconds to wait for the ring to form and for any message in it; a "
+                  "lost or stuck worker fails every other, named, within this")
+      ->capture_default_str();
 }
 
 void add_training_flags(CLI::App* cmd, TrainFlags* flags) {
   cmd->add_option("--model", flags->model, "softmax | mlp | mnist_inference | lenet")
       ->capture_default_str();
   cmd->add_option("--strategy", flags->strategy,
-                  "local | towers | async | sync (async and sync: parameter servers)")
-      ->check(CLI::IsMember({"local", "towers", "async", "sync"}))
+                  "local | towers | async | sync | allreduce (async and sync: parameter "
+                  "servers; allreduce: workers average gradients over a ring)")
+      ->check(CLI::IsMember({"local", "towers", "async", "sync", "allreduce"}))
       ->capture_default_str();
   cmd->add_option("--hidden_units", flags->hidden_units, "Hidden units of the mlp model")
       ->capture_default_str();
@@ -314,8 +402,9 @@ void add_train_command(CLI::App& app, Action& action) {
   auto flags = std::make_shared<TrainFlags>();
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "Train a model: locally (default), or a parameter-server cluster on this machine "
-      "(--strategy async|sync), or one task of a cluster given by flags/TF_CONFIG");
+      "Train a model: locally (default), or a cluster on this machine (--strategy async|sync: "
+      "parameter servers; allreduce: a ring of workers), or one task of a cluster given by "
+      "flags/TF_CONFIG");
   add_training_flags(cmd, flags.get());
   cmd->callback([cmd, flags, &action] {
     action = [cmd, flags] { return run_training(*cmd, *flags, /*task_only=*/false); };
@@ -327,7 +416,8 @@ void add_task_command(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand(
       "task",
       "Run one task (ps or worker) of a cluster given by --ps_hosts/--worker_hosts/"
-      "--job_name/--task_index, TF_CONFIG or --cluster");
+      "--job_name/--task_index, TF_CONFIG or --cluster; a cluster without ps tasks trains by "
+      "all-reduce");
   add_training_flags(cmd, flags.get());
   cmd->callback([cmd, flags, &action] {
     action = [cmd, flags] { return run_training(*cmd, *flags, /*task_only=*/true); };

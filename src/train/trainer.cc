@@ -30,7 +30,9 @@ using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-nlohmann::json config_json(const TrainConfig& c) {
+}  // namespace
+
+nlohmann::json train_config_json(const TrainConfig& c) {
   return {{"model", c.model.name},
           {"hidden_units", c.model.hidden_units},
           {"optimizer", c.optimizer.name},
@@ -42,6 +44,8 @@ nlohmann::json config_json(const TrainConfig& c) {
           {"seed", c.seed},
           {"towers", c.towers}};
 }
+
+namespace {
 
 void print_config(std::ostream& out, const TrainConfig& c, const Model& model, int64_t num_values,
                   int64_t total_steps, int64_t steps_per_epoch) {
@@ -62,7 +66,9 @@ void print_config(std::ostream& out, const TrainConfig& c, const Model& model, i
   out << std::flush;
 }
 
-void validate(const TrainConfig& c) {
+}  // namespace
+
+void validate_train_config(const TrainConfig& c) {
   if (c.batch_size < 1)
     throw UsageError(fmt::format("--batch_size {}: must be at least 1", c.batch_size));
   if (!(c.learning_rate > 0) || !std::isfinite(c.learning_rate)) {
@@ -87,6 +93,8 @@ void validate(const TrainConfig& c) {
         fmt::format("--moving_average_decay {}: must be in [0, 1)", c.moving_average_decay));
   }
 }
+
+namespace {
 
 // Everything one run holds, built in order.
 class LocalRun {
@@ -264,7 +272,7 @@ class LocalRun {
 
   void save() {
     const std::vector<TensorRef> tensors = state().tensors();
-    CheckpointInfo info{step_, model_->name(), optimizer_->name(), config_json(c_)};
+    CheckpointInfo info{step_, model_->name(), optimizer_->name(), train_config_json(c_)};
     checkpoints_->save(info, tensors);
   }
 
@@ -300,7 +308,7 @@ class LocalRun {
 }  // namespace
 
 TrainResult train_local(const TrainConfig& config, std::ostream& out) {
-  validate(config);
+  validate_train_config(config);
   blas_set_threads(1);  // the towers' teams split the products; see GradientComputer
   LocalRun run(config, out);
   return run.run();

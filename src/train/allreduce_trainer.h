@@ -1,0 +1,55 @@
+// One worker of an all-reduce cluster (strategy `allreduce`, DESIGN.md §2 and §6): every worker
+// is equal, holds a full replica of the parameters and the optimizer state, and after each step's
+// averaged gradient is applied on every replica, all replicas hold bitwise identical parameters.
+#pragma once
+
+#include <cstddef>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_spec.h"
+#include "nn/param_set.h"
+#include "train/train_config.h"
+
+namespace dtrain {
+
+struct AllreduceClusterConfig {
+  ClusterConfig cluster;  // the training workers (no ps tasks) and this task
+  std::string secret;     // the cluster secret, raw bytes
+  // 0: each step's gradients are one all-reduce over the whole gradient arena. Otherwise buckets
+  // of at most this many bytes (whole tensors where they fit; a larger tensor alone, cut into
+  // pieces of this size), each all-reduced in turn. Every worker must use the same value.
+  size_t fusion_bytes = 0;
+  // The largest message of a collective (CollectiveOptions::max_chunk_bytes).
+  size_t chunk_bytes = 256 * 1024;
+  // How long a worker waits for the ring to form and for any message once it has: a lost or
+  // stuck worker fails every other within this time, with an error naming it.
+  int collective_timeout_ms = 60'000;
+};
+
+// A contiguous slice [begin, begin + size) of a ParamSet's flat() arena.
+struct ArenaSlice {
+  size_t begin = 0;
+  size_t size = 0;
+  bool operator==(const ArenaSlice&) const = default;
+};
+
+// The fusion buckets of an arena with this layout: slices that cover flat() exactly, in order,
+// each at most fusion_bytes long (in whole floats, at least one). Consecutive tensors share a
+// bucket while they fit; a tensor longer than a bucket is cut into bucket-sized pieces, its last
+// piece then shared with what follows. The padding after a tensor goes with it. fusion_bytes 0:
+// one bucket, the whole arena. A pure function of its arguments, so every worker cuts the same.
+std::vector<ArenaSlice> fusion_buckets(const ParamSet& layout, size_t fusion_bytes);
+
+// Runs the worker config.cluster.task names, printing its start-up line, step lines and, at the
+// end, its test accuracy, training time and the CRC32C of its parameters. Returns the process exit
+// code. Throws UsageError for inconsistent flags or a task that does not train, CollectiveError
+// when the ring fails (naming the worker at fault), Error otherwise; a worker that fails tells the
+// others before it throws, so they stop at once instead of after the timeout.
+// REQUIRES: train.train_steps or train.epochs set as for train_local; every worker of the cluster
+// started with the same training flags (those that differ are refused by the ring's fingerprint).
+int run_allreduce_task(const TrainConfig& train, const AllreduceClusterConfig& config,
+                       std::ostream& out);
+
+}  // namespace dtrain
