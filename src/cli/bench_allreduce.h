@@ -15,7 +15,7 @@ struct AllreduceBenchConfig {
   int ranks = 2;
   std::vector<uint64_t> sizes = {4 << 10, 16 << 10, 64 << 10, 256 << 10,
                                  1 << 20, 4 << 20,  16 << 20, 64 << 20};
-  uint64_t chunk_bytes = 256 << 10;  // the ring's largest message (CollectiveOptions)
+  uint64_t chunk_bytes = 512 << 10;  // the ring's largest message (CollectiveOptions)
   // Each size runs at least min_iters timed all-reduces and at least seconds_per_size.
   double seconds_per_size = 1.0;
   int min_iters = 10;

@@ -67,7 +67,7 @@ void add_bench_ps_command(CLI::App& bench, Action& action) {
 struct AllreduceBenchFlags {
   AllreduceBenchConfig config;
   std::vector<std::string> sizes;
-  std::string chunk_bytes = "256KiB";
+  std::string chunk_bytes = "512KiB";
   double timeout_s = 60;
   int rank = -1;
   std::vector<uint16_t> ports;

@@ -14,8 +14,9 @@
 namespace dtrain {
 
 struct CollectiveOptions {
-  // The largest message: smaller chunks pipeline more finely, larger ones cost fewer messages.
-  size_t max_chunk_bytes = 256 * 1024;
+  // The largest message: smaller chunks pipeline more finely, larger ones cost fewer messages;
+  // 512 KiB measured best for 2 ranks on loopback (bench allreduce --chunk_bytes).
+  size_t max_chunk_bytes = 512 * 1024;
 };
 
 // Thread-safety: one thread at a time. Every rank must make the same calls in the same order with

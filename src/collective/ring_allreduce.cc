@@ -14,8 +14,10 @@ std::string to_string(const ChunkTag& tag) {
 namespace {
 
 // into = (into + received) * scale; scale is 1 except in the last reduce-scatter step of an
-// average, where dividing here saves a pass over the buffer.
-void accumulate(std::span<float> into, std::span<const float> received, float scale) {
+// average, where dividing here saves a pass over the buffer. Cloned per instruction set: the
+// wider vectors halve the time of this pass, which is on the ring's critical path.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void accumulate(
+    std::span<float> into, std::span<const float> received, float scale) {
   float* __restrict out = into.data();
   const float* __restrict in = received.data();
   const size_t n = into.size();

@@ -22,7 +22,7 @@ struct AllreduceClusterConfig {
   // pieces of this size), each all-reduced in turn. Every worker must use the same value.
   size_t fusion_bytes = 0;
   // The largest message of a collective (CollectiveOptions::max_chunk_bytes).
-  size_t chunk_bytes = 256 * 1024;
+  size_t chunk_bytes = 512 * 1024;
   // How long a worker waits for the ring to form and for any message once it has: a lost or
   // stuck worker fails every other within this time, with an error naming it.
   int collective_timeout_ms = 60'000;
