@@ -234,20 +234,9 @@ class AllreduceWorker {
   // Rank 0: the newest valid checkpoint of --train_dir, else fresh parameters. Returns its step.
   int64_t initialize_or_restore() {
     if (checkpoints_) {
-      CheckpointManager::RestoreResult r = checkpoints_->restore_latest();
-      for (const std::string& skipped : r.skipped)
-        fmt::print(out_, "{}: skipped checkpoint {}\n", name(), skipped);
-      if (r.checkpoint) {
-        if (r.checkpoint->model != model_->name()) {
-          throw CheckpointError(
-              fmt::format("{}: holds model '{}', but --model is '{}'; use another --train_dir",
-                          r.path.string(), r.checkpoint->model, model_->name()));
-        }
-        state().restore(*r.checkpoint);
-        fmt::print(out_, "{}: restored {} at global step {}\n", name(), r.path.string(),
-                   r.checkpoint->global_step);
+      if (const auto step = restore_newest(*checkpoints_, state(), model_->name(), name(), out_)) {
         out_ << std::flush;
-        return r.checkpoint->global_step;
+        return *step;
       }
     }
     initialize_params(params_, c_.seed);

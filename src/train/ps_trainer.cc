@@ -160,19 +160,10 @@ class PsWorker {
     int64_t step = 0;
     bool restored = false;
     if (checkpoints_) {
-      CheckpointManager::RestoreResult r = checkpoints_->restore_latest();
-      for (const std::string& skipped : r.skipped)
-        fmt::print(out_, "{}: skipped checkpoint {}\n", name(), skipped);
-      if (r.checkpoint) {
-        if (r.checkpoint->model != model_->name()) {
-          throw CheckpointError(
-              fmt::format("{}: holds model '{}', but --model is '{}'; use another --train_dir",
-                          r.path.string(), r.checkpoint->model, model_->name()));
-        }
-        ModelState{&params_, optimizer_.get(), nullptr}.restore(*r.checkpoint);
-        step = r.checkpoint->global_step;
+      const ModelState state{&params_, optimizer_.get(), nullptr};
+      if (const auto at = restore_newest(*checkpoints_, state, model_->name(), name(), out_)) {
+        step = *at;
         restored = true;
-        fmt::print(out_, "{}: restored {} at global step {}\n", name(), r.path.string(), step);
       }
     }
     if (!restored) initialize_params(params_, c_.seed);

@@ -254,20 +254,9 @@ class LocalRun {
 
   void restore() {
     if (!checkpoints_) return;
-    CheckpointManager::RestoreResult restored = checkpoints_->restore_latest();
-    for (const std::string& skipped : restored.skipped) {
-      fmt::print(out_, "skipped checkpoint {}\n", skipped);
+    if (const auto step = restore_newest(*checkpoints_, state(), model_->name(), "", out_)) {
+      step_ = *step;
     }
-    if (!restored.checkpoint) return;
-    const Checkpoint& ckpt = *restored.checkpoint;
-    if (ckpt.model != model_->name()) {
-      throw CheckpointError(
-          fmt::format("{}: holds model '{}', but --model is '{}'; use another --train_dir",
-                      restored.path.string(), ckpt.model, model_->name()));
-    }
-    state().restore(ckpt);
-    step_ = ckpt.global_step;
-    fmt::print(out_, "restored {} at global step {}\n", restored.path.string(), step_);
   }
 
   void save() {

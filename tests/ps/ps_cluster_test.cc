@@ -34,6 +34,7 @@
 #include "nn/param_set.h"
 #include "ps/partition.h"
 #include "ps/ps_protocol.h"
+#include "support/checkpoints.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 
@@ -129,22 +130,8 @@ int64_t local_steps_of(int worker, const std::string& out) {
   return n ? (*n)[0] : -1;
 }
 
-Checkpoint newest_checkpoint(const std::filesystem::path& dir) {
-  auto restored = CheckpointManager(dir).restore_latest();
-  if (!restored.checkpoint) throw std::runtime_error("no checkpoint in " + dir.string());
-  return std::move(*restored.checkpoint);
-}
-
-float max_abs_difference(const Checkpoint& a, const Checkpoint& b, const std::string& name) {
-  const CheckpointTensor* x = a.find(name);
-  const CheckpointTensor* y = b.find(name);
-  if (x == nullptr || y == nullptr || x->values.size() != y->values.size())
-    throw std::runtime_error("checkpoints disagree on tensor " + name);
-  float most = 0;
-  for (size_t i = 0; i < x->values.size(); ++i)
-    most = std::max(most, std::abs(x->values[i] - y->values[i]));
-  return most;
-}
+using testing::max_abs_difference;
+using testing::newest_checkpoint;
 
 // ---- 1. sync training is local training on the combined batch ----
 

@@ -307,20 +307,21 @@ std::string error_line(const std::string& err) {
 }
 
 TEST(AllreduceCluster, KilledWorkerFailsTheOthersNamingIt) {
-  HandStartedWorkers cluster(3);
+  HandStartedWorkers cluster(4);
   // Far more steps than the test lasts, and a timeout a broken propagation would sit out: the
-  // other two must learn of the loss from the ring, not from their own clock.
+  // others must learn of the loss from the ring, not from their own clock. Worker 3 is no
+  // neighbour of worker 1: it hears of the loss only from the abort passed round the ring.
   const std::vector<std::string> flags = concat(
       model_flags("softmax", 100), {"--train_steps", "10000000", "--collective_timeout", "60"});
   std::vector<std::unique_ptr<DtrainProcess>> workers;
-  for (int i = 0; i < 3; ++i) workers.push_back(cluster.start(i, flags));
+  for (int i = 0; i < 4; ++i) workers.push_back(cluster.start(i, flags));
   // A step line means the ring has formed and trains.
   ASSERT_THAT(workers[1]->wait_for_line("worker=1, epoch="), HasSubstr("global_step="));
   workers[1]->send_signal(SIGKILL);
   const ProcessResult killed = workers[1]->wait();
   EXPECT_EQ(killed.signal, SIGKILL);
 
-  for (const int i : {0, 2}) {
+  for (const int i : {0, 2, 3}) {
     const ProcessResult r = workers[i]->wait();
     EXPECT_EQ(r.exit_code, 1) << "worker " << i << ": " << all_output(r);
     EXPECT_EQ(testing::count_lines_containing(r.err, "dtrain: error:"), 1) << r.err;

@@ -1,0 +1,33 @@
+// Reading what a training run left in its --train_dir, for tests that compare runs.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "ckpt/checkpoint_manager.h"
+
+namespace dtrain::testing {
+
+inline Checkpoint newest_checkpoint(const std::filesystem::path& dir) {
+  auto restored = CheckpointManager(dir).restore_latest();
+  if (!restored.checkpoint) throw std::runtime_error("no checkpoint in " + dir.string());
+  return std::move(*restored.checkpoint);
+}
+
+// The largest element-wise difference of tensor `name` between two checkpoints.
+inline float max_abs_difference(const Checkpoint& a, const Checkpoint& b, const std::string& name) {
+  const CheckpointTensor* x = a.find(name);
+  const CheckpointTensor* y = b.find(name);
+  if (x == nullptr || y == nullptr || x->values.size() != y->values.size())
+    throw std::runtime_error("checkpoints disagree on tensor " + name);
+  float most = 0;
+  for (size_t i = 0; i < x->values.size(); ++i)
+    most = std::max(most, std::abs(x->values[i] - y->values[i]));
+  return most;
+}
+
+}  // namespace dtrain::testing
