@@ -22,6 +22,7 @@
 #include "cluster/local_launcher.h"
 #include "nn/model_zoo.h"
 #include "nn/param_set.h"
+#include "support/checkpoints.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "train/allreduce_trainer.h"
@@ -155,22 +156,8 @@ std::vector<int> bucket_counts(const std::string& out) {
   return counts;
 }
 
-Checkpoint newest_checkpoint(const std::filesystem::path& dir) {
-  auto restored = CheckpointManager(dir).restore_latest();
-  if (!restored.checkpoint) throw std::runtime_error("no checkpoint in " + dir.string());
-  return std::move(*restored.checkpoint);
-}
-
-float max_abs_difference(const Checkpoint& a, const Checkpoint& b, const std::string& name) {
-  const CheckpointTensor* x = a.find(name);
-  const CheckpointTensor* y = b.find(name);
-  if (x == nullptr || y == nullptr || x->values.size() != y->values.size())
-    throw std::runtime_error("checkpoints disagree on tensor " + name);
-  float most = 0;
-  for (size_t i = 0; i < x->values.size(); ++i)
-    most = std::max(most, std::abs(x->values[i] - y->values[i]));
-  return most;
-}
+using testing::max_abs_difference;
+using testing::newest_checkpoint;
 
 TEST(AllreduceCluster, TwoWorkersMatchLocalTrainingOnTheCombinedBatch) {
   testing::TempDir allreduce_dir, local_dir, half_batch_dir;
