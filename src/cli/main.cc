@@ -3,11 +3,23 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
 #include "base/error.h"
 #include "cli/commands.h"
+
+namespace {
+
+// The line in one write: cerr is unbuffered, and a launcher that stops this task right after it
+// fails must not relay half a line.
+void print_error(const char* what) {
+  const std::string line = fmt::format("dtrain: error: {}\n", what);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -34,10 +46,10 @@ int main(int argc, char** argv) {
   try {
     return action ? action() : 2;
   } catch (const dtrain::UsageError& e) {
-    std::cerr << "dtrain: error: " << e.what() << "\n";
+    print_error(e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "dtrain: error: " << e.what() << "\n";
+    print_error(e.what());
     return 1;
   }
 }
