@@ -81,8 +81,8 @@ void TcpRing::connect(const HostPort& right) {
   } catch (const AuthError&) {
     throw;
   } catch (const TransportError& error) {
-    throw CollectiveError(
-        fmt::format("{} did not join the ring: {}", rank_name(right_rank()), error.what()));
+    throw CollectiveError(fmt::format("{} did not join the ring: {}{}", rank_name(right_rank()),
+                                      error.what(), refusal_note()));
   }
   MetaWriter hello;
   hello.put(static_cast<int32_t>(size()))
@@ -104,10 +104,16 @@ void TcpRing::connect(const HostPort& right) {
 void TcpRing::wait_for_left(SteadyClock::time_point deadline) {
   std::unique_lock lock(mutex_);
   if (membership_.wait_until(lock, deadline, [&] { return left_ != nullptr; })) return;
-  throw CollectiveError(fmt::format(
-      "{} did not join the ring within {} s{}", rank_name(left_rank()),
-      options_.timeout_ms / 1000.0,
-      last_refusal_.empty() ? "" : fmt::format(" (a peer was refused: {})", last_refusal_)));
+  lock.unlock();
+  throw CollectiveError(fmt::format("{} did not join the ring within {} s{}",
+                                    rank_name(left_rank()), options_.timeout_ms / 1000.0,
+                                    refusal_note()));
+}
+
+std::string TcpRing::refusal_note() {
+  std::lock_guard lock(mutex_);
+  return last_refusal_.empty() ? std::string()
+                               : fmt::format(" (this rank refused a peer: {})", last_refusal_);
 }
 
 void TcpRing::serve_left(Connection& connection) {

@@ -93,6 +93,9 @@ class TcpRing final : public RingLinks {
   void serve_left(Connection& connection);
   std::string refusal_for(int size, int rank, uint64_t fingerprint, std::string_view peer) const;
   void wait_for_left(SteadyClock::time_point deadline);
+  // " (this rank refused a peer: <why>)" when it has, for the errors of a ring that did not form:
+  // the refused peer is usually the rank that never arrived.
+  std::string refusal_note();
   int left_rank() const;
   int right_rank() const;
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "cluster/local_launcher.h"
 #include "collective/communicator.h"
 #include "collective/reduction_check.h"
 #include "comm/loopback.h"
@@ -172,6 +173,23 @@ TEST(TcpRingTest, RankWithAnotherFingerprintIsRefusedByName) {
     EXPECT_THAT(error, HasSubstr("refused"));
     EXPECT_THAT(error, HasSubstr("another model or configuration"));
   }
+}
+
+// Worker 0's right neighbour never comes up, and the only peer that did come was refused: the
+// error says so, since that refused worker is usually the one missing.
+TEST(TcpRingTest, RingThatCannotFormMentionsThePeerItRefused) {
+  LoopbackRing group(2, [](TcpRingOptions& options) {
+    if (options.rank == 1) options.fingerprint = 8;
+    options.timeout_ms = 2'000;
+  });
+  const uint16_t nobody = pick_free_ports(1)[0];
+  const auto errors = group.run([&](int rank) {
+    const uint16_t right = rank == 0 ? nobody : group.ring(0).port();
+    group.ring(rank).connect({"127.0.0.1", right});
+  });
+  EXPECT_THAT(errors[1], HasSubstr("refused worker1"));
+  EXPECT_THAT(errors[0], HasSubstr("worker1 did not join the ring"));
+  EXPECT_THAT(errors[0], HasSubstr("this rank refused a peer"));
 }
 
 TEST(TcpRingTest, RankWithAnotherSecretFailsAuthentication) {
