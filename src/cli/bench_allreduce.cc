@@ -59,10 +59,11 @@ double median(std::vector<float> values) {
 
 void print_header(const AllreduceBenchConfig& config, std::ostream& out) {
   fmt::print(out,
-             "all-reduce (sum, float32) over {} ranks: local processes, loopback TCP, chunks of "
-             "{}\nbusbw = algbw x 2(n-1)/n, the convention of NCCL's and Gloo's benchmarks; "
+             "all-reduce (sum, float32, algorithm {}) over {} ranks: local processes, loopback "
+             "TCP, chunks of {}\nbusbw = algbw x 2(n-1)/n, the convention of NCCL's and Gloo's "
+             "benchmarks; "
              "GB/s = 1e9 bytes/s\n",
-             config.ranks, format_bytes(config.chunk_bytes));
+             algorithm_name(config.algorithm), config.ranks, format_bytes(config.chunk_bytes));
   fmt::print(out, "{:>10} {:>8} {:>11} {:>11} {:>11}\n", "bytes", "iters", "median_ms",
              "algbw_GB/s", "busbw_GB/s");
   out.flush();
@@ -108,6 +109,18 @@ std::string join_sizes(const std::vector<uint64_t>& sizes) {
 
 }  // namespace
 
+std::string algorithm_name(AllreduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllreduceAlgorithm::kRing:
+      return "ring";
+    case AllreduceAlgorithm::kHalvingDoubling:
+      return "halving_doubling";
+    case AllreduceAlgorithm::kAuto:
+      break;
+  }
+  return "auto";
+}
+
 int run_allreduce_bench(const AllreduceBenchConfig& config, std::ostream& out) {
   check_config(config);
   const std::vector<uint16_t> ports = pick_free_ports(config.ranks);
@@ -133,7 +146,11 @@ int run_allreduce_bench(const AllreduceBenchConfig& config, std::ostream& out) {
                  "--min_iters",
                  std::to_string(config.min_iters),
                  "--collective_timeout",
-                 fmt::format("{}", config.timeout_ms / 1000.0)};
+                 fmt::format("{}", config.timeout_ms / 1000.0),
+                 "--spin_us",
+                 std::to_string(config.spin_us),
+                 "--algorithm",
+                 algorithm_name(config.algorithm)};
     tasks.push_back(std::move(task));
   }
   LaunchOptions options;
@@ -163,7 +180,8 @@ void run_allreduce_bench_rank(const AllreduceBenchConfig& config, int rank,
   options.spin_us = config.spin_us >= 0 ? config.spin_us : ring_spin_us(config.ranks);
   TcpRing ring(options);
   ring.connect({"127.0.0.1", ports[(rank + 1) % config.ranks]});
-  Communicator communicator(ring, {.max_chunk_bytes = config.chunk_bytes});
+  Communicator communicator(ring,
+                            {.max_chunk_bytes = config.chunk_bytes, .algorithm = config.algorithm});
   if (rank == 0) print_header(config, out);
   const double n = config.ranks;
   for (uint64_t bytes : config.sizes) {

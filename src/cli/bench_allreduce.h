@@ -1,4 +1,4 @@
-// `dtrain bench allreduce`: the ring all-reduce alone. N ranks run as local processes of this
+// `dtrain bench allreduce`: the all-reduce alone. N ranks run as local processes of this
 // binary joined by loopback TCP, exactly as the allreduce strategy joins workers, and time
 // back-to-back all-reduces of each size, reporting the median time, algorithm bandwidth and bus
 // bandwidth.
@@ -8,6 +8,8 @@
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "collective/communicator.h"
 
 namespace dtrain::cli {
 
@@ -21,7 +23,11 @@ struct AllreduceBenchConfig {
   int min_iters = 10;
   int timeout_ms = 60'000;  // --collective_timeout
   int spin_us = -1;         // TcpRingOptions::spin_us; -1: ring_spin_us()'s choice
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
 };
+
+// "auto", "ring", "halving_doubling": the --algorithm names.
+std::string algorithm_name(AllreduceAlgorithm algorithm);
 
 // Starts config.ranks rank processes on free loopback ports and relays rank 0's table to `out`.
 // Returns the exit code: 0, or the first failed rank's. Throws UsageError for a bad config.

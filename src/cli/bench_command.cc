@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -110,6 +111,15 @@ void add_bench_allreduce_command(CLI::App& bench, Action& action) {
                    "Microseconds a waiting rank retries before it sleeps (default: chosen from "
                    "ranks per core)")
       ->capture_default_str();
+  const std::map<std::string, AllreduceAlgorithm> algorithms = {
+      {"auto", AllreduceAlgorithm::kAuto},
+      {"ring", AllreduceAlgorithm::kRing},
+      {"halving_doubling", AllreduceAlgorithm::kHalvingDoubling}};
+  allreduce
+      ->add_option("--algorithm", flags->config.algorithm,
+                   "auto, ring or halving_doubling (four ranks only; others use the ring)")
+      ->transform(CLI::CheckedTransformer(algorithms, CLI::ignore_case))
+      ->default_str("auto");
   allreduce->add_option("--rank", flags->rank)->group("");
   allreduce->add_option("--ports", flags->ports)->delimiter(',')->group("");
   allreduce->callback([flags, &action] {

@@ -1,8 +1,11 @@
-// Numbers the collectives and keeps the scratch buffer; the algorithms are in ring_allreduce.cc.
+// Numbers the collectives, keeps the scratch buffer and picks the all-reduce algorithm; the
+// algorithms are in ring_allreduce.cc and halving_doubling.cc.
 #include "collective/communicator.h"
 
 #include <algorithm>
 #include <stdexcept>
+
+#include "collective/halving_doubling.h"
 
 namespace dtrain {
 
@@ -18,7 +21,24 @@ size_t Communicator::max_chunk_floats() const { return options_.max_chunk_bytes 
 void Communicator::allreduce(std::span<float> data, ReduceOp op) {
   const size_t needed = std::min(data.size(), max_chunk_floats());
   if (scratch_.size() < needed) scratch_.resize(needed);
-  ring_allreduce(links_, next_op_++, data, op, max_chunk_floats(), scratch_);
+  if (use_halving_doubling(data.size_bytes())) {
+    halving_doubling_allreduce(links_, next_op_++, data, op, max_chunk_floats(), scratch_);
+  } else {
+    ring_allreduce(links_, next_op_++, data, op, max_chunk_floats(), scratch_);
+  }
+}
+
+bool Communicator::use_halving_doubling(size_t bytes) const {
+  if (!halving_doubling_fits(size())) return false;
+  switch (options_.algorithm) {
+    case AllreduceAlgorithm::kRing:
+      return false;
+    case AllreduceAlgorithm::kHalvingDoubling:
+      return true;
+    case AllreduceAlgorithm::kAuto:
+      break;
+  }
+  return bytes <= options_.halving_doubling_max_bytes;
 }
 
 void Communicator::broadcast(std::span<float> data) {

@@ -13,10 +13,21 @@
 
 namespace dtrain {
 
+enum class AllreduceAlgorithm {
+  kAuto,             // halving-doubling where it fits and the buffer is small enough, else ring
+  kRing,             // collective/ring_allreduce.h
+  kHalvingDoubling,  // collective/halving_doubling.h; the ring where it does not fit
+};
+
 struct CollectiveOptions {
   // The largest message: smaller chunks pipeline more finely, larger ones cost fewer messages;
   // 512 KiB measured best for 2 ranks on loopback (bench allreduce --chunk_bytes).
   size_t max_chunk_bytes = 512 * 1024;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
+  // kAuto's choice: halving-doubling up to this size. Fewer steps win while a step's wake-ups
+  // cost more than its bytes; beyond it, the ring pipelines its chunks better (bench allreduce
+  // --ranks 4 --algorithm ring / halving_doubling).
+  size_t halving_doubling_max_bytes = 4 << 20;
 };
 
 // Thread-safety: one thread at a time. Every rank must make the same calls in the same order with
@@ -28,7 +39,8 @@ class Communicator {
   int rank() const { return links_.rank(); }
   int size() const { return links_.size(); }
 
-  // See ring_allreduce.h. Throws CollectiveError (or TransportError) if the ring fails.
+  // See ring_allreduce.h (and halving_doubling.h, which options.algorithm may choose instead).
+  // Throws CollectiveError (or TransportError) if the ring fails.
   void allreduce(std::span<float> data, ReduceOp op = ReduceOp::kSum);
   // Rank 0's data to every rank.
   void broadcast(std::span<float> data);
@@ -38,6 +50,7 @@ class Communicator {
 
  private:
   size_t max_chunk_floats() const;
+  bool use_halving_doubling(size_t bytes) const;
 
   RingLinks& links_;
   const CollectiveOptions options_;

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "collective/accumulate.h"
 #include "collective/ring_schedule.h"
 
 namespace dtrain {
@@ -10,25 +11,6 @@ namespace dtrain {
 std::string to_string(const ChunkTag& tag) {
   return fmt::format("op {} step {} chunk {}", tag.op, tag.step, tag.chunk);
 }
-
-namespace {
-
-// into = (into + received) * scale; scale is 1 except in the last reduce-scatter step of an
-// average, where dividing here saves a pass over the buffer. Cloned per instruction set: the
-// wider vectors halve the time of this pass, which is on the ring's critical path.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void accumulate(
-    std::span<float> into, std::span<const float> received, float scale) {
-  float* __restrict out = into.data();
-  const float* __restrict in = received.data();
-  const size_t n = into.size();
-  if (scale == 1.0f) {
-    for (size_t i = 0; i < n; ++i) out[i] += in[i];
-  } else {
-    for (size_t i = 0; i < n; ++i) out[i] = (out[i] + in[i]) * scale;
-  }
-}
-
-}  // namespace
 
 void ring_allreduce(RingLinks& links, uint64_t op_id, std::span<float> data, ReduceOp op,
                     size_t max_chunk_floats, std::span<float> scratch) {

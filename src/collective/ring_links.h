@@ -1,6 +1,8 @@
 // The only view of the network that the collective algorithms get (DESIGN.md §6): this rank's
-// place in a ring, a queue of messages to the right neighbour and blocking receives from the left.
-// collective/tcp_ring.h implements it over comm/; tests implement it in memory.
+// place in a ring, a queue of messages to each neighbour and blocking receives from each. The ring
+// algorithms send right and receive left; halving-doubling on four ranks exchanges with either
+// neighbour (collective/halving_doubling.h). collective/tcp_ring.h implements it over comm/; tests
+// implement it in memory.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,10 @@ struct ChunkTag {
 
 std::string to_string(const ChunkTag& tag);  // "op 3 step 1 chunk 0"
 
+enum class Side { kLeft, kRight };
+
+inline Side opposite(Side side) { return side == Side::kLeft ? Side::kRight : Side::kLeft; }
+
 class RingLinks {
  public:
   virtual ~RingLinks() = default;
@@ -27,16 +33,19 @@ class RingLinks {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // Queues `data` for the right neighbour and returns at once; messages leave in the order queued.
-  // `data` must stay valid and unchanged until the right neighbour has received it, which a rank
-  // knows either causally (a message from its left that depends on it) or from wait_sent().
+  // Queues `data` for the neighbour on side `to` and returns at once; messages to one side leave
+  // in the order queued. `data` must stay valid and unchanged until that neighbour has received
+  // it, which a rank knows either causally (a message that depends on it) or from wait_sent().
   // REQUIRES: size() > 1.
-  virtual void send_right(std::span<const float> data, ChunkTag tag) = 0;
+  virtual void send(Side to, std::span<const float> data, ChunkTag tag) = 0;
 
-  // Blocks until the next message from the left neighbour has been written into `into`. Throws
-  // CollectiveError when that message is not `tag` or not into.size() floats long, or when the
-  // ring has failed (a lost or stuck rank, named in the message). REQUIRES: size() > 1.
-  virtual void recv_left(std::span<float> into, ChunkTag tag) = 0;
+  // Blocks until the next message from the neighbour on side `from` has been written into `into`.
+  // Throws CollectiveError when that message is not `tag` or not into.size() floats long, or when
+  // the ring has failed (a lost or stuck rank, named in the message). REQUIRES: size() > 1.
+  virtual void recv(Side from, std::span<float> into, ChunkTag tag) = 0;
+
+  void send_right(std::span<const float> data, ChunkTag tag) { send(Side::kRight, data, tag); }
+  void recv_left(std::span<float> into, ChunkTag tag) { recv(Side::kLeft, into, tag); }
 
   // Blocks until every queued message has been handed to the transport; throws as recv_left if
   // the ring failed.

@@ -1,18 +1,20 @@
 // The messages between neighbours of a collective ring: frame types (comm/frame_format.h; the ps
-// protocol has 16-30) and their meta blocks. Each connection carries data one way, left to right.
+// protocol has 16-30) and their meta blocks. Each connection carries frames both ways: the ring
+// algorithms send chunks left to right, halving-doubling exchanges them with either neighbour.
 //
 // clang-format off
-//   from the left rank     meta                                         tensors   answer
+//   from the rank that connected  meta                                  tensors   answer
 //   kRingHello             ring size i32, rank i32, fingerprint u64     -         kRingWelcome or kRingRefused
+//   either way
 //   kRingChunk             op u64, step u32, chunk u32                  the chunk -
 //   kRingAbort             the reason, naming the rank at fault         -         -
 //   kRingKeepalive         -                                            -         -
 // clang-format on
 //
-// kRingRefused's meta is the reason. An abort travels right around the ring, each rank passing it
-// on, because every rank blocked in a collective is waiting on its left neighbour. A rank that is
-// itself waiting sends keepalives to its right, so that only the neighbour of a rank that has
-// really stopped times out, and it names the right one.
+// kRingRefused's meta is the reason. A rank that stops sends an abort to both neighbours, and each
+// rank passes it on to its other neighbour, because every rank blocked in a collective is waiting
+// on a neighbour. A rank that is itself waiting sends keepalives to both neighbours, so that only
+// the neighbours of a rank that has really stopped time out, and they name the right one.
 #pragma once
 
 #include <cstdint>

@@ -39,13 +39,18 @@ TcpRing::TcpRing(TcpRingOptions options) : options_(std::move(options)) {
 }
 
 TcpRing::~TcpRing() {
-  // Leaving with frames still queued means leaving in the middle of a collective: the ranks to
-  // the right must hear it now rather than after their timeout. A frame half on the wire cannot
-  // be finished (its memory may be gone by now), so then closing the link is the message.
-  if (!failure_ && head_ < queue_.size() && !head_started_) {
-    failure_ = std::make_exception_ptr(CollectiveError(
-        fmt::format("{} stopped in the middle of a collective", rank_name(rank()))));
-    send_abort(fmt::format("{} stopped in the middle of a collective", rank_name(rank())));
+  // Leaving with frames still queued means leaving in the middle of a collective: the neighbours
+  // must hear it now rather than after their timeout. A frame half on the wire cannot be finished
+  // (its memory may be gone by now), so then closing the link is the message.
+  if (!failure_ && size() > 1) {
+    const std::string message =
+        fmt::format("{} stopped in the middle of a collective", rank_name(rank()));
+    for (const Side side : {Side::kLeft, Side::kRight}) {
+      const Link& l = link(side);
+      if (l.idle() || l.head_started) continue;
+      if (!failure_) failure_ = std::make_exception_ptr(CollectiveError(message));
+      send_abort(side, message);
+    }
   }
   {
     std::lock_guard lock(mutex_);
@@ -175,89 +180,76 @@ std::string TcpRing::refusal_for(int ring_size, int peer_rank, uint64_t fingerpr
 
 // ---- moving chunks -----------------------------------------------------------------------------
 
-void TcpRing::send_right(std::span<const float> data, ChunkTag tag) {
+void TcpRing::send(Side to, std::span<const float> data, ChunkTag tag) {
   throw_if_failed();
-  queue_.push_back(Outgoing{data, tag, false});
+  link(to).queue.push_back(Outgoing{data, tag, false});
   // Start at once: the kernel takes what fits while the caller goes on with its next chunk.
-  try {
-    pump_sends();
-  } catch (const CollectiveError&) {
-    throw;
-  } catch (const TransportError& error) {
-    fail(lost_message(right_rank(), error.what()), /*right_broken=*/true);
-  }
+  pump_sends(to);
 }
 
-void TcpRing::recv_left(std::span<float> into, ChunkTag tag) {
+void TcpRing::recv(Side from, std::span<float> into, ChunkTag tag) {
   throw_if_failed();
-  progress(Want::kChunk, into, tag);
+  progress(Want::kChunk, from, into, tag);
 }
 
 void TcpRing::wait_sent() {
   throw_if_failed();
-  progress(Want::kSent, {}, {});
+  progress(Want::kSent, Side::kLeft, {}, {});
 }
 
 std::string TcpRing::lost_message(int peer, std::string_view what) const {
   return fmt::format("lost {}: {} (seen by {})", rank_name(peer), what, rank_name(rank()));
 }
 
-void TcpRing::progress(Want want, std::span<float> into, ChunkTag tag) {
+void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag) {
+  constexpr Side kSides[] = {Side::kLeft, Side::kRight};
   const auto timeout = std::chrono::milliseconds(options_.timeout_ms);
   const auto keepalive_every = timeout / 4;
   const auto spin = std::chrono::microseconds(options_.spin_us);
   const bool reading = want == Want::kChunk;
   auto now = SteadyClock::now();
-  auto last_in = now;         // a byte came from the left (keepalives count)
-  auto last_out = now;        // a byte went right, or nothing was waiting to
-  auto last_progress = now;   // either
-  auto last_keepalive = now;  // sent, or this wait began
+  auto last_in = now;                                // a byte came from `from` (keepalives count)
+  SteadyClock::time_point last_out[2] = {now, now};  // per side: a byte went out, or none waited
+  auto last_progress = now;                          // any of them
+  auto last_keepalive = now;                         // sent, or this wait began
   for (;;) {
-    bool moved_out = false;
+    bool sent[2] = {pump_sends(Side::kLeft), pump_sends(Side::kRight)};
+    bool moved = sent[0] || sent[1];
     bool done = false;
-    bool moved_in = false;
-    try {
-      moved_out = pump_sends();
-    } catch (const CollectiveError&) {
-      throw;
-    } catch (const TransportError& error) {
-      fail(lost_message(right_rank(), error.what()), /*right_broken=*/true);
-    }
     if (reading) {
-      const uint64_t before = left_->bytes_moved();
-      try {
-        done = pump_receive(into, tag);
-      } catch (const CollectiveError&) {
-        throw;
-      } catch (const TransportError& error) {
-        fail(lost_message(left_rank(), error.what()), /*right_broken=*/false);
+      const uint64_t before = connection(from).bytes_moved();
+      done = pump_receive(from, into, tag);
+      if (connection(from).bytes_moved() != before) {
+        moved = true;
+        last_in = SteadyClock::now();
       }
-      moved_in = left_->bytes_moved() != before;
     } else {
-      done = head_ == queue_.size();
+      done = left_link_.idle() && right_link_.idle();
     }
     if (done) return;
 
     now = SteadyClock::now();
-    if (moved_in) last_in = now;
-    if (moved_out || head_ == queue_.size()) last_out = now;
-    if (moved_in || moved_out) {
+    for (const Side side : kSides) {
+      if (sent[static_cast<int>(side)] || link(side).idle()) last_out[static_cast<int>(side)] = now;
+    }
+    if (moved) {
       last_progress = now;
       continue;
     }
     if (reading && now - last_in > timeout) {
-      fail(lost_message(left_rank(),
-                        fmt::format("timed out: no data for {} s", timeout.count() / 1000.0)),
-           /*right_broken=*/false);
+      fail_lost(from, fmt::format("timed out: no data for {} s", timeout.count() / 1000.0));
     }
-    if (now - last_out > timeout) {
-      fail(lost_message(right_rank(), fmt::format("timed out: it accepted no data for {} s",
-                                                  timeout.count() / 1000.0)),
-           /*right_broken=*/true);
+    for (const Side side : kSides) {
+      if (now - last_out[static_cast<int>(side)] > timeout) {
+        fail_lost(side,
+                  fmt::format("timed out: it accepted no data for {} s", timeout.count() / 1000.0));
+      }
     }
-    // Tell the right neighbour we are alive and waiting, so that it does not blame us.
-    if (head_ == queue_.size() && now - last_keepalive > keepalive_every) {
-      queue_.push_back(Outgoing{{}, {}, true});
+    // Tell the neighbours we are alive and waiting, so that they do not blame us.
+    if (now - last_keepalive > keepalive_every) {
+      for (const Side side : kSides) {
+        if (link(side).idle()) link(side).queue.push_back(Outgoing{{}, {}, true});
+      }
       last_keepalive = now;
       continue;
     }
@@ -267,81 +259,123 @@ void TcpRing::progress(Want want, std::span<float> into, ChunkTag tag) {
     }
     auto until = last_keepalive + keepalive_every;
     if (reading) until = std::min(until, last_in + timeout);
-    if (head_ < queue_.size()) until = std::min(until, last_out + timeout);
-    wait_for_io(reading, until);
+    for (const Side side : kSides) {
+      if (!link(side).idle()) until = std::min(until, last_out[static_cast<int>(side)] + timeout);
+    }
+    wait_for_io(reading ? &from : nullptr, until);
   }
 }
 
-bool TcpRing::pump_sends() {
-  const uint64_t before = right_->bytes_moved();
-  while (head_ < queue_.size()) {
-    if (!head_started_) {
-      const Outgoing& item = queue_[head_];
-      send_meta_.clear();
-      if (item.keepalive) {
-        right_->start_send(proto::kRingKeepalive, 0, {}, {});
-      } else {
-        send_meta_.put(item.tag.op).put(item.tag.step).put(item.tag.chunk);
-        const std::span<const float> tensors[] = {item.data};
-        right_->start_send(proto::kRingChunk, 0, send_meta_.bytes(), tensors);
+bool TcpRing::pump_sends(Side side) {
+  Link& l = link(side);
+  if (l.idle()) return false;
+  Connection& to = connection(side);
+  const uint64_t before = to.bytes_moved();
+  try {
+    while (!l.idle()) {
+      if (!l.head_started) {
+        const Outgoing& item = l.queue[l.head];
+        l.send_meta.clear();
+        if (item.keepalive) {
+          to.start_send(proto::kRingKeepalive, 0, {}, {});
+        } else {
+          l.send_meta.put(item.tag.op).put(item.tag.step).put(item.tag.chunk);
+          const std::span<const float> tensors[] = {item.data};
+          to.start_send(proto::kRingChunk, 0, l.send_meta.bytes(), tensors);
+        }
+        l.head_started = true;
       }
-      head_started_ = true;
+      if (!to.continue_send()) break;
+      l.head_started = false;
+      ++l.head;
     }
-    if (!right_->continue_send()) break;
-    head_started_ = false;
-    ++head_;
+  } catch (const CollectiveError&) {
+    throw;
+  } catch (const TransportError& error) {
+    fail_lost(side, error.what());
   }
-  if (head_ == queue_.size()) {
-    queue_.clear();  // keeps its capacity: no allocation once the largest collective has run
-    head_ = 0;
+  if (l.idle()) {
+    l.queue.clear();  // keeps its capacity: no allocation once the largest collective has run
+    l.head = 0;
   }
-  return right_->bytes_moved() != before;
+  return to.bytes_moved() != before;
 }
 
-bool TcpRing::pump_receive(std::span<float> into, ChunkTag tag) {
-  while (!chunk_header_in_) {
-    const std::optional<Connection::Incoming> in = left_->try_receive();
-    if (!in) return false;
-    if (in->type == proto::kRingKeepalive) continue;
-    if (in->type == proto::kRingAbort) {
-      fail(MetaReader(in->meta).rest_as_string(), /*right_broken=*/false);  // names the culprit
+bool TcpRing::read_header(Side side) {
+  Link& l = link(side);
+  Connection& conn = connection(side);
+  try {
+    while (!l.header_in) {
+      const std::optional<Connection::Incoming> in = conn.try_receive();
+      if (!in) return false;
+      if (in->type == proto::kRingKeepalive) continue;
+      if (in->type == proto::kRingAbort) {
+        l.abort_seen = true;
+        fail(MetaReader(in->meta).rest_as_string(), std::nullopt);  // names the culprit
+      }
+      if (in->type != proto::kRingChunk) {
+        fail(fmt::format("{} sent frame type {} in the middle of a collective", conn.peer(),
+                         in->type),
+             std::nullopt);
+      }
+      try {
+        MetaReader reader(in->meta);
+        l.incoming_tag.op = reader.get<uint64_t>();
+        l.incoming_tag.step = reader.get<uint32_t>();
+        l.incoming_tag.chunk = reader.get<uint32_t>();
+      } catch (const ShortMeta&) {
+        fail(fmt::format("{} sent a malformed chunk header", conn.peer()), std::nullopt);
+      }
+      l.incoming_bytes = in->tensor_bytes;
+      l.header_in = true;
     }
-    if (in->type != proto::kRingChunk) {
-      fail(fmt::format("{} sent frame type {} in the middle of a collective", left_->peer(),
-                       in->type),
-           /*right_broken=*/false);
-    }
-    ChunkTag got;
-    try {
-      MetaReader reader(in->meta);
-      got.op = reader.get<uint64_t>();
-      got.step = reader.get<uint32_t>();
-      got.chunk = reader.get<uint32_t>();
-    } catch (const ShortMeta&) {
-      fail(fmt::format("{} sent a malformed chunk header", left_->peer()), false);
-    }
-    incoming_bytes_ = in->tensor_bytes;
-    chunk_header_in_ = true;
-    if (!(got == tag) || in->tensor_bytes != into.size_bytes()) {
-      fail(fmt::format(
-               "{} sent {} ({} bytes) where {} expected {} ({} bytes): the ranks are not running "
-               "the same collectives; check that every worker was started with the same flags",
-               left_->peer(), to_string(got), in->tensor_bytes, rank_name(rank()), to_string(tag),
-               into.size_bytes()),
-           false);
-    }
+  } catch (const CollectiveError&) {
+    throw;
+  } catch (const TransportError& error) {
+    fail_lost(side, error.what());
   }
-  if (!left_->try_receive_tensors(into)) return false;
-  chunk_header_in_ = false;
   return true;
 }
 
-void TcpRing::wait_for_io(bool reading, SteadyClock::time_point until) const {
+bool TcpRing::pump_receive(Side from, std::span<float> into, ChunkTag tag) {
+  if (!read_header(from)) return false;
+  Link& l = link(from);
+  if (!(l.incoming_tag == tag) || l.incoming_bytes != into.size_bytes()) {
+    fail(fmt::format(
+             "{} sent {} ({} bytes) where {} expected {} ({} bytes): the ranks are not running the "
+             "same collectives; check that every worker was started with the same flags",
+             connection(from).peer(), to_string(l.incoming_tag), l.incoming_bytes,
+             rank_name(rank()), to_string(tag), into.size_bytes()),
+         std::nullopt);
+  }
+  try {
+    if (!connection(from).try_receive_tensors(into)) return false;
+  } catch (const TransportError& error) {
+    fail_lost(from, error.what());
+  }
+  l.header_in = false;
+  return true;
+}
+
+void TcpRing::wait_for_io(const Side* reading, SteadyClock::time_point until) {
   const auto left_ms =
       std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now()).count();
   const int timeout_ms = static_cast<int>(std::clamp<int64_t>(left_ms, 1, 1000));
-  TcpStream::wait_either(reading ? &left_->stream() : nullptr,
-                         head_ < queue_.size() ? &right_->stream() : nullptr, timeout_ms);
+  TcpStream::Wait waits[2];
+  size_t count = 0;
+  for (const Side side : {Side::kLeft, Side::kRight}) {
+    // A link holding a chunk for a later step stays readable until that step: watching it would
+    // turn this sleep into a spin.
+    const bool read = (reading != nullptr && *reading == side) || !link(side).header_in;
+    const bool write = !link(side).idle();
+    if (read || write) waits[count++] = {&connection(side).stream(), read, write};
+  }
+  TcpStream::wait_any(std::span(waits, count), timeout_ms);
+  // Frames from a neighbour we are not reading from are keepalives or an abort, or a chunk
+  // arriving early; read their openings now so that an abort is acted on at once.
+  for (const Side side : {Side::kLeft, Side::kRight}) {
+    if (reading == nullptr || *reading != side) read_header(side);
+  }
 }
 
 // ---- failure -----------------------------------------------------------------------------------
@@ -349,72 +383,84 @@ void TcpRing::wait_for_io(bool reading, SteadyClock::time_point until) const {
 void TcpRing::abort(std::string_view reason) {
   if (failure_ || size() == 1) return;
   failure_ = std::make_exception_ptr(CollectiveError(std::string(reason)));
-  send_abort(std::string(reason));
+  for (const Side side : {Side::kLeft, Side::kRight}) send_abort(side, std::string(reason));
 }
 
-void TcpRing::fail(const std::string& message, bool right_broken) {
+void TcpRing::fail_lost(Side side, std::string_view what) {
+  fail(lost_message(rank_on(side), what), side);
+}
+
+void TcpRing::fail(const std::string& message, std::optional<Side> broken) {
   if (!failure_) {
     failure_ = std::make_exception_ptr(CollectiveError(message));
-    if (right_broken) {
-      drain_left();
-    } else {
-      send_abort(message);
+    for (const Side side : {Side::kLeft, Side::kRight}) {
+      if (side != broken) send_abort(side, message);
+    }
+    for (const Side side : {Side::kLeft, Side::kRight}) {
+      if (side != broken) drain(side);
     }
   }
   std::rethrow_exception(failure_);
 }
 
-void TcpRing::send_abort(const std::string& message) {
-  if (!right_) return;
+void TcpRing::send_abort(Side side, const std::string& message) {
+  Link& l = link(side);
+  Connection* to = side == Side::kLeft ? left_ : right_.get();
+  if (to == nullptr) return;
   const auto deadline = SteadyClock::now() + std::chrono::milliseconds(options_.timeout_ms);
   // Only what is already on the wire must be finished: a frame cannot be cut short.
-  queue_.resize(head_started_ ? head_ + 1 : head_);
+  l.queue.resize(l.head_started ? l.head + 1 : l.head);
   MetaWriter meta;
   meta.put_string(message);
   try {
-    while (head_ < queue_.size()) {
-      if (pump_sends()) continue;
+    while (!l.idle()) {
+      const uint64_t before = to->bytes_moved();
+      if (to->continue_send()) {
+        l.head_started = false;
+        ++l.head;
+        continue;
+      }
+      if (to->bytes_moved() != before) continue;
       if (SteadyClock::now() > deadline) return;
-      TcpStream::wait_either(nullptr, &right_->stream(), 100);
+      TcpStream::wait_either(nullptr, &to->stream(), 100);
     }
-    right_->start_send(proto::kRingAbort, 0, meta.bytes(), {});
-    while (!right_->continue_send()) {
+    to->start_send(proto::kRingAbort, 0, meta.bytes(), {});
+    while (!to->continue_send()) {
       if (SteadyClock::now() > deadline) return;
-      TcpStream::wait_either(nullptr, &right_->stream(), 100);
+      TcpStream::wait_either(nullptr, &to->stream(), 100);
     }
   } catch (const TransportError& error) {
-    // The right neighbour is gone as well; the rank beyond it starts the abort from there.
-    spdlog::debug("ring: could not pass the abort on to {}: {}", right_->peer(), error.what());
+    // That neighbour is gone as well; the rank beyond it hears of the failure from its own side.
+    spdlog::debug("ring: could not pass the abort on to {}: {}", to->peer(), error.what());
   }
-  queue_.clear();
-  head_ = 0;
-  head_started_ = false;
+  l.queue.clear();
+  l.head = 0;
+  l.head_started = false;
 }
 
-void TcpRing::drain_left() {
-  queue_.clear();
-  head_ = 0;
-  head_started_ = false;
-  if (left_ == nullptr) return;
+void TcpRing::drain(Side side) {
+  Link& l = link(side);
+  Connection* from = side == Side::kLeft ? left_ : right_.get();
+  if (from == nullptr || l.abort_seen) return;
   const auto deadline = SteadyClock::now() + std::chrono::milliseconds(options_.timeout_ms);
   std::vector<float> sink;
   try {
     for (;;) {
-      const uint64_t before = left_->bytes_moved();
-      if (chunk_header_in_) {
-        sink.resize(incoming_bytes_ / sizeof(float));
-        if (left_->try_receive_tensors(sink)) chunk_header_in_ = false;
-      } else if (const auto in = left_->try_receive()) {
-        if (in->type == proto::kRingAbort) return;  // it has come round: the left one knows
-        incoming_bytes_ = in->tensor_bytes;
-        chunk_header_in_ = in->tensor_bytes > 0;
+      const uint64_t before = from->bytes_moved();
+      if (l.header_in) {
+        sink.resize(l.incoming_bytes / sizeof(float));
+        if (from->try_receive_tensors(sink)) l.header_in = false;
+      } else if (const auto in = from->try_receive()) {
+        if (in->type == proto::kRingAbort) return;  // it has stopped and knows why
+        l.incoming_bytes = in->tensor_bytes;
+        l.header_in = in->tensor_bytes > 0;
       }
-      if (left_->bytes_moved() != before) continue;
+      if (from->bytes_moved() != before) continue;
       if (SteadyClock::now() > deadline) return;
-      TcpStream::wait_either(&left_->stream(), nullptr, 100);
+      TcpStream::wait_either(&from->stream(), nullptr, 100);
     }
   } catch (const TransportError&) {
-    // The left neighbour has gone too (or sent junk): nothing is waiting on us any more.
+    // That neighbour has gone too (or sent junk): nothing is waiting on us there any more.
   }
 }
 

@@ -1,13 +1,16 @@
 // RingLinks over comm/: each rank listens for its left neighbour and connects to its right one.
 // Both ends authenticate with the cluster secret and check that they agree on the ring's size,
-// their ranks and a fingerprint of what they run. The calling thread drives both connections
-// without blocking on either (the progress loop of MPI implementations): while it waits for a chunk
-// from the left, queued chunks flow to the right, with no thread hand-offs on the hot path.
+// their ranks and a fingerprint of what they run. Each connection carries frames both ways (the
+// ring algorithms use it one way, halving-doubling both). The calling thread drives both
+// connections without blocking on either (the progress loop of MPI implementations): while it
+// waits for a chunk from one neighbour, queued chunks flow out, with no thread hand-offs on the
+// hot path.
 //
 // Failure: the first rank to find a neighbour lost (connection closed) or stuck (no byte for
 // timeout_ms, while the ranks that are merely waiting send keepalives) stops with a
-// CollectiveError naming it, and sends an abort with that message to its right; each rank passes
-// it on, so every rank stops with the same message instead of waiting for its own timeout.
+// CollectiveError naming it, and sends an abort with that message to its other neighbour; each
+// rank passes it on, so every rank stops with the same message instead of waiting for its own
+// timeout.
 #pragma once
 
 #include <condition_variable>
@@ -16,6 +19,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,12 +73,12 @@ class TcpRing final : public RingLinks {
 
   int rank() const override { return options_.rank; }
   int size() const override { return options_.size; }
-  void send_right(std::span<const float> data, ChunkTag tag) override;
-  void recv_left(std::span<float> into, ChunkTag tag) override;
+  void send(Side to, std::span<const float> data, ChunkTag tag) override;
+  void recv(Side from, std::span<float> into, ChunkTag tag) override;
   void wait_sent() override;
 
-  // Stops this rank's part in the ring: the ranks to the right are told `reason` (which should
-  // name this rank's failure) and every later call throws. Idempotent; the first reason wins.
+  // Stops this rank's part in the ring: both neighbours are told `reason` (which should name this
+  // rank's failure) and every later call throws. Idempotent; the first reason wins.
   void abort(std::string_view reason);
 
   std::string rank_name(int rank) const;  // "worker3"
@@ -84,6 +88,19 @@ class TcpRing final : public RingLinks {
     std::span<const float> data;
     ChunkTag tag;
     bool keepalive = false;  // a kRingKeepalive rather than a chunk
+  };
+  // One neighbour: the frames queued for it and where its incoming frame stands.
+  struct Link {
+    std::vector<Outgoing> queue;  // queue[head..] not yet wholly sent; reused, never shrunk
+    size_t head = 0;
+    bool head_started = false;  // queue[head] is in start_send / continue_send
+    MetaWriter send_meta;       // the meta of queue[head], alive while it is being sent
+    bool header_in = false;     // a chunk's header has been read, its tensors not yet
+    ChunkTag incoming_tag;      // and this is its tag
+    uint64_t incoming_bytes = 0;
+    bool abort_seen = false;  // this neighbour has stopped and told us why
+
+    bool idle() const { return head == queue.size(); }
   };
   // What a progress loop waits for.
   enum class Want { kChunk, kSent };
@@ -98,42 +115,47 @@ class TcpRing final : public RingLinks {
   std::string refusal_note();
   int left_rank() const;
   int right_rank() const;
+  int rank_on(Side side) const { return side == Side::kLeft ? left_rank() : right_rank(); }
+  Connection& connection(Side side) const { return side == Side::kLeft ? *left_ : *right_; }
+  Link& link(Side side) { return side == Side::kLeft ? left_link_ : right_link_; }
 
-  // The progress loop: moves bytes both ways until `want` holds; throws CollectiveError naming
-  // the neighbour at fault. recv_into is the chunk's destination for kChunk.
-  void progress(Want want, std::span<float> recv_into, ChunkTag tag);
-  // Writes queued frames as far as the socket takes them; returns whether a byte moved.
-  bool pump_sends();
+  // The progress loop: moves bytes both ways on both links until `want` holds; throws
+  // CollectiveError naming the neighbour at fault. For kChunk, the chunk `tag` comes from `from`
+  // into `into`.
+  void progress(Want want, Side from, std::span<float> into, ChunkTag tag);
+  // Writes queued frames to `side` as far as the socket takes them; returns whether a byte moved.
+  // A lost neighbour is a CollectiveError naming it.
+  bool pump_sends(Side side);
   // Reads what has arrived of the expected chunk; returns true once it is all in. Throws the
   // failure a kRingAbort carries, or CollectiveError for a chunk the ranks disagree on.
-  bool pump_receive(std::span<float> into, ChunkTag tag);
-  // Sleeps until a neighbour can move bytes or `until`.
-  void wait_for_io(bool reading, SteadyClock::time_point until) const;
+  bool pump_receive(Side from, std::span<float> into, ChunkTag tag);
+  // Reads the next frame's opening from `side` if one has arrived, handling keepalives and
+  // aborts; returns true once a chunk's header is in (Link::header_in).
+  bool read_header(Side side);
+  // Sleeps until a neighbour can move bytes, or `until`. Watches the link `reading` and every
+  // other link that is not holding a chunk back for later, so that an abort is seen at once.
+  void wait_for_io(const Side* reading, SteadyClock::time_point until);
 
-  // Failure: records `message` (the first one wins), tells the right neighbour unless that link
-  // is what broke, and throws it as a CollectiveError.
-  [[noreturn]] void fail(const std::string& message, bool right_broken);
-  void send_abort(const std::string& message);
-  // After our right link broke, our left neighbour may still be sending to us; read on until the
-  // abort that is on its way round the ring has reached it (bounded by timeout_ms), so it learns
-  // the real culprit rather than finding this rank gone.
-  void drain_left();
+  // Failure: records `message` (the first one wins), tells every neighbour but the one whose link
+  // broke, then reads on until each of them has stopped too, and throws it as a CollectiveError.
+  [[noreturn]] void fail(const std::string& message, std::optional<Side> broken);
+  // "lost worker2: <what> (seen by worker3)", thrown through fail().
+  [[noreturn]] void fail_lost(Side side, std::string_view what);
+  void send_abort(Side side, const std::string& message);
+  // A neighbour may still be sending to us; read on until its own abort arrives (every rank tells
+  // every neighbour), its link closes, or timeout_ms, so that it learns the real culprit rather
+  // than finding this rank gone.
+  void drain(Side side);
   void throw_if_failed() const;
-  // "lost worker2: <what> (seen by worker3)"
   std::string lost_message(int peer, std::string_view what) const;
 
   const TcpRingOptions options_;
   std::unique_ptr<Server> server_;     // accepts the left neighbour; null when size == 1
-  std::unique_ptr<Connection> right_;  // we send on it
-  Connection* left_ = nullptr;         // we receive on it; owned by server_'s handler
-
-  std::vector<Outgoing> queue_;  // queue_[head_..] not yet wholly sent; reused, never shrunk
-  size_t head_ = 0;
-  bool head_started_ = false;     // queue_[head_] is in right_'s start_send / continue_send
-  MetaWriter send_meta_;          // the meta of queue_[head_], alive while it is being sent
-  bool chunk_header_in_ = false;  // the left link is inside a chunk's tensors
-  uint64_t incoming_bytes_ = 0;   // and this is their length
-  std::exception_ptr failure_;    // the first failure, a CollectiveError
+  std::unique_ptr<Connection> right_;  // we connected it
+  Connection* left_ = nullptr;         // it connected to us; owned by server_'s handler
+  Link left_link_;
+  Link right_link_;
+  std::exception_ptr failure_;  // the first failure, a CollectiveError
 
   std::mutex mutex_;  // for forming and closing the ring: left_, closing_, last_refusal_
   std::condition_variable membership_;

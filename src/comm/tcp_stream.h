@@ -68,6 +68,14 @@ class TcpStream {
   // Waits until `reader` has bytes (or an error) to read or `writer` has room, or until timeout_ms
   // has passed (then returns false). Either may be null.
   static bool wait_either(const TcpStream* reader, const TcpStream* writer, int timeout_ms);
+  // What wait_any watches on one stream.
+  struct Wait {
+    const TcpStream* stream = nullptr;
+    bool read = false;   // bytes (or an error) to read
+    bool write = false;  // room to write
+  };
+  // Waits until any of `waits` is ready, or until timeout_ms has passed (then returns false).
+  static bool wait_any(std::span<const Wait> waits, int timeout_ms);
 
   // Shuts both directions down: blocked and later reads and writes return at once (end of stream
   // or an error). The descriptor stays open until the destructor, so a thread still inside a call

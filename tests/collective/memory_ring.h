@@ -1,5 +1,6 @@
 // RingLinks in memory: n ranks in one process, each on its own thread, every message copied into
-// the right neighbour's inbox. Lets the algorithms be tested, and counted, without a network.
+// the receiving neighbour's inbox for that side. Lets the algorithms be tested, and counted,
+// without a network.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -28,10 +29,12 @@ class MemoryRing {
 
   RingLinks& links(int rank) { return *links_[rank]; }
   int size() const { return static_cast<int>(links_.size()); }
-  // How many ranks are blocked in recv_left right now.
+  // How many ranks are blocked in recv right now.
   int waiting() const { return waiting_; }
   // Messages sent so far, over all ranks.
   int messages() const { return messages_; }
+  // Floats sent so far, over all ranks.
+  long floats_sent() const { return floats_sent_; }
 
   // Runs body(rank) on one thread per rank; rethrows the first exception any of them threw.
   void run(const std::function<void(int rank)>& body) {
@@ -65,25 +68,28 @@ class MemoryRing {
     int rank() const override { return rank_; }
     int size() const override { return n_; }
 
-    void send_right(std::span<const float> data, ChunkTag tag) override {
-      Links& right = *ring_.links_[(rank_ + 1) % n_];
+    void send(Side to, std::span<const float> data, ChunkTag tag) override {
+      const int peer = to == Side::kRight ? (rank_ + 1) % n_ : (rank_ + n_ - 1) % n_;
+      Links& receiver = *ring_.links_[peer];
       {
-        std::lock_guard lock(right.mutex_);
-        right.inbox_.push_back(Message{tag, {data.begin(), data.end()}});
+        std::lock_guard lock(receiver.mutex_);
+        receiver.inbox(opposite(to)).push_back(Message{tag, {data.begin(), data.end()}});
       }
       ++ring_.messages_;
-      right.arrived_.notify_all();
+      ring_.floats_sent_ += static_cast<long>(data.size());
+      receiver.arrived_.notify_all();
     }
 
-    void recv_left(std::span<float> into, ChunkTag tag) override {
+    void recv(Side from, std::span<float> into, ChunkTag tag) override {
       std::unique_lock lock(mutex_);
+      std::deque<Message>& box = inbox(from);
       ++ring_.waiting_;
       const bool arrived =
-          arrived_.wait_for(lock, std::chrono::seconds(30), [&] { return !inbox_.empty(); });
+          arrived_.wait_for(lock, std::chrono::seconds(30), [&] { return !box.empty(); });
       --ring_.waiting_;
       if (!arrived) throw CollectiveError("memory ring: nothing arrived for " + to_string(tag));
-      Message message = std::move(inbox_.front());
-      inbox_.pop_front();
+      Message message = std::move(box.front());
+      box.pop_front();
       if (!(message.tag == tag) || message.data.size() != into.size()) {
         throw CollectiveError("memory ring: got " + to_string(message.tag) + " expecting " +
                               to_string(tag));
@@ -94,17 +100,21 @@ class MemoryRing {
     void wait_sent() override {}
 
    private:
+    std::deque<Message>& inbox(Side from) { return from == Side::kLeft ? from_left_ : from_right_; }
+
     MemoryRing& ring_;
     const int rank_;
     const int n_;
     std::mutex mutex_;
     std::condition_variable arrived_;
-    std::deque<Message> inbox_;
+    std::deque<Message> from_left_;
+    std::deque<Message> from_right_;
   };
 
   std::vector<std::unique_ptr<Links>> links_;
   std::atomic<int> waiting_ = 0;
   std::atomic<int> messages_ = 0;
+  std::atomic<long> floats_sent_ = 0;
 };
 
 }  // namespace dtrain::testing

@@ -1,5 +1,5 @@
-// The ring algorithms over in-memory links: results against a double-precision reference for
-// every ring size and awkward length, message counts, broadcast and barrier.
+// The ring and halving-doubling algorithms over in-memory links: results against a double-precision
+// reference for every ring size and awkward length, message counts, broadcast and barrier.
 #include "collective/ring_allreduce.h"
 
 #include <gtest/gtest.h>
@@ -22,12 +22,14 @@ namespace {
 using testing::MemoryRing;
 
 // Runs an all-reduce of rank_values on every rank; returns each rank's result.
-std::vector<std::vector<float>> allreduce_all(MemoryRing& ring, size_t length, ReduceOp op,
-                                              size_t max_chunk_bytes) {
+std::vector<std::vector<float>> allreduce_all(
+    MemoryRing& ring, size_t length, ReduceOp op, size_t max_chunk_bytes,
+    AllreduceAlgorithm algorithm = AllreduceAlgorithm::kRing) {
   std::vector<std::vector<float>> results(ring.size());
   ring.run([&](int rank) {
     results[rank] = testing::rank_values(rank, length);
-    Communicator communicator(ring.links(rank), {.max_chunk_bytes = max_chunk_bytes});
+    Communicator communicator(ring.links(rank),
+                              {.max_chunk_bytes = max_chunk_bytes, .algorithm = algorithm});
     communicator.allreduce(results[rank], op);
   });
   return results;
@@ -80,6 +82,52 @@ TEST(RingAllreduceTest, EachRankSendsTwiceTheBufferTimesNMinusOneOverN) {
   MemoryRing ring(5);
   allreduce_all(ring, 5000, ReduceOp::kSum, 1000 * sizeof(float));
   EXPECT_EQ(ring.messages(), 5 * 2 * 4);  // one 1000-float chunk per segment
+}
+
+TEST(HalvingDoublingTest, SumMatchesDoublePrecisionForEveryLength) {
+  for (size_t length : {size_t{0}, size_t{1}, size_t{3}, size_t{5}, size_t{1000003}}) {
+    MemoryRing ring(4);
+    const auto results = allreduce_all(ring, length, ReduceOp::kSum, 64 * 1024,
+                                       AllreduceAlgorithm::kHalvingDoubling);
+    const auto exact = testing::exact_sum(4, length);
+    const std::string where = "length=" + std::to_string(length);
+    for (int r = 0; r < 4; ++r) {
+      testing::expect_matches_sum(results[r], exact, 4, 1.0, where.c_str());
+      EXPECT_TRUE(bitwise_equal(results[r], results[0])) << where << " rank " << r;
+    }
+  }
+}
+
+TEST(HalvingDoublingTest, AverageDividesByFour) {
+  MemoryRing ring(4);
+  const auto results = allreduce_all(ring, 1001, ReduceOp::kAverage, 64 * 1024,
+                                     AllreduceAlgorithm::kHalvingDoubling);
+  for (int r = 0; r < 4; ++r) {
+    testing::expect_matches_sum(results[r], testing::exact_sum(4, 1001), 4, 0.25, "average");
+    EXPECT_TRUE(bitwise_equal(results[r], results[0]));
+  }
+}
+
+// What it is for: four exchanges per rank where the ring takes six steps, and still only
+// 2(n-1)/n of the buffer sent by each rank.
+TEST(HalvingDoublingTest, FourExchangesOfHalfAQuarterAQuarterAndHalfTheBuffer) {
+  MemoryRing ring(4);
+  allreduce_all(ring, 4000, ReduceOp::kSum, 4000 * sizeof(float),
+                AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(ring.messages(), 4 * 4);
+  EXPECT_EQ(ring.floats_sent(), 4 * (2000 + 1000 + 1000 + 2000));
+}
+
+TEST(HalvingDoublingTest, OneFloatChunksGiveTheSameSum) {
+  MemoryRing ring(4);
+  const auto results =
+      allreduce_all(ring, 37, ReduceOp::kSum, sizeof(float), AllreduceAlgorithm::kHalvingDoubling);
+  for (int r = 0; r < 4; ++r) {
+    testing::expect_matches_sum(results[r], testing::exact_sum(4, 37), 4, 1.0, "1-float chunks");
+  }
+  // The halves are 19 and 18 floats. The two ranks that keep the 19 send 18, then a quarter of
+  // 9 or 10, then the other quarter, then 19: 56. The two that keep the 18 send 19 + 9 + 9 + 18.
+  EXPECT_EQ(ring.floats_sent(), 2 * 56 + 2 * 55);
 }
 
 TEST(RingBroadcastTest, EveryRankEndsWithRankZerosValues) {

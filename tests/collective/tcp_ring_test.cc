@@ -77,29 +77,39 @@ void expect_no_errors(const std::vector<std::string>& errors) {
   for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
-TEST(TcpRingTest, AllreduceMatchesDoublePrecisionForEveryRingSizeAndLength) {
-  for (int n = 1; n <= 6; ++n) {
-    LoopbackRing group(n);
-    ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
-    const std::vector<size_t> lengths = {0, 1, size_t(n - 1), size_t(n + 1), 1000003};
-    std::vector<std::vector<std::vector<float>>> results(lengths.size(),
-                                                         std::vector<std::vector<float>>(n));
-    expect_no_errors(group.run([&](int rank) {
-      Communicator communicator(group.ring(rank));  // one sequence of collectives per rank
-      for (size_t i = 0; i < lengths.size(); ++i) {
-        results[i][rank] = testing::rank_values(rank, lengths[i]);
-        communicator.allreduce(results[i][rank]);
-      }
-    }));
+void expect_allreduce_matches_double_precision(int n, AllreduceAlgorithm algorithm) {
+  LoopbackRing group(n);
+  ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
+  const std::vector<size_t> lengths = {0, 1, size_t(n - 1), size_t(n + 1), 1000003};
+  std::vector<std::vector<std::vector<float>>> results(lengths.size(),
+                                                       std::vector<std::vector<float>>(n));
+  expect_no_errors(group.run([&](int rank) {
+    // One sequence of collectives per rank.
+    Communicator communicator(group.ring(rank), {.algorithm = algorithm});
     for (size_t i = 0; i < lengths.size(); ++i) {
-      const auto exact = testing::exact_sum(n, lengths[i]);
-      const std::string where = "n=" + std::to_string(n) + " length=" + std::to_string(lengths[i]);
-      for (int r = 0; r < n; ++r) {
-        testing::expect_matches_sum(results[i][r], exact, n, 1.0, where.c_str());
-        EXPECT_EQ(results[i][r], results[i][0]) << where << ": rank " << r << " differs";
-      }
+      results[i][rank] = testing::rank_values(rank, lengths[i]);
+      communicator.allreduce(results[i][rank]);
+    }
+  }));
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const auto exact = testing::exact_sum(n, lengths[i]);
+    const std::string where = "n=" + std::to_string(n) + " length=" + std::to_string(lengths[i]);
+    for (int r = 0; r < n; ++r) {
+      testing::expect_matches_sum(results[i][r], exact, n, 1.0, where.c_str());
+      EXPECT_EQ(results[i][r], results[i][0]) << where << ": rank " << r << " differs";
     }
   }
+}
+
+TEST(TcpRingTest, AllreduceMatchesDoublePrecisionForEveryRingSizeAndLength) {
+  for (int n = 1; n <= 6; ++n) {
+    SCOPED_TRACE("ring, n=" + std::to_string(n));
+    expect_allreduce_matches_double_precision(n, AllreduceAlgorithm::kRing);
+  }
+}
+
+TEST(TcpRingTest, HalvingDoublingMatchesDoublePrecisionForEveryLength) {
+  expect_allreduce_matches_double_precision(4, AllreduceAlgorithm::kHalvingDoubling);
 }
 
 TEST(TcpRingTest, BroadcastBarrierAndAllreduceShareTheConnections) {
@@ -120,10 +130,14 @@ TEST(TcpRingTest, BroadcastBarrierAndAllreduceShareTheConnections) {
   }
 }
 
+// The failure tests run under both algorithms of a ring of four: halving-doubling sends both ways
+// on each link, so aborts and keepalives must travel both ways too.
+class TcpRingFailureTest : public ::testing::TestWithParam<AllreduceAlgorithm> {};
+
 // Rank 2 goes away (its sockets close, as when its process is killed) while the others are in an
 // all-reduce: every one of them stops, and every message names worker2, including those of ranks
 // that are not its neighbours and learn it from the abort passed around the ring.
-TEST(TcpRingTest, LostRankStopsEveryOtherRankNamingIt) {
+TEST_P(TcpRingFailureTest, LostRankStopsEveryOtherRankNamingIt) {
   LoopbackRing group(4);
   ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
   const auto errors = group.run([&](int rank) {
@@ -132,7 +146,7 @@ TEST(TcpRingTest, LostRankStopsEveryOtherRankNamingIt) {
       return;
     }
     std::vector<float> data = testing::rank_values(rank, 4'000'000);
-    Communicator(group.ring(rank)).allreduce(data);
+    Communicator(group.ring(rank), {.algorithm = GetParam()}).allreduce(data);
   });
   for (int r : {0, 1, 3}) {
     EXPECT_THAT(errors[r], HasSubstr("lost worker2")) << "rank " << r;
@@ -141,7 +155,7 @@ TEST(TcpRingTest, LostRankStopsEveryOtherRankNamingIt) {
 
 // Rank 2 is connected but never takes part (a hung process): its right neighbour gives up after
 // the timeout, and the abort carries its name to the others.
-TEST(TcpRingTest, StuckRankIsNamedAfterTheTimeout) {
+TEST_P(TcpRingFailureTest, StuckRankIsNamedAfterTheTimeout) {
   LoopbackRing group(4, [](TcpRingOptions& options) { options.timeout_ms = 1'000; });
   ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
   std::latch others_done(3);
@@ -152,7 +166,7 @@ TEST(TcpRingTest, StuckRankIsNamedAfterTheTimeout) {
     }
     try {
       std::vector<float> data = testing::rank_values(rank, 4'000'000);
-      Communicator(group.ring(rank)).allreduce(data);
+      Communicator(group.ring(rank), {.algorithm = GetParam()}).allreduce(data);
     } catch (...) {
       others_done.count_down();
       throw;
@@ -163,6 +177,14 @@ TEST(TcpRingTest, StuckRankIsNamedAfterTheTimeout) {
     EXPECT_THAT(errors[r], HasSubstr("lost worker2: timed out")) << "rank " << r;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, TcpRingFailureTest,
+                         ::testing::Values(AllreduceAlgorithm::kRing,
+                                           AllreduceAlgorithm::kHalvingDoubling),
+                         [](const auto& info) {
+                           return info.param == AllreduceAlgorithm::kRing ? "Ring"
+                                                                          : "HalvingDoubling";
+                         });
 
 TEST(TcpRingTest, RankWithAnotherFingerprintIsRefusedByName) {
   LoopbackRing group(2, [](TcpRingOptions& options) {
