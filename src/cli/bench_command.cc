@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 
 #include <iostream>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +68,7 @@ struct AllreduceBenchFlags {
   AllreduceBenchConfig config;
   std::vector<std::string> sizes;
   std::string chunk_bytes = "512KiB";
+  std::string algorithm = "auto";
   double timeout_s = 60;
   int rank = -1;
   std::vector<uint16_t> ports;
@@ -82,6 +82,10 @@ AllreduceBenchConfig resolve(const AllreduceBenchFlags& flags) {
       config.sizes.push_back(parse_byte_size(size, "--bytes"));
   }
   config.chunk_bytes = parse_byte_size(flags.chunk_bytes, "--chunk_bytes");
+  for (const AllreduceAlgorithm algorithm : {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing,
+                                             AllreduceAlgorithm::kHalvingDoubling}) {
+    if (algorithm_name(algorithm) == flags.algorithm) config.algorithm = algorithm;
+  }
   if (!(flags.timeout_s > 0)) {
     throw UsageError(fmt::format("--collective_timeout {}: must be positive", flags.timeout_s));
   }
@@ -111,15 +115,11 @@ void add_bench_allreduce_command(CLI::App& bench, Action& action) {
                    "Microseconds a waiting rank retries before it sleeps (default: chosen from "
                    "ranks per core)")
       ->capture_default_str();
-  const std::map<std::string, AllreduceAlgorithm> algorithms = {
-      {"auto", AllreduceAlgorithm::kAuto},
-      {"ring", AllreduceAlgorithm::kRing},
-      {"halving_doubling", AllreduceAlgorithm::kHalvingDoubling}};
   allreduce
-      ->add_option("--algorithm", flags->config.algorithm,
+      ->add_option("--algorithm", flags->algorithm,
                    "auto, ring or halving_doubling (four ranks only; others use the ring)")
-      ->transform(CLI::CheckedTransformer(algorithms, CLI::ignore_case))
-      ->default_str("auto");
+      ->check(CLI::IsMember({"auto", "ring", "halving_doubling"}))
+      ->capture_default_str();
   allreduce->add_option("--rank", flags->rank)->group("");
   allreduce->add_option("--ports", flags->ports)->delimiter(',')->group("");
   allreduce->callback([flags, &action] {

@@ -85,5 +85,12 @@ TEST(BadInputTest, TrainingSkipsACorruptNewestCheckpointAndNamesIt) {
   EXPECT_THAT(r.out, HasSubstr("at global step 10"));
 }
 
+TEST(BadInputTest, UnknownAllreduceAlgorithmListsTheKnownOnes) {
+  ProcessResult r = run_dtrain({"bench", "allreduce", "--algorithm", "tree"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;  // a usage error
+  EXPECT_EQ(count_lines_containing(r.err, ""), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--algorithm: tree not in {auto,ring,halving_doubling}"));
+}
+
 }  // namespace
 }  // namespace dtrain::testing
