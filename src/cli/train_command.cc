@@ -59,6 +59,7 @@ struct TrainFlags {
   size_t min_shard_bytes = 64 * 1024;
   int peer_timeout = 600;
   int step_delay_ms = 0;
+  std::vector<int64_t> inject_nonfinite_at;
   // The allreduce strategy.
   size_t fusion_bytes = 0;
   int collective_timeout = 60;
@@ -99,6 +100,13 @@ TrainConfig to_config(const CLI::App& cmd, const TrainFlags& f) {
     if (c.eval_every == 0) c.eval_every = std::max<int64_t>(1, 55000 / c.batch_size / 4);
   }
   c.progress_bar = f.progress && isatty(STDOUT_FILENO);
+  for (const int64_t step : f.inject_nonfinite_at) {
+    if (step < 1) {
+      throw UsageError(fmt::format(
+          "--inject_nonfinite_at {}: steps are counted from 1 (this task's own steps)", step));
+    }
+  }
+  c.nonfinite_gradient_steps = f.inject_nonfinite_at;
   if (f.strategy == "local" && f.towers > 1) {
     throw UsageError(fmt::format("--towers {} needs --strategy towers", f.towers));
   }
@@ -286,6 +294,12 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
   if (is_ps_strategy(flags.strategy) || flags.strategy == "allreduce") {
     return launch_local_cluster(cmd, flags);
   }
+  if (!config.nonfinite_gradient_steps.empty()) {
+    throw UsageError(
+        fmt::format("--inject_nonfinite_at: the {} strategy has nobody to refuse the gradient; use "
+                    "--strategy async, sync or allreduce",
+                    flags.strategy));
+  }
   train_local(config, std::cout);
   return 0;
 }
@@ -393,6 +407,10 @@ void add_training_flags(CLI::App* cmd, TrainFlags* flags) {
   cmd->add_option("--target_accuracy", flags->target_accuracy,
                   "Stop once test accuracy reaches this");
   cmd->add_flag("!--no_progress", flags->progress, "No progress bar even on a terminal");
+  cmd->add_option("--inject_nonfinite_at", flags->inject_nonfinite_at,
+                  "Fault injection: put a NaN into this task's gradient at these of its own "
+                  "steps (from 1), to watch it be refused")
+      ->delimiter(',');
   add_cluster_flags(cmd, flags);
 }
 

@@ -300,6 +300,9 @@ RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float l
             case PushResult::Outcome::kStale:
               ++outcome.stale;
               break;
+            case PushResult::Outcome::kRejected:
+              ++outcome.rejected;
+              break;
           }
         }
       });
@@ -309,6 +312,7 @@ RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float l
     total.accepted += o.accepted;
     total.duplicates += o.duplicates;
     total.stale += o.stale;
+    total.rejected += o.rejected;
   }
   return total;
 }
@@ -342,11 +346,13 @@ proto::DoneReply PsClient::worker_done(bool finished) {
         const auto applied = r.get<int64_t>();
         const auto stale = r.get<int64_t>();
         const auto duplicates = r.get<int64_t>();
+        const auto rejected = r.get<int64_t>();
         std::lock_guard lock(mutex_);
         if (lane.ps == 0) total.step = step;
         total.applied += applied;
         total.stale_dropped += stale;
         total.duplicates += duplicates;
+        total.rejected += rejected;
       });
   return total;
 }

@@ -32,6 +32,7 @@ struct PsClientOptions {
 // What the pushes of one round did, over every shard.
 struct RoundOutcome {
   int applied = 0, accepted = 0, duplicates = 0, stale = 0;
+  int rejected = 0;  // gradients with a NaN or an infinity, dropped by the ps
 };
 
 // Not thread-safe: one training loop drives it.

@@ -12,6 +12,7 @@
 //   kPush                            PushMeta                            gradient        kPushReply
 //   kPullState (chief, checkpoints)  -                                   -               kState per shard held
 //   kWorkerDone                      worker i32, finished u8             -               kDoneReply
+//     (kDoneReply: step i64, applied i64, stale i64, duplicates i64, rejected i64)
 // clang-format on
 //
 // Any request may instead be answered by kError, whose meta is the message: the worker reports it
@@ -104,6 +105,7 @@ struct DoneReply {
   int64_t applied = 0;
   int64_t stale_dropped = 0;
   int64_t duplicates = 0;
+  int64_t rejected = 0;  // gradients with a NaN or an infinity
 };
 
 }  // namespace dtrain::ps_protocol

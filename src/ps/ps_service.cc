@@ -64,14 +64,16 @@ void PsService::print_summary(std::ostream& out) const {
     total.applied += c.applied;
     total.stale_dropped += c.stale_dropped;
     total.duplicates += c.duplicates;
+    total.rejected += c.rejected;
   }
   const int64_t step = store_->shards().empty() ? 0 : store_->counters(store_->shards()[0]).step;
   const ServerStats s = server_->stats();
   fmt::print(out,
              "ps{}: done at global step {}: {} shard updates applied, {} stale gradients dropped, "
-             "{} duplicate pushes; {} connections ({} rejected, {} failed)\n",
-             options_.ps, step, total.applied, total.stale_dropped, total.duplicates, s.accepted,
-             s.rejected, s.failed);
+             "{} duplicate pushes, {} non-finite gradients rejected; {} connections ({} rejected, "
+             "{} failed)\n",
+             options_.ps, step, total.applied, total.stale_dropped, total.duplicates,
+             total.rejected, s.accepted, s.rejected, s.failed);
   out << std::flush;
 }
 
@@ -226,6 +228,12 @@ void PsService::push(Connection& connection, const Connection::Incoming& in, Scr
       options_.sync.sync_replicas
           ? store_->push_sync(m.shard, m.worker, m.sequence, m.computed_at_step, grad, m.lr)
           : store_->push_async(m.shard, m.worker, m.sequence, grad, m.lr);
+  if (result.outcome == PushResult::Outcome::kRejected) {
+    spdlog::warn(
+        "ps{}: rejected worker {}'s gradient for shard {} at step {}: it holds a NaN or "
+        "an infinity (the values are unchanged)",
+        options_.ps, m.worker, m.shard, result.step);
+  }
   int64_t step = result.step;
   const bool counted = result.outcome == PushResult::Outcome::kAccepted ||
                        result.outcome == PushResult::Outcome::kDuplicate;
@@ -276,10 +284,15 @@ void PsService::worker_done(Connection& connection, const Connection::Incoming& 
     reply.applied += c.applied;
     reply.stale_dropped += c.stale_dropped;
     reply.duplicates += c.duplicates;
+    reply.rejected += c.rejected;
   }
   if (!store_->shards().empty()) reply.step = store_->counters(store_->shards()[0]).step;
   scratch.meta.clear();
-  scratch.meta.put(reply.step).put(reply.applied).put(reply.stale_dropped).put(reply.duplicates);
+  scratch.meta.put(reply.step)
+      .put(reply.applied)
+      .put(reply.stale_dropped)
+      .put(reply.duplicates)
+      .put(reply.rejected);
   connection.send(proto::kDoneReply, in.request_id, scratch.meta.bytes(), {});
   {
     std::lock_guard lock(done_mutex_);

@@ -8,6 +8,7 @@
 #include <array>
 
 #include "base/error.h"
+#include "tensor/ops.h"
 
 namespace dtrain {
 namespace {
@@ -89,6 +90,8 @@ std::string_view outcome_name(PushResult::Outcome outcome) {
       return "duplicate";
     case PushResult::Outcome::kStale:
       return "stale";
+    case PushResult::Outcome::kRejected:
+      return "rejected";
   }
   return "unknown";
 }
@@ -257,6 +260,8 @@ PushResult ShardStore::push_async(size_t shard, int worker, uint64_t sequence,
     throw Error(fmt::format("shard {}: an async push to a ps task in sync mode", s.index));
   check_worker(s, worker);
   check_size(s.index, s.size, grad.size(), "a gradient");
+  // Scanned before the lock is taken: the gradient is the caller's.
+  const bool finite = all_finite(grad);
   std::lock_guard lock(s.mutex);
   check_initialized(s.initialized, s.index, ps_);
   uint64_t& next = s.next_sequence[static_cast<size_t>(worker)];
@@ -265,6 +270,10 @@ PushResult ShardStore::push_async(size_t shard, int worker, uint64_t sequence,
     return {PushResult::Outcome::kDuplicate, s.step};
   }
   next = sequence + 1;
+  if (!finite) {
+    ++s.counters.rejected;
+    return {PushResult::Outcome::kRejected, s.step};
+  }
   apply(s, grad, lr);
   return {PushResult::Outcome::kApplied, s.step};
 }
@@ -278,6 +287,7 @@ PushResult ShardStore::push_sync(size_t shard, int worker, uint64_t sequence,
   check_size(s.index, s.size, grad.size(), "a gradient");
   const size_t w = static_cast<size_t>(worker);
   float* sum = accumulator_.data() + s.offset;
+  const bool finite = all_finite(grad);
   std::lock_guard lock(s.mutex);
   check_initialized(s.initialized, s.index, ps_);
   // A retry of anything already answered — counted, stale or duplicate — changes nothing.
@@ -286,6 +296,10 @@ PushResult ShardStore::push_sync(size_t shard, int worker, uint64_t sequence,
     return {PushResult::Outcome::kDuplicate, s.step};
   }
   s.next_sequence[w] = sequence + 1;
+  if (!finite) {
+    ++s.counters.rejected;
+    return {PushResult::Outcome::kRejected, s.step};
+  }
   if (computed_at_step != s.step) {
     ++s.counters.stale_dropped;
     return {PushResult::Outcome::kStale, s.step};

@@ -37,6 +37,7 @@ struct PushResult {
     kAccepted,   // sync: counted towards the current step, which advances when R have arrived
     kDuplicate,  // already handled (a retried sequence), or the worker's second gradient this step
     kStale,      // sync: not computed at the shard's current step: dropped and counted
+    kRejected,   // the gradient holds a NaN or an infinity: dropped and counted, never applied
   };
   Outcome outcome;
   int64_t step;  // the shard's step after this push
@@ -50,6 +51,7 @@ struct ShardCounters {
   int64_t accepted = 0;       // sync: fresh gradients counted towards a step
   int64_t duplicates = 0;     // pushes acknowledged without effect
   int64_t stale_dropped = 0;  // sync: gradients computed at another step
+  int64_t rejected = 0;       // gradients with a NaN or an infinity, dropped
 };
 
 // Shards are named by their index into PartitionMap::shards, the same on every task. Every call
@@ -104,6 +106,10 @@ class ShardStore {
   // REQUIRES: k < slot_suffixes().size(); out.size() == shard_size(shard); initialised.
   void read_slot(size_t shard, size_t k, std::span<float> out) const;
 
+  // Both modes check the gradient first: one holding a NaN or an infinity would poison the values
+  // (and, through Adam's slots, every later step), so it is kRejected and counted instead; its
+  // sequence is spent, so a retry of it is a kDuplicate.
+  //
   // Async: applies grad at learning rate lr at once. Exactly-once: a push whose sequence is not
   // above the last one this worker had handled on this shard is a kDuplicate and changes nothing,
   // so sequences must increase per (worker, shard) — one counter per worker over all shards will
@@ -114,6 +120,7 @@ class ShardStore {
 
   // Sync (SyncReplicasOptimizer, with at most one gradient per worker per step): in order,
   //   a sequence already handled (a retry)                        -> kDuplicate;
+  //   a gradient with a NaN or an infinity                        -> kRejected, not counted;
   //   computed_at_step != the shard's step (a late or backup one) -> kStale, dropped and counted;
   //   a second gradient from this worker in this step             -> kDuplicate;
   //   otherwise counted: the R-th of the step averages the R (sum / R), applies the optimizer

@@ -29,6 +29,8 @@
 #include "optim/lr_schedule.h"
 #include "optim/moving_average.h"
 #include "tensor/blas.h"
+#include "tensor/ops.h"
+#include "train/fault_injection.h"
 #include "train/gradient_computer.h"
 #include "train/model_state.h"
 #include "train/trainer.h"
@@ -284,8 +286,21 @@ class AllreduceWorker {
   float train_step(const Batch& batch) {
     const float lr = schedule_.at(step_);
     const float loss = computer_.compute(params_, batch, grads_);
+    inject_nonfinite_gradient(c_, local_steps_ + 1, grads_);
     for (const std::span<float> bucket : buckets_)
       communicator_->allreduce(bucket, ReduceOp::kAverage);
+    // A NaN or an infinity on any rank reaches every rank's average, and the ranks hold the same
+    // bits, so each one decides alike to skip the update without a word to the others.
+    if (!all_finite(grads_.flat())) {
+      ++skipped_steps_;
+      fmt::print(out_,
+                 "worker={}: skipped the update of step {}: the averaged gradient holds a NaN or "
+                 "an infinity ({} skipped so far); the parameters are unchanged\n",
+                 rank_, step_, skipped_steps_);
+      out_ << std::flush;
+      ++step_;
+      return loss;
+    }
     // The update and the moving average in one pass, a cache-sized chunk at a time: the average
     // reads each chunk of new parameters while it is still in cache (as train_local does).
     const size_t values = params_.flat().size();
@@ -375,8 +390,8 @@ class AllreduceWorker {
                crc_of(std::span<const float>(params_.flat())));
     fmt::print(out_,
                "worker={}: training elapsed time: {:.3f} s ({} steps, {:.1f} examples/sec on this "
-               "worker)\n",
-               rank_, s, steps, s > 0 ? steps * c_.batch_size / s : 0.0);
+               "worker; {} updates skipped for a non-finite gradient)\n",
+               rank_, s, steps, s > 0 ? steps * c_.batch_size / s : 0.0, skipped_steps_);
     if (chief()) {
       fmt::print(out_,
                  "aggregate: {} global steps in {:.3f} s, {:.1f} examples/sec over {} workers\n",
@@ -413,6 +428,7 @@ class AllreduceWorker {
   int64_t total_steps_ = 0;
   int64_t step_ = 0;  // the global step: updates applied, on every rank alike
   int64_t local_steps_ = 0;
+  int64_t skipped_steps_ = 0;  // updates skipped for a non-finite averaged gradient
   float loss_ = 0;
   bool reached_target_ = false;
   Clock::duration train_time_{};

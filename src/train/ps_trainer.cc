@@ -23,6 +23,8 @@
 #include "ps/ps_client.h"
 #include "ps/ps_service.h"
 #include "tensor/blas.h"
+#include "tensor/ops.h"
+#include "train/fault_injection.h"
 #include "train/gradient_computer.h"
 #include "train/model_state.h"
 
@@ -198,8 +200,8 @@ class PsWorker {
       const Batch& batch = batcher_.next();
       const float lr = schedule_.at(client_->global_step());
       loss_ = computer_.compute(params_, batch, grads_);
-      const RoundOutcome outcome = client_->push_pull(grads_, params_, lr);
-      stale_rounds_ += outcome.stale > 0 ? 1 : 0;
+      inject_nonfinite_gradient(c_, local_steps_ + 1, grads_);
+      push_pull_if_finite(lr);
       if (moving_average_) moving_average_->update(params_, client_->global_step());
       const auto elapsed = Clock::now() - start;
       train_time_ += elapsed;
@@ -233,6 +235,26 @@ class PsWorker {
     }
   }
 
+  // A gradient with a NaN or an infinity is held back whole: the ps tasks would reject only the
+  // shards that hold one and apply the rest, a partial update (and, in sync mode, a worker that
+  // counts towards a step on some shards but not on others). The ps tasks reject any that arrives
+  // all the same, from a worker that does not check; both are counted and reported. Sync: the
+  // next gradient is still computed at this step, so it takes this one's place.
+  void push_pull_if_finite(float lr) {
+    if (!all_finite(grads_.flat())) {
+      ++nonfinite_rounds_;
+      fmt::print(out_,
+                 "{}: held back the gradient of local step {} at global step {}: it holds a NaN "
+                 "or an infinity ({} so far); the ps values are unchanged\n",
+                 name(), local_steps_ + 1, client_->global_step(), nonfinite_rounds_);
+      out_ << std::flush;
+      return;
+    }
+    const RoundOutcome outcome = client_->push_pull(grads_, params_, lr);
+    stale_rounds_ += outcome.stale > 0 ? 1 : 0;
+    nonfinite_rounds_ += outcome.rejected > 0 ? 1 : 0;
+  }
+
   void save() {
     client_->pull_state(params_, optimizer_->slots());
     const ModelState state{&params_, optimizer_.get(),
@@ -256,17 +278,18 @@ class PsWorker {
     fmt::print(out_, "worker={}: test accuracy = {:.4f}\n", rank_, accuracy);
     fmt::print(out_,
                "worker={}: training elapsed time: {:.3f} s ({} local steps, {:.1f} "
-               "examples/sec; {} rounds with a stale gradient)\n",
+               "examples/sec; {} rounds with a stale gradient, {} with a non-finite one)\n",
                rank_, s, local_steps_, s > 0 ? local_steps_ * c_.batch_size / s : 0.0,
-               stale_rounds_);
+               stale_rounds_, nonfinite_rounds_);
     if (chief_) {
       const int64_t per_step = sync_.sync_replicas ? sync_.replicas_to_aggregate : 1;
       const int64_t steps = done.step - first_step;
       fmt::print(out_,
                  "aggregate: {} global steps in {:.3f} s, {:.1f} examples/sec over {} workers; "
-                 "ps tasks dropped {} stale gradients and {} duplicate pushes\n",
+                 "ps tasks dropped {} stale gradients and {} duplicate pushes, and rejected {} "
+                 "non-finite gradients\n",
                  steps, s, s > 0 ? steps * per_step * c_.batch_size / s : 0.0, workers_,
-                 done.stale_dropped, done.duplicates);
+                 done.stale_dropped, done.duplicates, done.rejected);
     }
     out_ << std::flush;
     return 0;
@@ -295,6 +318,7 @@ class PsWorker {
   int64_t total_steps_ = 0;
   int64_t local_steps_ = 0;
   int64_t stale_rounds_ = 0;
+  int64_t nonfinite_rounds_ = 0;  // gradients held back, or rejected by a ps
   float loss_ = 0;
   Clock::duration train_time_{};
 };

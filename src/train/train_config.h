@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nn/model_zoo.h"
 #include "optim/optimizer.h"
@@ -40,6 +41,10 @@ struct TrainConfig {
   int64_t eval_every = 0;  // 0: only at the end
   std::optional<double> target_accuracy;
   bool progress_bar = false;  // the CLI sets it when stdout is a terminal
+  // Fault injection (--inject_nonfinite_at): this process's own steps, counted from 1, at which
+  // its gradient gets a NaN before it leaves, so that tests can watch the ps or the all-reduce
+  // step refuse it.
+  std::vector<int64_t> nonfinite_gradient_steps;
 };
 
 // What a run achieved.

@@ -2,6 +2,8 @@
 // worker tasks started one by one) over loopback. Sync training equals local training on the
 // combined batch, backup workers leave a straggler behind, a ps survives hostile connections while
 // training goes on, Ctrl-C stops every task, and bad secrets or cluster flags fail cleanly.
+#include "support/ps_cluster.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -41,96 +43,20 @@
 namespace dtrain {
 namespace {
 
+using testing::all_output;
+using testing::concat;
 using testing::DtrainProcess;
+using testing::HandStartedCluster;
 using ::testing::HasSubstr;
-using testing::ProcessResult;
-using testing::run_dtrain;
-
-constexpr std::string_view kSecret = "ps cluster test secret";
-
-std::string secret_env(std::string_view secret) { return fmt::format("DTRAIN_SECRET={}", secret); }
-
-// The flags every process of these tests shares: a small model on one thread, quiet.
-std::vector<std::string> softmax_flags() {
-  return {"--model",     "softmax", "--threads", "1", "--data_dir", testing::mnist_dir().string(),
-          "--log_every", "0"};
-}
-
-std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-// Everything a process printed, for failure messages and for searching.
-std::string all_output(const ProcessResult& r) {
-  return fmt::format("exit code {}, signal {}\n--- stdout ---\n{}--- stderr ---\n{}", r.exit_code,
-                     r.signal, r.out, r.err);
-}
-
-// A cluster of `ps` ps tasks and `workers` workers on free loopback ports, started by hand with
-// `dtrain task`, so that each task may get flags of its own.
-class HandStartedCluster {
- public:
-  HandStartedCluster(int ps, int workers) : ports_(pick_free_ports(ps + workers)) {
-    auto hosts = [&](int first, int n) {
-      std::string list;
-      for (int i = 0; i < n; ++i)
-        list += fmt::format("{}localhost:{}", i > 0 ? "," : "", ports_[first + i]);
-      return list;
-    };
-    ps_hosts_ = hosts(0, ps);
-    worker_hosts_ = hosts(ps, workers);
-  }
-
-  uint16_t ps_port(int index) const { return ports_[index]; }
-
-  // Starts one task with the given flags; the cluster flags are added here.
-  std::unique_ptr<DtrainProcess> start(const std::string& job, int index,
-                                       const std::vector<std::string>& flags,
-                                       std::string_view secret = kSecret) const {
-    std::vector<std::string> args = {"task",         "--job_name",          job,
-                                     "--task_index", std::to_string(index), "--ps_hosts",
-                                     ps_hosts_,      "--worker_hosts",      worker_hosts_};
-    args = concat(std::move(args), flags);
-    return std::make_unique<DtrainProcess>(
-        args, DtrainProcess::Options{.extra_env = {secret_env(secret)}});
-  }
-
- private:
-  std::vector<uint16_t> ports_;
-  std::string ps_hosts_, worker_hosts_;
-};
-
-// The first match of `pattern` in text, its capture groups as numbers; nullopt if none.
-std::optional<std::vector<int64_t>> numbers_in(const std::string& text,
-                                               const std::string& pattern) {
-  std::smatch match;
-  if (!std::regex_search(text, match, std::regex(pattern))) return std::nullopt;
-  std::vector<int64_t> numbers;
-  for (size_t i = 1; i < match.size(); ++i) numbers.push_back(std::stoll(match[i].str()));
-  return numbers;
-}
-
-// The ps task's closing line: global step, stale gradients dropped, connections rejected (failed
-// the handshake) and failed (closed for an error after it).
-struct PsSummary {
-  int64_t step = -1, stale = -1, rejected = -1, failed = -1;
-};
-std::optional<PsSummary> ps_summary(const std::string& out) {
-  const auto n = numbers_in(
-      out, R"(ps0: done at global step (\d+): \d+ shard updates applied, (\d+) stale gradients )"
-           R"(dropped, \d+ duplicate pushes; \d+ connections \((\d+) rejected, (\d+) failed\))");
-  if (!n) return std::nullopt;
-  return PsSummary{(*n)[0], (*n)[1], (*n)[2], (*n)[3]};
-}
-
-int64_t local_steps_of(int worker, const std::string& out) {
-  const auto n = numbers_in(
-      out, fmt::format(R"(worker={}: training elapsed time: .*\((\d+) local steps)", worker));
-  return n ? (*n)[0] : -1;
-}
-
+using testing::kSecret;
+using testing::local_steps_of;
 using testing::newest_checkpoint;
+using testing::numbers_in;
+using testing::ProcessResult;
+using testing::ps_summary;
+using testing::run_dtrain;
+using testing::secret_env;
+using testing::softmax_flags;
 
 // ---- 1. sync training is local training on the combined batch ----
 

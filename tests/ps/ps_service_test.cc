@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -119,6 +120,37 @@ TEST(PsService, ARestartedWorkerContinuesItsSequenceSoItsPushesAreNotDuplicates)
   EXPECT_EQ(outcome.applied, static_cast<int>(cluster.map.shards.size()));
   EXPECT_EQ(second.global_step(), 4);
   EXPECT_FLOAT_EQ(params.values(0)[0], -0.4f);
+}
+
+TEST(PsService, NonFiniteShardsAreRejectedCountedAndLeaveTheValuesAlone) {
+  Cluster cluster(2, 1, /*sync=*/false);
+  ParamSet params(specs()), grads(specs()), pulled(specs());
+  fill_ramp(params);
+  PsClient client(params, cluster.map, cluster.client(0));
+  client.initialize(params, {}, 0);
+  // An infinity in the first shard and a NaN in the last, each on its own ps task: the rest of
+  // the gradient is finite and applied.
+  fill(grads, 1.0f);
+  const Shard& first = cluster.map.shards.front();
+  const Shard& last = cluster.map.shards.back();
+  ASSERT_NE(first.ps, last.ps);
+  grads.flat()[first.begin] = std::numeric_limits<float>::infinity();
+  grads.flat()[last.end - 1] = std::numeric_limits<float>::quiet_NaN();
+  const RoundOutcome outcome = client.push_pull(grads, pulled, 0.5f);
+  EXPECT_EQ(outcome.rejected, 2);
+  EXPECT_EQ(outcome.applied, static_cast<int>(cluster.map.shards.size()) - 2);
+  for (const Shard* s : {&first, &last}) {
+    for (size_t k = s->begin; k < s->end; ++k)
+      ASSERT_EQ(pulled.flat()[k], params.flat()[k]) << "shard at " << s->begin << ", " << k;
+  }
+  const ps_protocol::DoneReply done = client.worker_done(true);
+  EXPECT_EQ(done.rejected, 2);
+  for (auto& s : cluster.services) s->run();
+  int64_t counted = 0;
+  for (auto& s : cluster.services) {
+    for (size_t shard : s->store().shards()) counted += s->store().counters(shard).rejected;
+  }
+  EXPECT_EQ(counted, 2);
 }
 
 TEST(PsService, SyncRepliesCarryTheAverageOfBothWorkersGradients) {

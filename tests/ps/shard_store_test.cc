@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -58,6 +60,50 @@ TEST(ShardStoreTest, AsyncPushAppliesSgdExactly) {
   const std::vector<float> after = read(store, 0);
   for (size_t i = 0; i < values.size(); ++i) EXPECT_EQ(after[i], values[i] - 0.1f * grad[i]) << i;
   EXPECT_EQ(store.counters(0).applied, 1);
+}
+
+TEST(ShardStoreTest, NonFiniteGradientsAreRejectedCountedAndNeverApplied) {
+  const auto specs = small_specs();
+  // Adam: a NaN that reached its slots would poison every later step too.
+  ShardStore store(specs, one_ps_map(specs), 0, {.name = "adam"}, {.total_num_replicas = 2});
+  initialize_all(store, 1.0f);
+  const std::vector<float> before = read(store, 1);
+  for (const float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+        -std::numeric_limits<float>::infinity()}) {
+    const std::vector<float> grad = {0.5f, bad, 0.5f};
+    const uint64_t sequence = store.next_sequence(1, 0);
+    const PushResult result = store.push_async(1, 0, sequence, grad, 0.1f);
+    EXPECT_EQ(result.outcome, Outcome::kRejected) << bad;
+    EXPECT_EQ(result.step, 0);
+    // Its sequence is spent: a retry is a duplicate, not a second rejection.
+    EXPECT_EQ(store.push_async(1, 0, sequence, grad, 0.1f).outcome, Outcome::kDuplicate);
+  }
+  EXPECT_EQ(read(store, 1), before);
+  std::vector<float> slot(3);
+  store.read_slot(1, 0, slot);
+  EXPECT_EQ(slot, std::vector<float>(3, 0.0f));
+  EXPECT_EQ(store.counters(1).rejected, 3);
+  EXPECT_EQ(store.counters(1).applied, 0);
+  // The next finite gradient applies as usual.
+  EXPECT_EQ(store.push_async(1, 1, 0, std::vector<float>(3, 1.0f), 0.1f).outcome,
+            Outcome::kApplied);
+  for (const float v : read(store, 1)) EXPECT_TRUE(std::isfinite(v));
+}
+
+TEST(ShardStoreTest, SyncNonFiniteGradientDoesNotCountTowardsTheStep) {
+  const auto specs = small_specs();
+  ShardStore store(specs, one_ps_map(specs), 0, {.name = "sgd"}, sync_options(2, 2));
+  initialize_all(store, 1.0f);
+  const std::vector<float> good(3, 1.0f);
+  const std::vector<float> bad = {1.0f, std::numeric_limits<float>::quiet_NaN(), 1.0f};
+  EXPECT_EQ(store.push_sync(1, 0, 0, 0, bad, 0.5f).outcome, Outcome::kRejected);
+  // Worker 0 may still contribute to step 0 with its next batch: the rejected one took no place.
+  EXPECT_EQ(store.push_sync(1, 1, 0, 0, good, 0.5f).outcome, Outcome::kAccepted);
+  EXPECT_EQ(store.push_sync(1, 0, 1, 0, good, 0.5f).outcome, Outcome::kApplied);
+  EXPECT_EQ(read(store, 1), std::vector<float>(3, 0.5f));
+  EXPECT_EQ(store.counters(1).rejected, 1);
+  EXPECT_EQ(store.counters(1).step, 1);
 }
 
 TEST(ShardStoreTest, AsyncDuplicateSequenceIsNotAppliedTwice) {

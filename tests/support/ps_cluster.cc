@@ -1,0 +1,90 @@
+#include "support/ps_cluster.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <regex>
+
+#include "cluster/local_launcher.h"
+
+namespace dtrain::testing {
+
+std::string secret_env(std::string_view secret) { return fmt::format("DTRAIN_SECRET={}", secret); }
+
+std::vector<std::string> softmax_flags() {
+  return {"--model",     "softmax", "--threads", "1", "--data_dir", mnist_dir().string(),
+          "--log_every", "0"};
+}
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::string all_output(const ProcessResult& r) {
+  return fmt::format("exit code {}, signal {}\n--- stdout ---\n{}--- stderr ---\n{}", r.exit_code,
+                     r.signal, r.out, r.err);
+}
+
+HandStartedCluster::HandStartedCluster(int ps, int workers)
+    : ports_(pick_free_ports(ps + workers)) {
+  auto hosts = [&](int first, int n) {
+    std::string list;
+    for (int i = 0; i < n; ++i)
+      list += fmt::format("{}localhost:{}", i > 0 ? "," : "", ports_[first + i]);
+    return list;
+  };
+  ps_hosts_ = hosts(0, ps);
+  worker_hosts_ = hosts(ps, workers);
+}
+
+std::unique_ptr<DtrainProcess> HandStartedCluster::start(const std::string& job, int index,
+                                                         const std::vector<std::string>& flags,
+                                                         std::string_view secret) const {
+  std::vector<std::string> args = {"task",         "--job_name",          job,
+                                   "--task_index", std::to_string(index), "--worker_hosts",
+                                   worker_hosts_};
+  // Without ps tasks the workers form an all-reduce ring.
+  if (!ps_hosts_.empty()) args = concat(std::move(args), {"--ps_hosts", ps_hosts_});
+  args = concat(std::move(args), flags);
+  return std::make_unique<DtrainProcess>(args,
+                                         DtrainProcess::Options{.extra_env = {secret_env(secret)}});
+}
+
+std::optional<std::vector<int64_t>> numbers_in(const std::string& text,
+                                               const std::string& pattern) {
+  std::smatch match;
+  if (!std::regex_search(text, match, std::regex(pattern))) return std::nullopt;
+  std::vector<int64_t> numbers;
+  for (size_t i = 1; i < match.size(); ++i) numbers.push_back(std::stoll(match[i].str()));
+  return numbers;
+}
+
+std::optional<PsSummary> ps_summary(const std::string& out, int ps) {
+  const auto n = numbers_in(
+      out, fmt::format(R"(ps{}: done at global step (\d+): (\d+) shard updates applied, (\d+) )"
+                       R"(stale gradients dropped, \d+ duplicate pushes, (\d+) non-finite )"
+                       R"(gradients rejected; \d+ connections \((\d+) rejected, (\d+) failed\))",
+                       ps));
+  if (!n) return std::nullopt;
+  return PsSummary{(*n)[0], (*n)[1], (*n)[2], (*n)[3], (*n)[4], (*n)[5]};
+}
+
+int64_t local_steps_of(int worker, const std::string& out) {
+  const auto n = numbers_in(
+      out, fmt::format(R"(worker={}: training elapsed time: .*\((\d+) local steps)", worker));
+  return n ? (*n)[0] : -1;
+}
+
+int64_t fault_step(std::string_view what, int64_t first, int64_t last) {
+  const char* env = std::getenv("DTRAIN_FAULT_SEED");
+  const uint64_t seed = env && *env ? std::stoull(env) : 20261123;
+  std::mt19937_64 rng(seed ^ std::hash<std::string_view>{}(what));
+  const int64_t step = std::uniform_int_distribution<int64_t>(first, last)(rng);
+  fmt::print("{}: step {} (DTRAIN_FAULT_SEED={})\n", what, step, seed);
+  return step;
+}
+
+}  // namespace dtrain::testing

@@ -1,0 +1,68 @@
+// Clusters of real dtrain processes for integration tests: tasks started one by
+// one with flags of their own, and readers of the lines the tasks print at the end.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/process.h"
+
+namespace dtrain::testing {
+
+inline constexpr std::string_view kSecret = "ps cluster test secret";
+
+// "DTRAIN_SECRET=<secret>", for a child's environment.
+std::string secret_env(std::string_view secret);
+
+// The flags every process of these tests shares: a small model on one thread, quiet.
+std::vector<std::string> softmax_flags();
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b);
+
+// Everything a process printed, for failure messages and for searching.
+std::string all_output(const ProcessResult& r);
+
+// A cluster of `ps` ps tasks and `workers` workers on free loopback ports, started by hand with
+// `dtrain task`, so that each task may get flags of its own, and be killed and started again on
+// the same address. With no ps tasks, the workers train by all-reduce.
+class HandStartedCluster {
+ public:
+  HandStartedCluster(int ps, int workers);
+
+  uint16_t ps_port(int index) const { return ports_[static_cast<size_t>(index)]; }
+
+  // Starts one task with the given flags; the cluster flags are added here.
+  std::unique_ptr<DtrainProcess> start(const std::string& job, int index,
+                                       const std::vector<std::string>& flags,
+                                       std::string_view secret = kSecret) const;
+
+ private:
+  std::vector<uint16_t> ports_;
+  std::string ps_hosts_, worker_hosts_;
+};
+
+// The first match of `pattern` in text, its capture groups as numbers; nullopt if none.
+std::optional<std::vector<int64_t>> numbers_in(const std::string& text, const std::string& pattern);
+
+// A ps task's closing line: global step, updates applied, stale gradients dropped, non-finite
+// gradients rejected, connections rejected (failed the handshake) and failed (closed for an error
+// after it).
+struct PsSummary {
+  int64_t step = -1, applied = -1, stale = -1, nonfinite = -1, rejected = -1, failed = -1;
+};
+std::optional<PsSummary> ps_summary(const std::string& out, int ps = 0);
+
+// The local steps a ps worker reports at its end; -1 if it did not.
+int64_t local_steps_of(int worker, const std::string& out);
+
+// Where the reliability tests strike: a step in [first, last] drawn for the call site `what` from
+// the seed $DTRAIN_FAULT_SEED (a fixed default, so that runs repeat). Each draw is printed with
+// the seed, so that a failure can be replayed; naming the site keeps one test's draws from
+// shifting when another is added.
+int64_t fault_step(std::string_view what, int64_t first, int64_t last);
+
+}  // namespace dtrain::testing
