@@ -63,6 +63,7 @@ struct TrainFlags {
   // The allreduce strategy.
   size_t fusion_bytes = 0;
   int collective_timeout = 60;
+  int max_restarts = 3;
 };
 
 TrainConfig to_config(const CLI::App& cmd, const TrainFlags& f) {
@@ -218,6 +219,9 @@ int launch_local_cluster(const CLI::App& cmd, const TrainFlags& f) {
   const int ps = allreduce ? 0 : f.ps;
   if (!allreduce && ps < 1) throw UsageError(fmt::format("--ps {}: need at least one ps task", ps));
   if (f.workers < 1) throw UsageError(fmt::format("--workers {}: need at least one", f.workers));
+  if (f.max_restarts < 0) {
+    throw UsageError(fmt::format("--max_restarts {}: must not be negative", f.max_restarts));
+  }
   const std::vector<uint16_t> ports = pick_free_ports(ps + f.workers);
   auto hosts = [&](int first, int n) {
     std::vector<std::string> list;
@@ -229,7 +233,7 @@ int launch_local_cluster(const CLI::App& cmd, const TrainFlags& f) {
   // The user's flags, less those that choose the launch, go to every task.
   std::vector<std::string> common = {"task"};
   for (const std::string& arg :
-       without_options(train_arguments(), {"--strategy", "--ps", "--workers"})) {
+       without_options(train_arguments(), {"--strategy", "--ps", "--workers", "--max_restarts"})) {
     common.push_back(arg);
   }
   if (f.strategy == "sync") common.push_back("--sync_replicas");
@@ -254,6 +258,8 @@ int launch_local_cluster(const CLI::App& cmd, const TrainFlags& f) {
 
   LaunchOptions options;
   options.binary = "/proc/self/exe";
+  options.max_restarts = f.max_restarts;
+  options.restart = allreduce ? RestartPolicy::kGroup : RestartPolicy::kTask;
   options.extra_env.push_back("DTRAIN_SECRET=" + new_cluster_secret());
   if (allreduce) {
     fmt::print("dtrain train: strategy allreduce, {} workers on this machine ({})\n", f.workers,
@@ -313,6 +319,10 @@ void add_cluster_flags(CLI::App* cmd, TrainFlags* flags) {
       ->capture_default_str();
   cmd->add_option("--workers", flags->workers,
                   "Workers the local launcher starts (--strategy async|sync|allreduce)")
+      ->capture_default_str();
+  cmd->add_option("--max_restarts", flags->max_restarts,
+                  "Crashed tasks the local launcher starts again (ps strategies: that task, "
+                  "which reconnects; allreduce: the whole group, from the newest checkpoint)")
       ->capture_default_str();
   cmd->add_option("--ps_hosts", flags->ps_hosts, "Cluster: ps tasks, host:port,host:port");
   cmd->add_option("--worker_hosts", flags->worker_hosts,

@@ -74,6 +74,7 @@ class SignalRelay {
 };
 
 struct Child {
+  size_t task = 0;  // index into the launch's tasks
   std::string name;
   bool prefix_output = true;
   pid_t pid = -1;
@@ -84,7 +85,8 @@ struct Child {
 
 // fork + exec of one task. Everything the child needs is built before fork: between fork and exec
 // only async-signal-safe calls are allowed, and this process has threads.
-Child spawn(const LocalTask& task, const LaunchOptions& options) {
+Child spawn(const std::vector<LocalTask>& tasks, size_t index, const LaunchOptions& options) {
+  const LocalTask& task = tasks[index];
   std::vector<std::string> arg_strings{options.binary.string()};
   arg_strings.insert(arg_strings.end(), task.args.begin(), task.args.end());
   std::vector<char*> argv;
@@ -120,7 +122,7 @@ Child spawn(const LocalTask& task, const LaunchOptions& options) {
   close(fds[1]);
   // Non-blocking, so the relay loop never waits on one quiet child while another talks.
   fcntl(fds[0], F_SETFL, O_NONBLOCK);
-  return Child{task.name, task.prefix_output, pid, fds[0], {}, true};
+  return Child{index, task.name, task.prefix_output, pid, fds[0], {}, true};
 }
 
 void write_lines(Child& child, std::string_view data, std::ostream& out) {
@@ -163,6 +165,23 @@ int exit_code_of(int status) {
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
+// Relays whatever an exited child left in its pipe, so that its last lines come before its
+// successor's first.
+void drain_output(Child& child, std::ostream& out) {
+  while (child.out_fd >= 0) {
+    pollfd fd{child.out_fd, POLLIN, 0};
+    // Bounded: a grandchild that kept the pipe open must not stall the launcher.
+    if (poll(&fd, 1, 1000) <= 0) break;
+    relay_output(child, out);
+  }
+  if (child.out_fd >= 0) {
+    close(child.out_fd);
+    child.out_fd = -1;
+  }
+}
+
+bool crashed(int status) { return WIFSIGNALED(status); }
+
 void signal_running(std::vector<Child>& children, int signal) {
   for (Child& child : children)
     if (child.running) kill(child.pid, signal);
@@ -181,8 +200,15 @@ LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const Launch
     signal_running(children, SIGTERM);
     kill_at = Clock::now() + options.grace;
   };
+  // kGroup: waiting for every task to stop before starting them again; SIGKILL for those that
+  // have not by then.
+  std::optional<Clock::time_point> regroup_kill_at;
+  auto respawn = [&](Child& child) {
+    drain_output(child, out);
+    child = spawn(tasks, child.task, options);
+  };
   try {
-    for (const LocalTask& task : tasks) children.push_back(spawn(task, options));
+    for (size_t i = 0; i < tasks.size(); ++i) children.push_back(spawn(tasks, i, options));
   } catch (const Error&) {
     begin_stop();
     for (Child& child : children) waitpid(child.pid, nullptr, 0);
@@ -209,19 +235,54 @@ LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const Launch
       if (child.out_fd >= 0) relay_output(child, out);
     out << std::flush;
 
+    // Every exit first, then the decision: under all-reduce a crash makes the other ranks fail
+    // a moment later, and those failures, reaped in the same pass, are its consequence.
+    std::vector<std::pair<Child*, int>> exits;
     for (Child& child : children) {
       if (!child.running) continue;
       int status = 0;
       if (waitpid(child.pid, &status, WNOHANG) != child.pid) continue;
       child.running = false;
+      exits.emplace_back(&child, status);
+    }
+    const bool any_crash =
+        std::any_of(exits.begin(), exits.end(), [](const auto& e) { return crashed(e.second); });
+    for (auto& [child, status] : exits) {
       // Exits the launcher caused by stopping the cluster are not failures of their own.
-      if (exit_code_of(status) != 0 && !kill_at) {
-        result.failed.push_back(describe_exit(child.name, status));
+      if (kill_at || regroup_kill_at || exit_code_of(status) == 0) continue;
+      const bool survivable =
+          result.restarts < options.max_restarts &&
+          (crashed(status) || (options.restart == RestartPolicy::kGroup && any_crash));
+      if (!survivable) {
+        result.failed.push_back(describe_exit(child->name, status));
         if (result.exit_code == 0) result.exit_code = exit_code_of(status);
         begin_stop();
+        continue;
+      }
+      if (!crashed(status)) continue;  // a consequence of the crash that restarts the group
+      ++result.restarts;
+      if (options.restart == RestartPolicy::kTask) {
+        fmt::print(out, "[launcher] {}; starting it again (restart {} of {})\n",
+                   describe_exit(child->name, status), result.restarts, options.max_restarts);
+        respawn(*child);
+      } else {
+        fmt::print(out,
+                   "[launcher] {}; stopping every task to start the group again (restart {} of "
+                   "{})\n",
+                   describe_exit(child->name, status), result.restarts, options.max_restarts);
+        regroup_kill_at = Clock::now() + options.grace;
+        signal_running(children, SIGTERM);
       }
     }
-    if (kill_at && Clock::now() >= *kill_at) signal_running(children, SIGKILL);
+    const bool all_stopped =
+        std::none_of(children.begin(), children.end(), [](const Child& c) { return c.running; });
+    if (regroup_kill_at && all_stopped && !kill_at) {
+      regroup_kill_at.reset();
+      for (Child& child : children) respawn(child);
+    }
+    if ((kill_at && Clock::now() >= *kill_at) ||
+        (regroup_kill_at && Clock::now() >= *regroup_kill_at))
+      signal_running(children, SIGKILL);
   }
   return result;
 }

@@ -19,23 +19,35 @@ struct LocalTask {
   bool prefix_output = true;      // false: lines are relayed as they are (a report, a table)
 };
 
+// What the launcher starts again when a task crashes (dies of a signal it did not send: SIGKILL,
+// SIGSEGV, the kernel's OOM killer). A task that exits with a code of its own made a decision and
+// said why; running it again would only repeat it, so that is a failure as before.
+enum class RestartPolicy {
+  kTask,   // the crashed task alone: the ps strategies, whose tasks reconnect and carry on
+  kGroup,  // every task, once all have stopped: all-reduce, where one lost rank fails the ring
+};
+
 struct LaunchOptions {
   std::filesystem::path binary;        // the program each task runs (this dtrain binary)
   std::vector<std::string> extra_env;  // "NAME=value" entries added to every child's environment
   std::chrono::milliseconds grace{10000};  // after a stop, how long children get before SIGKILL
+  int max_restarts = 0;  // crashes survived over the whole launch (tasks or groups restarted)
+  RestartPolicy restart = RestartPolicy::kTask;
 };
 
 struct LaunchResult {
   int exit_code = 0;                // 0 if every task exited 0; else the first failure's code
   std::vector<std::string> failed;  // one line per failed task: "worker1 exited with code 1"
   bool interrupted = false;         // the launcher received SIGINT or SIGTERM
+  int restarts = 0;                 // crashes survived by restarting
 };
 
 // Starts every task, relays their output line by line to out with a "[name] " prefix, and returns
-// once all have exited. If a task fails or the launcher is interrupted, the others get SIGTERM,
-// then SIGKILL after options.grace. Children die with the launcher even if it is killed (the
-// kernel's parent-death signal). Installs SIGINT/SIGTERM handlers for its duration.
-// Thread-safety: one call at a time per process.
+// once all have exited. A crashed task is restarted (options.restart says what else) while
+// options.max_restarts allows, with a "[launcher]" line saying so. If a task fails or the
+// launcher is interrupted, the others get SIGTERM, then SIGKILL after options.grace. Children die
+// with the launcher even if it is killed (the kernel's parent-death signal). Installs
+// SIGINT/SIGTERM handlers for its duration. Thread-safety: one call at a time per process.
 LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const LaunchOptions& options,
                                std::ostream& out);
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -90,7 +91,8 @@ class PsClient::Lane {
       : ps(ps), connection(std::move(connection)) {}
   int ps;
   std::unique_ptr<Connection> connection;
-  proto::MetaWriter meta;  // the sender's
+  bool initialized = false;  // as of the last hello
+  proto::MetaWriter meta;    // the sender's
   JobThread sender, receiver;
 
   // Reads the next reply, which must be of type `expected`; a kError reply becomes an Error with
@@ -109,71 +111,161 @@ class PsClient::Lane {
   }
 };
 
+namespace {
+
+ConnectionOptions connection_options(const PsClientOptions& options, int ps) {
+  ConnectionOptions connection = options.connection;
+  connection.task_name = fmt::format("ps{}", ps);
+  return connection;
+}
+
+}  // namespace
+
 PsClient::PsClient(const ParamSet& layout, const PartitionMap& map, PsClientOptions options)
-    : map_(map), worker_(options.worker), shard_step_(map.shards.size(), 0) {
-  if (options.ps.size() != static_cast<size_t>(map.num_ps())) {
+    : map_(map),
+      options_(std::move(options)),
+      worker_(options_.worker),
+      shard_step_(map.shards.size(), 0) {
+  if (options_.ps.size() != static_cast<size_t>(map.num_ps())) {
     throw Error(fmt::format("the partition map has {} ps tasks but the cluster names {}",
-                            map.num_ps(), options.ps.size()));
+                            map.num_ps(), options_.ps.size()));
   }
-  const uint64_t fingerprint = partition_fingerprint(layout, map);
-  for (size_t p = 0; p < options.ps.size(); ++p) {
-    ConnectionOptions connection = options.connection;
-    connection.task_name = fmt::format("ps{}", p);
-    lanes_.push_back(std::make_unique<Lane>(
-        static_cast<int>(p),
-        connect(options.ps[p].host, options.ps[p].port, options.secret, connection)));
+  fingerprint_ = partition_fingerprint(layout, map);
+  for (size_t p = 0; p < options_.ps.size(); ++p) {
+    const int ps = static_cast<int>(p);
+    lanes_.push_back(
+        std::make_unique<Lane>(ps, connect(options_.ps[p].host, options_.ps[p].port,
+                                           options_.secret, connection_options(options_, ps))));
   }
-  round(
-      [&](Lane& lane) {
-        lane.meta.clear();
-        lane.meta.put(fingerprint).put(static_cast<int32_t>(worker_));
-        lane.connection->send(proto::kHello, ++request_id_, lane.meta.bytes(), {});
-      },
-      [&](Lane& lane) {
-        proto::MetaReader r(lane.expect(proto::kHelloReply).meta);
-        const auto ps = r.get<int32_t>();
-        const bool initialized = r.get<uint8_t>() != 0;
-        const auto next_sequence = r.get<uint64_t>();
-        if (ps != lane.ps) {
-          throw Error(
-              fmt::format("{} says it is ps{}: the ps hosts are listed in another order "
-                          "than that task was started with",
-                          lane.connection->peer(), ps));
-        }
-        std::lock_guard lock(mutex_);
-        initialized_at_hello_ = initialized_at_hello_ && initialized;
-        sequence_ = std::max(sequence_, next_sequence);
-      });
+  round([&](Lane& lane) { send_hello(lane); }, [&](Lane& lane) { receive_hello(lane); });
 }
 
 PsClient::~PsClient() = default;
 
-template <typename Send, typename Receive>
-void PsClient::round(Send&& send, Receive&& receive) {
-  for (auto& lane : lanes_) {
-    Lane* l = lane.get();
-    l->sender.post([&send, l] { send(*l); });
-    l->receiver.post([&receive, l] {
-      try {
-        receive(*l);
-      } catch (const proto::ShortMeta& error) {
-        throw FrameError(fmt::format("bad reply from {}: {}", l->connection->peer(), error.what()));
-      }
-    });
+void PsClient::send_hello(Lane& lane) {
+  lane.meta.clear();
+  lane.meta.put(fingerprint_).put(static_cast<int32_t>(worker_));
+  lane.connection->send(proto::kHello, 0, lane.meta.bytes(), {});
+}
+
+int64_t PsClient::receive_hello(Lane& lane) {
+  proto::MetaReader r(lane.expect(proto::kHelloReply).meta);
+  const auto ps = r.get<int32_t>();
+  const bool initialized = r.get<uint8_t>() != 0;
+  const auto next_sequence = r.get<uint64_t>();
+  const auto step = r.get<int64_t>();
+  if (ps != lane.ps) {
+    throw Error(
+        fmt::format("{} says it is ps{}: the ps hosts are listed in another order "
+                    "than that task was started with",
+                    lane.connection->peer(), ps));
   }
-  std::exception_ptr first;
-  for (auto& lane : lanes_) {
-    for (JobThread* thread : {&lane->sender, &lane->receiver}) {
-      try {
-        thread->wait();
-      } catch (...) {
-        // The lane is unusable now; closing it wakes its other thread.
-        lane->connection->close();
-        if (!first) first = std::current_exception();
+  std::lock_guard lock(mutex_);
+  initialized_at_hello_ = initialized_at_hello_ && initialized;
+  lane.initialized = initialized;
+  sequence_ = std::max(sequence_, next_sequence);
+  return step;
+}
+
+void PsClient::report(const std::string& line) const {
+  if (options_.report) options_.report(line);
+}
+
+void PsClient::reconnect(Lane& lane, const std::string& why) {
+  const HostPort& address = options_.ps[static_cast<size_t>(lane.ps)];
+  report(fmt::format("lost ps{} ({}:{}): {}; reconnecting for up to {} s", lane.ps, address.host,
+                     address.port, why, options_.connection.connect_timeout_ms / 1000));
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(options_.connection.connect_timeout_ms);
+  // connect() retries a refused connection by itself; this loop retries one that was accepted
+  // and then broke: a dying ps's listening socket may accept a connection and then reset it, and
+  // a restarting one may be reached before it is ready.
+  auto backoff = std::chrono::milliseconds(50);
+  int64_t step = 0;
+  for (;;) {
+    try {
+      ConnectionOptions options = connection_options(options_, lane.ps);
+      options.connect_timeout_ms = static_cast<int>(std::max<int64_t>(
+          1,
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
+      lane.connection = connect(address.host, address.port, options_.secret, options);
+      send_hello(lane);
+      step = receive_hello(lane);
+      break;
+    } catch (const TransportError& error) {
+      if (Clock::now() + backoff >= deadline) {
+        throw TransportError(fmt::format(
+            "could not reconnect to ps{} ({}:{}) within {} s: {}", lane.ps, address.host,
+            address.port, options_.connection.connect_timeout_ms / 1000, error.what()));
       }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
     }
   }
-  if (first) std::rethrow_exception(first);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!lane.initialized) {
+    throw Error(fmt::format(
+        "ps{} came back without its variables: it found no checkpoint to restore them from; give "
+        "every task the same --train_dir, and the chief --save_steps or --save_secs",
+        lane.ps));
+  }
+  int64_t before = 0;
+  for (size_t shard : map_.shards_of_ps[static_cast<size_t>(lane.ps)])
+    before = std::max(before, shard_step_[shard]);
+  if (step < before) {
+    report(fmt::format(
+        "ps{} is back after {:.1f} s, restored at global step {}: the {} steps after that "
+        "checkpoint are lost",
+        lane.ps, seconds, step, before - step));
+  } else {
+    report(fmt::format("reconnected to ps{} after {:.1f} s", lane.ps, seconds));
+  }
+}
+
+template <typename Send, typename Receive>
+void PsClient::round(Send&& send, Receive&& receive) {
+  std::vector<Lane*> pending;
+  for (auto& lane : lanes_) pending.push_back(lane.get());
+  while (!pending.empty()) {
+    for (Lane* l : pending) {
+      l->sender.post([&send, l] { send(*l); });
+      l->receiver.post([&receive, l] {
+        try {
+          receive(*l);
+        } catch (const proto::ShortMeta& error) {
+          throw FrameError(
+              fmt::format("bad reply from {}: {}", l->connection->peer(), error.what()));
+        }
+      });
+    }
+    // Lanes whose connection broke are done again after a reconnect; any other error ends the
+    // operation.
+    std::exception_ptr first;
+    std::vector<std::pair<Lane*, std::string>> lost;
+    for (Lane* lane : pending) {
+      std::string why;
+      for (JobThread* thread : {&lane->sender, &lane->receiver}) {
+        try {
+          thread->wait();
+        } catch (const TransportError& error) {
+          // The lane is unusable now; closing it wakes its other thread.
+          lane->connection->close();
+          if (why.empty()) why = error.what();
+        } catch (...) {
+          lane->connection->close();
+          if (!first) first = std::current_exception();
+        }
+      }
+      if (!why.empty()) lost.emplace_back(lane, why);
+    }
+    if (first) std::rethrow_exception(first);
+    pending.clear();
+    for (auto& [lane, why] : lost) {
+      reconnect(*lane, why);
+      pending.push_back(lane);
+    }
+  }
 }
 
 void PsClient::note_reply(const proto::ShardReply& reply) {
@@ -280,6 +372,7 @@ RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float l
       },
       [&](Lane& lane) {
         RoundOutcome& outcome = outcomes[static_cast<size_t>(lane.ps)];
+        outcome = {};  // a retry after a reconnect counts afresh
         for (size_t shard : map_.shards_of_ps[lane.ps]) {
           const Shard& s = map_.shards[shard];
           const auto in = lane.expect(proto::kPushReply);

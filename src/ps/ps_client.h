@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,6 +28,8 @@ struct PsClientOptions {
   // This worker's id, 0..total_num_replicas-1, or -1 for a client that never pushes (a benchmark
   // probe, an evaluator).
   int worker = -1;
+  // Told of each lost ps and of its return, one line each (not one per step); may be empty.
+  std::function<void(const std::string&)> report;
 };
 
 // What the pushes of one round did, over every shard.
@@ -35,6 +38,12 @@ struct RoundOutcome {
   int rejected = 0;  // gradients with a NaN or an infinity, dropped by the ps
 };
 
+// A lost connection to a ps (it died, restarted, or the link broke) does not end the operation:
+// the client reconnects with backoff (connect's retry, up to options.connection.connect_timeout_ms)
+// and sends that ps's part of the operation again. A retried push carries its first sequence
+// number, so a ps that had applied it answers kDuplicate (exactly once); a ps that restarted from
+// a checkpoint applies it afresh, and the steps it lost are reported.
+//
 // Not thread-safe: one training loop drives it.
 class PsClient {
  public:
@@ -81,8 +90,17 @@ class PsClient {
   template <typename Send, typename Receive>
   void round(Send&& send, Receive&& receive);
   void note_reply(const ps_protocol::ShardReply& reply);
+  void send_hello(Lane& lane);
+  // Reads a hello reply; returns the ps's step.
+  int64_t receive_hello(Lane& lane);
+  // A new connection and hello in place of a lost one; throws TransportError once
+  // connect_timeout_ms has passed, Error if the ps came back without its variables.
+  void reconnect(Lane& lane, const std::string& why);
+  void report(const std::string& line) const;
 
   const PartitionMap& map_;
+  const PsClientOptions options_;
+  uint64_t fingerprint_ = 0;
   const int worker_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<int64_t> shard_step_;  // each lane's receiver writes only its own shards' entries
@@ -90,7 +108,6 @@ class PsClient {
   std::mutex mutex_;  // guards what the lanes' receivers sum into: the fields below, and totals
   bool initialized_at_hello_ = true;
   uint64_t sequence_ = 0;
-  uint64_t request_id_ = 0;
 };
 
 }  // namespace dtrain

@@ -6,6 +6,7 @@
 // clang-format off
 //   request                          meta                                tensors         reply
 //   kHello                           fingerprint u64, worker i32         -               kHelloReply
+//     (kHelloReply: ps i32, initialized u8, next_sequence u64, step i64 of its first shard)
 //   kInit (chief)                    shard u32, step i64, slots u32      values, slots   kAck
 //   kWaitReady                       timeout_ms u32                      -               kReady
 //   kPull                            -                                   -               kValues per shard held

@@ -57,6 +57,17 @@ void PsService::run() {
   server_->stop();
 }
 
+void PsService::initialize_from(const ParamSet& params, const std::vector<ParamSet>& slots,
+                                int64_t step) {
+  for (size_t shard : store_->shards()) {
+    const Shard& s = options_.map.shards[shard];
+    std::vector<std::span<const float>> slot_values;
+    for (const ParamSet& slot : slots)
+      slot_values.push_back(slot.flat().subspan(s.begin, s.size()));
+    store_->initialize(shard, params.flat().subspan(s.begin, s.size()), step, slot_values);
+  }
+}
+
 void PsService::print_summary(std::ostream& out) const {
   ShardCounters total;
   for (size_t shard : store_->shards()) {
@@ -145,9 +156,11 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
   }
   proto::MetaWriter& meta = scratch.meta;
   meta.clear();
+  const int64_t step = store_->shards().empty() ? 0 : store_->counters(store_->shards()[0]).step;
   meta.put(static_cast<int32_t>(options_.ps))
       .put(static_cast<uint8_t>(store_->initialized()))
-      .put(next_sequence);
+      .put(next_sequence)
+      .put(step);
   connection.send(proto::kHelloReply, in.request_id, meta.bytes(), {});
 }
 

@@ -43,6 +43,11 @@ class PsService {
   const ShardStore& store() const { return *store_; }
   const ServerStats stats() const { return server_->stats(); }
 
+  // Initialises the shards this task holds from whole-model values and optimizer slots (one
+  // ParamSet per slot, in the store's order), as the chief's kInit would: a restore from a
+  // checkpoint. REQUIRES: before any worker connects; the sets have the model's layout.
+  void initialize_from(const ParamSet& params, const std::vector<ParamSet>& slots, int64_t step);
+
   // Blocks until every training worker (0..total_num_replicas-1) has reported done, then stops
   // the server.
   void run();

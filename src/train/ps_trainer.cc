@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
@@ -58,6 +59,26 @@ PartitionMap partition_for(const ParamSet& layout, const PsClusterConfig& config
                         config.placement, config.min_shard_bytes, config.max_shard_bytes);
 }
 
+// A ps task that finds a checkpoint in --train_dir starts from it: after a crash it comes back
+// with the newest values and optimizer state the chief saved, and the workers, reconnecting,
+// carry on from there (the steps after that checkpoint are lost, and they say how many). On the
+// first start of a run that resumes, the chief finds the ps already initialised from the same
+// checkpoint and leaves it be.
+void restore_shards(const TrainConfig& train, const ParamSet& layout, PsService& service,
+                    std::ostream& out) {
+  if (train.train_dir.empty() || !std::filesystem::is_directory(train.train_dir)) return;
+  const auto model = make_model(train.model);
+  ParamSet params(layout.specs());
+  const auto optimizer = make_optimizer(train.optimizer, layout.specs());
+  const CheckpointManager checkpoints(train.train_dir, train.keep_checkpoints);
+  const std::string name = fmt::format("ps{}", service.store().ps());
+  const auto step = restore_newest(checkpoints, ModelState{&params, optimizer.get(), nullptr},
+                                   model->name(), name, out);
+  if (!step) return;
+  service.initialize_from(params, optimizer->slots(), *step);
+  out << std::flush;
+}
+
 int run_ps(const TrainConfig& train, const PsClusterConfig& config, std::ostream& out) {
   const int ps = config.cluster.task.index;
   const auto model = make_model(train.model);
@@ -72,6 +93,7 @@ int run_ps(const TrainConfig& train, const PsClusterConfig& config, std::ostream
   options.server.secret = config.secret;
   options.sync_wait_ms = config.peer_timeout_ms;
   PsService service(options);
+  restore_shards(train, layout, service, out);
   fmt::print(out, "ps{}: serving {} shards ({:.1f} KiB) of {} on port {}, {} for {} workers{}\n",
              ps, options.map.shards_of_ps[static_cast<size_t>(ps)].size(),
              options.map.bytes_on(ps) / 1024.0, model->name(), service.port(),
@@ -126,6 +148,10 @@ class PsWorker {
     options.secret = config_.secret;
     options.connection.connect_timeout_ms = config_.peer_timeout_ms;
     options.worker = rank_;
+    options.report = [this](const std::string& line) {
+      fmt::print(out_, "{}: {}\n", name(), line);
+      out_ << std::flush;
+    };
     client_.emplace(params_, map_, options);
     if (chief_) {
       initialize_or_restore();

@@ -2,10 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <random>
 #include <regex>
+#include <stdexcept>
 
 #include "cluster/local_launcher.h"
 
@@ -85,6 +89,34 @@ int64_t fault_step(std::string_view what, int64_t first, int64_t last) {
   const int64_t step = std::uniform_int_distribution<int64_t>(first, last)(rng);
   fmt::print("{}: step {} (DTRAIN_FAULT_SEED={})\n", what, step, seed);
   return step;
+}
+
+pid_t child_with_arguments(pid_t parent, const std::vector<std::string>& arguments) {
+  namespace fs = std::filesystem;
+  const fs::path tasks = fmt::format("/proc/{}/task", parent);
+  std::error_code error;
+  for (const auto& task : fs::directory_iterator(tasks, error)) {
+    std::ifstream children(task.path() / "children");
+    for (pid_t pid; children >> pid;) {
+      std::ifstream cmdline(fmt::format("/proc/{}/cmdline", pid));
+      std::vector<std::string> args;
+      for (std::string arg; std::getline(cmdline, arg, '\0');) args.push_back(arg);
+      const bool all = std::all_of(arguments.begin(), arguments.end(), [&](const std::string& a) {
+        return std::find(args.begin(), args.end(), a) != args.end();
+      });
+      if (all) return pid;
+    }
+  }
+  return -1;
+}
+
+std::vector<std::string> with_flag(std::vector<std::string> flags, const std::string& flag,
+                                   const std::string& value) {
+  const auto at = std::find(flags.begin(), flags.end(), flag);
+  if (at == flags.end() || at + 1 == flags.end())
+    throw std::logic_error("with_flag: no " + flag + " to replace");
+  *(at + 1) = value;
+  return flags;
 }
 
 }  // namespace dtrain::testing

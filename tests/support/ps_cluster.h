@@ -2,6 +2,8 @@
 // one with flags of their own, and readers of the lines the tasks print at the end.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -64,5 +66,13 @@ int64_t local_steps_of(int worker, const std::string& out);
 // the seed, so that a failure can be replayed; naming the site keeps one test's draws from
 // shifting when another is added.
 int64_t fault_step(std::string_view what, int64_t first, int64_t last);
+
+// The child of `parent` (a local launcher) whose command line holds every one of `arguments`
+// ("--job_name", "ps"), from /proc; -1 if none.
+pid_t child_with_arguments(pid_t parent, const std::vector<std::string>& arguments);
+
+// `flags` with the value of `flag` replaced (it must be there).
+std::vector<std::string> with_flag(std::vector<std::string> flags, const std::string& flag,
+                                   const std::string& value);
 
 }  // namespace dtrain::testing

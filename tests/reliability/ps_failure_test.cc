@@ -1,0 +1,239 @@
+// Crashes in a parameter-server cluster (issue 5, items 1 to 3): real tasks killed with SIGKILL at
+// seeded random steps. A killed ps comes back from the newest checkpoint and the workers report
+// exactly the steps lost; a killed async worker comes back and carries on from the current
+// parameters; a killed chief comes back without re-initialising the variables; and the local
+// launcher does the restarting by itself.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "support/process.h"
+#include "support/ps_cluster.h"
+#include "support/temp_dir.h"
+
+namespace dtrain {
+namespace {
+
+using testing::all_output;
+using testing::concat;
+using testing::DtrainProcess;
+using testing::fault_step;
+using testing::HandStartedCluster;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::numbers_in;
+using testing::ProcessResult;
+using testing::softmax_flags;
+using testing::with_flag;
+
+// The global step of the last step line before the first line holding `marker`; -1 if none.
+int64_t last_step_before(const std::string& out, const std::string& marker) {
+  const size_t end = out.find(marker);
+  const std::string before = out.substr(0, end);
+  static const std::regex line(R"(global_step=(\d+),)");
+  int64_t step = -1;
+  for (auto it = std::sregex_iterator(before.begin(), before.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    step = std::stoll((*it)[1].str());
+  }
+  return step;
+}
+
+double test_accuracy(int worker, const std::string& out) {
+  const auto n = numbers_in(out, fmt::format(R"(worker={}: test accuracy = 0\.(\d{{4}}))", worker));
+  return n ? static_cast<double>((*n)[0]) / 10000.0 : -1.0;
+}
+
+// ---- 2. a killed ps comes back from the newest checkpoint ----
+
+TEST(Reliability, KilledPsComesBackFromTheNewestCheckpointAndTheLostStepsAreReported) {
+  constexpr int kSteps = 600;
+  testing::TempDir train_dir;
+  HandStartedCluster cluster(1, 2);
+  // Sync, so that every global step is one step line of each worker. Every task gets the same
+  // --train_dir, where the chief saves every 50 steps and a restarted ps looks.
+  const std::vector<std::string> flags = concat(
+      softmax_flags(), {"--sync_replicas", "--train_steps", std::to_string(kSteps), "--train_dir",
+                        train_dir.path().string(), "--save_steps", "50", "--peer_timeout", "60"});
+  const std::vector<std::string> worker_flags = with_flag(flags, "--log_every", "1");
+  auto ps = cluster.start("ps", 0, flags);
+  std::vector<std::unique_ptr<DtrainProcess>> workers;
+  for (int i = 0; i < 2; ++i) workers.push_back(cluster.start("worker", i, worker_flags));
+
+  const int64_t kill_at = fault_step("ps killed at global step", 120, 400);
+  ASSERT_THAT(workers[0]->wait_for_line(fmt::format("global_step={},", kill_at)),
+              HasSubstr("worker=0"));
+  ps->send_signal(SIGKILL);
+  EXPECT_EQ(ps->wait().signal, SIGKILL);
+  // The same command again, on the same port.
+  ps = cluster.start("ps", 0, flags);
+
+  std::vector<ProcessResult> results;
+  for (auto& w : workers) results.push_back(w->wait());
+  const ProcessResult ps_result = ps->wait();
+  for (size_t i = 0; i < results.size(); ++i) {
+    ASSERT_EQ(results[i].exit_code, 0)
+        << "worker " << i << ": " << all_output(results[i]) << "\nps: " << all_output(ps_result);
+  }
+  ASSERT_EQ(ps_result.exit_code, 0) << all_output(ps_result);
+
+  // The ps restored the newest checkpoint, which the chief wrote at or before the kill.
+  const auto restored = numbers_in(
+      ps_result.out, R"(ps0: restored .*model\.ckpt-(\d+)\.safetensors at global step (\d+))");
+  ASSERT_TRUE(restored) << all_output(ps_result);
+  const int64_t checkpoint = (*restored)[1];
+  EXPECT_EQ(checkpoint % 50, 0);
+  EXPECT_LE(checkpoint, kill_at);
+  EXPECT_GT(checkpoint, 0);
+  for (size_t i = 0; i < results.size(); ++i) {
+    const std::string& out = results[i].out;
+    // Once per outage, not once per step.
+    EXPECT_EQ(testing::count_lines_containing(out, "lost ps0"), 1) << all_output(results[i]);
+    // The steps lost are exactly those after the checkpoint: from it to the last step the
+    // worker saw done.
+    const int64_t last = last_step_before(out, "lost ps0");
+    const auto lost = numbers_in(
+        out,
+        R"(ps0 is back after [0-9.]+ s, restored at global step (\d+): the (\d+) steps after)");
+    ASSERT_TRUE(lost) << all_output(results[i]);
+    EXPECT_EQ((*lost)[0], checkpoint);
+    EXPECT_EQ((*lost)[1], last - checkpoint) << "worker " << i;
+    EXPECT_GE(last, kill_at);
+  }
+  // After the restore, each of the remaining steps was applied once on each of softmax's two
+  // shards: the pushes retried over the new connections were not applied twice.
+  const auto summary = testing::ps_summary(ps_result.out);
+  ASSERT_TRUE(summary) << all_output(ps_result);
+  EXPECT_EQ(summary->step, kSteps);
+  EXPECT_EQ(summary->applied, 2 * (kSteps - checkpoint));
+  EXPECT_GT(test_accuracy(0, results[0].out), 0.85) << all_output(results[0]);
+}
+
+// ---- 1. a killed async worker comes back and carries on ----
+
+TEST(Reliability, KilledAsyncWorkerComesBackWithTheCurrentParametersWhileTheOthersGoOn) {
+  constexpr int kSteps = 3000;
+  HandStartedCluster cluster(1, 2);
+  const std::vector<std::string> flags =
+      concat(with_flag(softmax_flags(), "--log_every", "1"),
+             {"--train_steps", std::to_string(kSteps), "--peer_timeout", "60"});
+  // Both workers slowed a little, so that neither finishes the run alone before the other
+  // starts on a loaded machine: the test is about the others going on meanwhile.
+  const std::vector<std::string> slowed = concat(flags, {"--step_delay_ms", "2"});
+  const auto ps = cluster.start("ps", 0, flags);
+  const auto chief = cluster.start("worker", 0, slowed);
+  auto worker = cluster.start("worker", 1, slowed);
+
+  const int64_t kill_at = fault_step("async worker killed at local step", 20, 200);
+  const std::string last_line = worker->wait_for_line(fmt::format("local_step={},", kill_at));
+  ASSERT_THAT(last_line, HasSubstr("worker=1"));
+  worker->send_signal(SIGKILL);
+  EXPECT_EQ(worker->wait().signal, SIGKILL);
+  const int64_t step_at_kill = *numbers_in(last_line, R"(global_step=(\d+))")->begin();
+
+  // The chief goes on alone: 100 more global steps come from it while worker 1 is dead.
+  const int64_t later = step_at_kill + 100;
+  std::string chief_line;
+  for (int64_t s = later; chief_line.empty() && s < later + 5; ++s)
+    chief_line = chief->wait_for_line(fmt::format("global_step={},", s));
+  ASSERT_THAT(chief_line, HasSubstr("worker=0"));
+
+  worker = cluster.start("worker", 1, slowed);
+  const ProcessResult restarted = worker->wait();
+  const ProcessResult chief_result = chief->wait();
+  const ProcessResult ps_result = ps->wait();
+  ASSERT_EQ(restarted.exit_code, 0) << all_output(restarted);
+  ASSERT_EQ(chief_result.exit_code, 0) << all_output(chief_result);
+  ASSERT_EQ(ps_result.exit_code, 0) << all_output(ps_result);
+  // It pulled the current parameters: its first step is past everything done before it came.
+  const auto first_step = numbers_in(restarted.out, R"(global_step=(\d+), local_step=1,)");
+  ASSERT_TRUE(first_step) << all_output(restarted);
+  EXPECT_GT((*first_step)[0], later);
+  EXPECT_GT(testing::local_steps_of(1, restarted.out), 0);
+  // Async: every push applied is a global step, once on each of softmax's two shards. (The
+  // killed worker's last push may have reached one shard and not the other: one update apart.)
+  const auto summary = testing::ps_summary(ps_result.out);
+  ASSERT_TRUE(summary) << all_output(ps_result);
+  EXPECT_GE(summary->step, kSteps);
+  EXPECT_NEAR(summary->applied, 2 * summary->step, 1);
+  EXPECT_GT(test_accuracy(1, restarted.out), 0.85) << all_output(restarted);
+}
+
+// ---- 3. a killed chief comes back without re-initialising ----
+
+TEST(Reliability, KilledChiefComesBackWithoutReinitialisingTheVariables) {
+  constexpr int kSteps = 600;
+  testing::TempDir train_dir;
+  HandStartedCluster cluster(1, 2);
+  const std::vector<std::string> flags =
+      concat(with_flag(softmax_flags(), "--log_every", "1"),
+             {"--sync_replicas", "--train_steps", std::to_string(kSteps), "--train_dir",
+              train_dir.path().string(), "--save_steps", "50", "--peer_timeout", "60"});
+  const auto ps = cluster.start("ps", 0, flags);
+  auto chief = cluster.start("worker", 0, flags);
+  const auto worker = cluster.start("worker", 1, flags);
+
+  const int64_t kill_at = fault_step("chief killed at global step", 50, 400);
+  ASSERT_THAT(chief->wait_for_line(fmt::format("global_step={},", kill_at)), HasSubstr("worker=0"));
+  chief->send_signal(SIGKILL);
+  EXPECT_EQ(chief->wait().signal, SIGKILL);
+  // Worker 1 waits in its step for the chief's gradient meanwhile (sync, R = 2).
+  chief = cluster.start("worker", 0, flags);
+  const ProcessResult chief_result = chief->wait();
+  const ProcessResult worker_result = worker->wait();
+  const ProcessResult ps_result = ps->wait();
+  ASSERT_EQ(chief_result.exit_code, 0) << all_output(chief_result);
+  ASSERT_EQ(worker_result.exit_code, 0) << all_output(worker_result);
+  ASSERT_EQ(ps_result.exit_code, 0) << all_output(ps_result);
+
+  EXPECT_THAT(chief_result.out,
+              HasSubstr("worker0: the ps tasks already hold the variables; not re-initialising"));
+  EXPECT_THAT(chief_result.out, Not(HasSubstr("restored")));
+  // It carried on from where the ps tasks were, not from a checkpoint or from zero.
+  const auto first_step = numbers_in(chief_result.out, R"(global_step=(\d+), local_step=1,)");
+  ASSERT_TRUE(first_step) << all_output(chief_result);
+  EXPECT_GT((*first_step)[0], kill_at);
+  // Nothing was lost: every step applied once on each of the two shards. (A chief killed between
+  // its two shards' frames leaves one shard a step ahead of the other for the rest of the run.)
+  const auto summary = testing::ps_summary(ps_result.out);
+  ASSERT_TRUE(summary) << all_output(ps_result);
+  EXPECT_GE(summary->step, kSteps);
+  EXPECT_LE(summary->step, kSteps + 1);
+  EXPECT_GE(summary->applied, 2 * kSteps);
+  EXPECT_LE(summary->applied, 2 * kSteps + 1);
+  EXPECT_GT(test_accuracy(0, chief_result.out), 0.85) << all_output(chief_result);
+}
+
+// ---- the local launcher restarts crashed tasks by itself ----
+
+TEST(Reliability, LocalLauncherRestartsAKilledPsAndTheRunCompletes) {
+  testing::TempDir train_dir;
+  const std::vector<std::string> flags = concat(
+      with_flag(softmax_flags(), "--log_every", "1"),
+      {"--train_steps", "1500", "--train_dir", train_dir.path().string(), "--save_steps", "50"});
+  DtrainProcess launcher(
+      concat({"train", "--strategy", "sync", "--ps", "1", "--workers", "2", "--max_restarts", "1"},
+             flags));
+  const int64_t kill_at = fault_step("launcher's ps killed at global step", 120, 800);
+  ASSERT_THAT(launcher.wait_for_line(fmt::format("global_step={},", kill_at)),
+              HasSubstr("[worker"));
+  const pid_t ps = testing::child_with_arguments(launcher.pid(), {"--job_name", "ps"});
+  ASSERT_GT(ps, 0);
+  ASSERT_EQ(::kill(ps, SIGKILL), 0);
+  const ProcessResult r = launcher.wait();
+  ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  EXPECT_THAT(r.out, HasSubstr("[launcher] ps0 was killed by signal 9 (Killed); starting it "
+                               "again (restart 1 of 1)"));
+  EXPECT_THAT(r.out, HasSubstr("[ps0] ps0: restored"));
+  EXPECT_EQ(testing::count_lines_containing(r.out, "steps after that checkpoint are lost"), 2)
+      << r.out;
+  EXPECT_THAT(r.out, HasSubstr("ps0: done at global step 1500"));
+}
+
+}  // namespace
+}  // namespace dtrain
