@@ -59,6 +59,8 @@ struct TrainFlags {
   size_t min_shard_bytes = 64 * 1024;
   int peer_timeout = 600;
   int step_delay_ms = 0;
+  int worker_timeout = 60;
+  std::string on_worker_loss = "stop";
   std::vector<int64_t> inject_nonfinite_at;
   // The allreduce strategy.
   size_t fusion_bytes = 0;
@@ -201,6 +203,13 @@ PsClusterConfig ps_config(const TrainFlags& f, ClusterConfig cluster) {
     throw UsageError(fmt::format("--step_delay_ms {}: must not be negative", f.step_delay_ms));
   }
   c.step_delay_ms = f.step_delay_ms;
+  if (f.worker_timeout < 1) {
+    throw UsageError(
+        fmt::format("--worker_timeout {}: must be at least 1 second", f.worker_timeout));
+  }
+  c.worker_timeout_ms = f.worker_timeout * 1000;
+  c.on_worker_loss =
+      f.on_worker_loss == "continue" ? WorkerLossPolicy::kContinue : WorkerLossPolicy::kStop;
   return c;
 }
 
@@ -349,6 +358,15 @@ void add_cluster_flags(CLI::App* cmd, TrainFlags* flags) {
       ->capture_default_str();
   cmd->add_option("--peer_timeout", flags->peer_timeout,
                   "Seconds to wait for a peer: to connect, for the chief, for a sync step")
+      ->capture_default_str();
+  cmd->add_option("--worker_timeout", flags->worker_timeout,
+                  "ps: seconds a lost worker (its connection closed before it was done) has to "
+                  "come back before the ps goes on without it")
+      ->capture_default_str();
+  cmd->add_option("--on_worker_loss", flags->on_worker_loss,
+                  "sync ps, when a lost worker leaves too few for a step: stop (fail, naming it) "
+                  "or continue (fewer gradients per step)")
+      ->check(CLI::IsMember({"stop", "continue"}))
       ->capture_default_str();
   cmd->add_option("--step_delay_ms", flags->step_delay_ms,
                   "Sleep before each step: a deliberate straggler, to try backup workers");

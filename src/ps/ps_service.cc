@@ -7,6 +7,7 @@
 #include <fmt/ostream.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "base/error.h"
@@ -32,6 +33,7 @@ struct PsService::Scratch {
   explicit Scratch(size_t floats) : buffer(floats) {}
   FloatBuffer buffer;
   proto::MetaWriter meta;
+  int worker = -1;  // the training worker that said hello on this connection, if any
 };
 
 PsService::PsService(PsServiceOptions options)
@@ -41,6 +43,7 @@ PsService::PsService(PsServiceOptions options)
                                         options_.optimizer, options_.sync);
   for (size_t shard : store_->shards())
     max_shard_size_ = std::max(max_shard_size_, store_->shard_size(shard));
+  workers_.resize(static_cast<size_t>(options_.sync.total_num_replicas));
   server_ = std::make_unique<Server>(options_.server,
                                      [this](Connection& connection) { serve(connection); });
 }
@@ -48,13 +51,95 @@ PsService::PsService(PsServiceOptions options)
 PsService::~PsService() { server_->stop(); }
 
 void PsService::run() {
-  const size_t workers = static_cast<size_t>(options_.sync.total_num_replicas);
-  std::unique_lock lock(done_mutex_);
-  // Waits for the workers' own reports; there is nothing to time out on here, since a worker that
-  // never reports is a failed task, which the launcher or the cluster manager ends.
-  done_changed_.wait(lock, [&] { return done_workers_.size() >= workers; });
+  std::unique_lock lock(workers_mutex_);
+  while (!all_workers_accounted_for() && !store_->aborted()) {
+    // Woken by every connection, loss and report; the slice bounds how late a worker's timeout
+    // is noticed.
+    workers_changed_.wait_for(lock, std::chrono::milliseconds(500));
+    check_lost_workers();
+  }
+  if (store_->aborted()) {
+    // Each waiting worker is being told why; it closes its connections once it has read it.
+    // Bounded, for a worker that does not.
+    workers_changed_.wait_for(lock, std::chrono::seconds(10), [&] {
+      return std::all_of(workers_.begin(), workers_.end(),
+                         [](const WorkerState& w) { return w.connections == 0; });
+    });
+  }
   lock.unlock();
   server_->stop();
+  if (const auto reason = store_->aborted())
+    throw Error(fmt::format("ps{}: {}", options_.ps, *reason));
+}
+
+int64_t PsService::current_step() const {
+  return store_->shards().empty() ? 0 : store_->counters(store_->shards()[0]).step;
+}
+
+bool PsService::all_workers_accounted_for() const {
+  // Once training is over, a worker that is not connected will not report: nothing to wait for.
+  const bool finished = store_->finished();
+  return std::all_of(workers_.begin(), workers_.end(), [&](const WorkerState& w) {
+    return w.done || w.given_up || (finished && w.connections == 0);
+  });
+}
+
+void PsService::worker_connected(int worker) {
+  std::lock_guard lock(workers_mutex_);
+  WorkerState& w = workers_[static_cast<size_t>(worker)];
+  if (w.lost_since) {
+    spdlog::info("ps{}: worker {} is back", options_.ps, worker);
+    w.lost_since.reset();
+    w.given_up = false;
+  }
+  ++w.connections;
+  workers_changed_.notify_all();
+}
+
+void PsService::worker_disconnected(int worker) {
+  std::lock_guard lock(workers_mutex_);
+  WorkerState& w = workers_[static_cast<size_t>(worker)];
+  if (--w.connections == 0 && !w.done && !store_->finished()) {
+    w.lost_since = std::chrono::steady_clock::now();
+    spdlog::warn("ps{}: lost worker {} at step {}; waiting up to {} s for it to come back",
+                 options_.ps, worker, current_step(), options_.worker_timeout_ms / 1000);
+  }
+  workers_changed_.notify_all();
+}
+
+void PsService::check_lost_workers() {
+  const auto now = std::chrono::steady_clock::now();
+  const int total = static_cast<int>(workers_.size());
+  for (int worker = 0; worker < total; ++worker) {
+    WorkerState& w = workers_[static_cast<size_t>(worker)];
+    if (w.given_up || !w.lost_since ||
+        now - *w.lost_since < std::chrono::milliseconds(options_.worker_timeout_ms)) {
+      continue;
+    }
+    w.given_up = true;
+    const int left = static_cast<int>(std::count_if(
+        workers_.begin(), workers_.end(), [](const WorkerState& s) { return !s.given_up; }));
+    const int needed = store_->replicas_to_aggregate();
+    const int64_t step = current_step();
+    if (!options_.sync.sync_replicas || left >= needed) {
+      spdlog::warn("ps{}: worker {} did not come back within {} s; going on without it",
+                   options_.ps, worker, options_.worker_timeout_ms / 1000);
+    } else if (options_.on_worker_loss == WorkerLossPolicy::kContinue && left > 0) {
+      spdlog::warn(
+          "ps{}: worker {} did not come back within {} s; a step now takes {} gradients instead "
+          "of {} (--on_worker_loss continue), from step {}",
+          options_.ps, worker, options_.worker_timeout_ms / 1000, left, needed, step);
+      store_->lower_replicas(left);
+    } else {
+      const std::string reason = fmt::format(
+          "worker {} was lost at step {} and did not come back within {} s "
+          "(--worker_timeout); a step needs {} gradients and {} workers are left, so training "
+          "stops (--on_worker_loss stop; give --on_worker_loss continue to go on with fewer)",
+          worker, step, options_.worker_timeout_ms / 1000, needed, left);
+      spdlog::error("ps{}: {}", options_.ps, reason);
+      store_->abort(reason);
+    }
+  }
 }
 
 void PsService::initialize_from(const ParamSet& params, const std::vector<ParamSet>& slots,
@@ -77,7 +162,7 @@ void PsService::print_summary(std::ostream& out) const {
     total.duplicates += c.duplicates;
     total.rejected += c.rejected;
   }
-  const int64_t step = store_->shards().empty() ? 0 : store_->counters(store_->shards()[0]).step;
+  const int64_t step = store_->shards().empty() ? 0 : current_step();
   const ServerStats s = server_->stats();
   fmt::print(out,
              "ps{}: done at global step {}: {} shard updates applied, {} stale gradients dropped, "
@@ -90,6 +175,15 @@ void PsService::print_summary(std::ostream& out) const {
 
 void PsService::serve(Connection& connection) {
   Scratch scratch(max_shard_size_ * (1 + store_->slot_suffixes().size()));
+  // The connection ends only by an exception (its peer closed it, or broke the format); either
+  // way a worker that said hello on it is gone from this connection.
+  struct Presence {
+    PsService& service;
+    int& worker;
+    ~Presence() {
+      if (worker >= 0) service.worker_disconnected(worker);
+    }
+  } presence{*this, scratch.worker};
   for (;;) {
     const Connection::Incoming in = connection.receive();
     try {
@@ -149,6 +243,14 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
         "--min_shard_bytes and cluster",
         connection.peer(), fingerprint, fingerprint_));
   }
+  if (worker >= options_.sync.total_num_replicas) {
+    throw Error(fmt::format("{} says it is worker {}; this task expects workers 0..{}",
+                            connection.peer(), worker, options_.sync.total_num_replicas - 1));
+  }
+  if (worker >= 0 && scratch.worker < 0) {
+    scratch.worker = worker;
+    worker_connected(worker);
+  }
   uint64_t next_sequence = 0;
   if (worker >= 0) {
     for (size_t shard : store_->shards())
@@ -156,7 +258,7 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
   }
   proto::MetaWriter& meta = scratch.meta;
   meta.clear();
-  const int64_t step = store_->shards().empty() ? 0 : store_->counters(store_->shards()[0]).step;
+  const int64_t step = store_->shards().empty() ? 0 : current_step();
   meta.put(static_cast<int32_t>(options_.ps))
       .put(static_cast<uint8_t>(store_->initialized()))
       .put(next_sequence)
@@ -228,6 +330,7 @@ void PsService::push(Connection& connection, const Connection::Incoming& in, Scr
   const proto::PushMeta m = proto::read_push(r);
   try {
     held_shard(m.shard);
+    if (const auto reason = store_->aborted()) throw Error(*reason);
   } catch (const Error&) {
     connection.discard_tensors();
     throw;
@@ -255,6 +358,7 @@ void PsService::push(Connection& connection, const Connection::Incoming& in, Scr
     step = store_->wait_step_past(
         m.shard, m.computed_at_step,
         std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.sync_wait_ms));
+    if (const auto reason = store_->aborted()) throw Error(*reason);
     if (step <= m.computed_at_step && !store_->finished()) {
       throw Error(fmt::format(
           "step {} of shard {} did not get its {} gradients within {} s: too few workers are "
@@ -299,7 +403,7 @@ void PsService::worker_done(Connection& connection, const Connection::Incoming& 
     reply.duplicates += c.duplicates;
     reply.rejected += c.rejected;
   }
-  if (!store_->shards().empty()) reply.step = store_->counters(store_->shards()[0]).step;
+  if (!store_->shards().empty()) reply.step = current_step();
   scratch.meta.clear();
   scratch.meta.put(reply.step)
       .put(reply.applied)
@@ -308,10 +412,10 @@ void PsService::worker_done(Connection& connection, const Connection::Incoming& 
       .put(reply.rejected);
   connection.send(proto::kDoneReply, in.request_id, scratch.meta.bytes(), {});
   {
-    std::lock_guard lock(done_mutex_);
-    done_workers_.insert(worker);
+    std::lock_guard lock(workers_mutex_);
+    workers_[static_cast<size_t>(worker)].done = true;
   }
-  done_changed_.notify_all();
+  workers_changed_.notify_all();
 }
 
 }  // namespace dtrain

@@ -3,12 +3,13 @@
 // knows when training is over: run() returns once every training worker has reported done.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <ostream>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,12 @@
 #include "ps/shard_store.h"
 
 namespace dtrain {
+
+// What a sync ps does when a worker it needs is gone for longer than worker_timeout_ms.
+enum class WorkerLossPolicy {
+  kStop,      // fail every waiting worker and exit, naming the lost one (the default)
+  kContinue,  // lower R to the workers left, say so, and go on
+};
 
 struct PsServiceOptions {
   int ps = 0;  // this task's index in the ps job
@@ -29,6 +36,11 @@ struct PsServiceOptions {
   // Sync: how long a worker's push waits for the other R-1 gradients of its step before the ps
   // answers with an error naming the step (a silent hang is never the answer).
   int sync_wait_ms = 600'000;
+  // A worker whose connection closed before it reported done is lost; after this long without it
+  // coming back, the ps stops waiting for it (and, in sync mode with too few workers left for a
+  // step, applies on_worker_loss).
+  int worker_timeout_ms = 60'000;
+  WorkerLossPolicy on_worker_loss = WorkerLossPolicy::kStop;
 };
 
 class PsService {
@@ -48,8 +60,9 @@ class PsService {
   // checkpoint. REQUIRES: before any worker connects; the sets have the model's layout.
   void initialize_from(const ParamSet& params, const std::vector<ParamSet>& slots, int64_t step);
 
-  // Blocks until every training worker (0..total_num_replicas-1) has reported done, then stops
-  // the server.
+  // Blocks until every training worker (0..total_num_replicas-1) has reported done, been given
+  // up as lost, or is gone once training finished; then stops the server. Throws Error naming
+  // the lost worker when the sync policy is kStop and a step can no longer complete.
   void run();
   // Prints what this task did: steps, applied updates, stale and duplicate pushes, connections.
   void print_summary(std::ostream& out) const;
@@ -73,9 +86,24 @@ class PsService {
   std::unique_ptr<ShardStore> store_;
   size_t max_shard_size_ = 0;
 
-  std::mutex done_mutex_;
-  std::condition_variable done_changed_;
-  std::set<int> done_workers_;  // guarded by done_mutex_
+  // Each training worker's state as this task sees it, guarded by workers_mutex_.
+  struct WorkerState {
+    int connections = 0;  // open connections that said hello as this worker
+    bool done = false;
+    bool given_up = false;
+    std::optional<std::chrono::steady_clock::time_point> lost_since;
+  };
+  void worker_connected(int worker);
+  void worker_disconnected(int worker);
+  // REQUIRES: workers_mutex_ held. Gives up on workers lost longer than worker_timeout_ms.
+  void check_lost_workers();
+  bool all_workers_accounted_for() const;
+  // The step of this task's first shard (0 if it holds none): what its messages report.
+  int64_t current_step() const;
+
+  std::mutex workers_mutex_;
+  std::condition_variable workers_changed_;
+  std::vector<WorkerState> workers_;  // guarded by workers_mutex_
 
   std::unique_ptr<Server> server_;  // last: its threads use everything above
 };

@@ -75,6 +75,7 @@ struct ShardStore::LocalShard {
   bool initialized = false;
   int64_t step = 0;
   int accumulated = 0;                    // sync: gradients summed into this step so far
+  float last_lr = 0;                      // sync: the learning rate of the step's last push
   std::vector<uint64_t> next_sequence;    // per worker: the lowest sequence not yet handled
   std::vector<int64_t> contributed_step;  // per worker: the step of its last counted gradient
   ShardCounters counters;                 // counters.step unused: see step
@@ -318,12 +319,45 @@ PushResult ShardStore::push_sync(size_t shard, int worker, uint64_t sequence,
   } else {
     for (size_t i = 0; i < s.size; ++i) sum[i] += grad[i];
   }
+  s.last_lr = lr;
   if (++s.accumulated < replicas_to_aggregate_) return {PushResult::Outcome::kAccepted, s.step};
-  const float replicas = static_cast<float>(replicas_to_aggregate_);
-  for (size_t i = 0; i < s.size; ++i) sum[i] /= replicas;
-  apply(s, {sum, s.size}, lr);
-  s.accumulated = 0;
+  apply_step(s);
   return {PushResult::Outcome::kApplied, s.step};
+}
+
+// REQUIRES: s.mutex is held; s.accumulated > 0.
+void ShardStore::apply_step(LocalShard& s) {
+  float* sum = accumulator_.data() + s.offset;
+  const float replicas = static_cast<float>(s.accumulated);
+  for (size_t i = 0; i < s.size; ++i) sum[i] /= replicas;
+  apply(s, {sum, s.size}, s.last_lr);
+  s.accumulated = 0;
+}
+
+void ShardStore::lower_replicas(int r) {
+  if (r < 1 || r > replicas_to_aggregate_) {
+    throw Error(fmt::format("cannot lower the gradients per step from {} to {}",
+                            replicas_to_aggregate_.load(), r));
+  }
+  replicas_to_aggregate_ = r;
+  for (size_t shard : shards_) {
+    LocalShard& s = local(shard);
+    std::lock_guard lock(s.mutex);
+    if (s.accumulated >= r) apply_step(s);
+  }
+}
+
+void ShardStore::abort(std::string reason) {
+  {
+    std::lock_guard lock(abort_mutex_);
+    if (!abort_reason_) abort_reason_ = std::move(reason);
+  }
+  finish();
+}
+
+std::optional<std::string> ShardStore::aborted() const {
+  std::lock_guard lock(abort_mutex_);
+  return abort_reason_;
 }
 
 int64_t ShardStore::wait_step_past(size_t shard, int64_t step, Deadline deadline) const {

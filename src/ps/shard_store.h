@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -87,6 +88,10 @@ class ShardStore {
   const std::vector<std::string>& slot_suffixes() const { return slot_suffixes_; }
   // R: gradients averaged into each sync step.
   int replicas_to_aggregate() const { return replicas_to_aggregate_; }
+  // Sync, a worker lost for good (--on_worker_loss continue): from now on a step takes r
+  // gradients. A step that already holds r or more is averaged over what it holds and applied at
+  // once, at the learning rate of its last push. REQUIRES: 1 <= r <= replicas_to_aggregate().
+  void lower_replicas(int r);
 
   // The chief's initialisation or restore: sets the shard's values and step, and its slots from
   // `slots` (one span per slot_suffixes() entry) or to zero when `slots` is empty. Discards a
@@ -140,6 +145,10 @@ class ShardStore {
   // a step short of its R gradients will never get them.
   void finish();
   bool finished() const;
+  // Training cannot go on (a sync step will never get its gradients): wakes every wait_step_past
+  // for good, as finish() does; aborted() then says why.
+  void abort(std::string reason);
+  std::optional<std::string> aborted() const;
 
   // The lowest sequence not yet handled from this worker on this shard: where a restarted worker
   // continues its numbering. REQUIRES: 0 <= worker < total_num_replicas.
@@ -152,11 +161,12 @@ class ShardStore {
   LocalShard& local(size_t shard) const;
   void check_worker(const LocalShard& s, int worker) const;
   void apply(LocalShard& s, std::span<const float> grad, float lr);
+  void apply_step(LocalShard& s);
 
   int ps_;
   bool sync_replicas_;
   int total_num_replicas_;
-  int replicas_to_aggregate_;
+  std::atomic<int> replicas_to_aggregate_;
   std::vector<std::string> slot_suffixes_;
   std::vector<size_t> shards_;    // held shards, as indices into the map
   std::vector<size_t> local_of_;  // map index -> index into local_, or kNotHeld
@@ -170,6 +180,8 @@ class ShardStore {
   size_t local_values_ = 0;
 
   std::atomic<bool> finished_ = false;
+  mutable std::mutex abort_mutex_;
+  std::optional<std::string> abort_reason_;  // guarded by abort_mutex_
 
   mutable std::mutex init_mutex_;
   mutable std::condition_variable init_changed_;

@@ -92,6 +92,8 @@ int run_ps(const TrainConfig& train, const PsClusterConfig& config, std::ostream
   options.server.port = config.cluster.cluster.address(config.cluster.task).port;
   options.server.secret = config.secret;
   options.sync_wait_ms = config.peer_timeout_ms;
+  options.worker_timeout_ms = config.worker_timeout_ms;
+  options.on_worker_loss = config.on_worker_loss;
   PsService service(options);
   restore_shards(train, layout, service, out);
   fmt::print(out, "ps{}: serving {} shards ({:.1f} KiB) of {} on port {}, {} for {} workers{}\n",

@@ -10,6 +10,7 @@
 
 #include "cluster/cluster_spec.h"
 #include "ps/partition.h"
+#include "ps/ps_service.h"
 #include "ps/shard_store.h"
 #include "train/train_config.h"
 
@@ -29,6 +30,10 @@ struct PsClusterConfig {
   // Slows this worker by sleeping this long before each step: a straggler, for trying backup
   // workers.
   int step_delay_ms = 0;
+  // How long a ps waits for a lost worker to come back, and what a sync ps does when one does not
+  // and too few are left for a step.
+  int worker_timeout_ms = 60'000;
+  WorkerLossPolicy on_worker_loss = WorkerLossPolicy::kStop;
 };
 
 // Runs the task config.cluster.task names. Returns the process exit code. Throws UsageError for

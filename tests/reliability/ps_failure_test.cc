@@ -164,6 +164,88 @@ TEST(Reliability, KilledAsyncWorkerComesBackWithTheCurrentParametersWhileTheOthe
   EXPECT_GT(test_accuracy(1, restarted.out), 0.85) << all_output(restarted);
 }
 
+// ---- 1. sync: a lost worker, with and without spares ----
+
+// A sync cluster of `workers` workers, R of them per step, where worker `victim` (not the chief) is
+// killed at a
+// seeded random global step; returns once the kill is done. The others and the ps go on.
+struct SyncLoss {
+  SyncLoss(int workers, int replicas, int victim, const std::vector<std::string>& extra)
+      : cluster(1, workers) {
+    flags = concat(with_flag(softmax_flags(), "--log_every", "1"),
+                   concat({"--sync_replicas", "--replicas_to_aggregate", std::to_string(replicas),
+                           "--train_steps", std::to_string(kSteps), "--peer_timeout", "60"},
+                          extra));
+    ps = cluster.start("ps", 0, flags);
+    for (int i = 0; i < workers; ++i) this->workers.push_back(cluster.start("worker", i, flags));
+    kill_at = fault_step(
+        fmt::format("sync worker {} of {} (R={}) killed at global step", victim, workers, replicas),
+        20, 300);
+    // The chief's step lines: every global step is one of them (a backup's may be stale).
+    const std::string line =
+        this->workers[0]->wait_for_line(fmt::format("global_step={},", kill_at));
+    killed = !line.empty();
+    this->workers[static_cast<size_t>(victim)]->send_signal(SIGKILL);
+    this->workers[static_cast<size_t>(victim)]->wait();
+  }
+  static constexpr int kSteps = 600;
+  HandStartedCluster cluster;
+  std::vector<std::string> flags;
+  std::unique_ptr<DtrainProcess> ps;
+  std::vector<std::unique_ptr<DtrainProcess>> workers;
+  int64_t kill_at = 0;
+  bool killed = false;
+};
+
+TEST(Reliability, SyncWithABackupWorkerGoesOnWithoutAKilledOne) {
+  // Three workers, two gradients per step: one spare. The default --worker_timeout (60 s) is far
+  // longer than the rest of the run, which must not wait for it.
+  SyncLoss run(3, 2, 2, {});
+  ASSERT_TRUE(run.killed);
+  for (int i = 0; i < 2; ++i) {
+    const ProcessResult r = run.workers[static_cast<size_t>(i)]->wait();
+    ASSERT_EQ(r.exit_code, 0) << "worker " << i << ": " << all_output(r);
+  }
+  const ProcessResult ps_result = run.ps->wait();
+  ASSERT_EQ(ps_result.exit_code, 0) << all_output(ps_result);
+  EXPECT_THAT(ps_result.out + ps_result.err, HasSubstr("ps0: lost worker 2 at step"));
+  EXPECT_THAT(ps_result.out + ps_result.err, Not(HasSubstr("did not come back")));
+  const auto summary = testing::ps_summary(ps_result.out);
+  ASSERT_TRUE(summary) << all_output(ps_result);
+  EXPECT_EQ(summary->step, SyncLoss::kSteps);
+}
+
+TEST(Reliability, SyncWithoutSparesContinuesWithFewerGradientsWhenTold) {
+  SyncLoss run(2, 2, 1, {"--worker_timeout", "2", "--on_worker_loss", "continue"});
+  ASSERT_TRUE(run.killed);
+  const ProcessResult chief = run.workers[0]->wait();
+  const ProcessResult ps_result = run.ps->wait();
+  ASSERT_EQ(chief.exit_code, 0) << all_output(chief) << all_output(ps_result);
+  ASSERT_EQ(ps_result.exit_code, 0) << all_output(ps_result);
+  EXPECT_THAT(ps_result.out + ps_result.err,
+              HasSubstr("ps0: worker 1 did not come back within 2 s; a step now "
+                        "takes 1 gradients instead of 2 (--on_worker_loss "
+                        "continue)"));
+  const auto summary = testing::ps_summary(ps_result.out);
+  ASSERT_TRUE(summary) << all_output(ps_result);
+  EXPECT_EQ(summary->step, SyncLoss::kSteps);
+  EXPECT_GT(test_accuracy(0, chief.out), 0.85) << all_output(chief);
+}
+
+TEST(Reliability, SyncWithoutSparesStopsWithAnErrorNamingTheLostWorkerByDefault) {
+  SyncLoss run(2, 2, 1, {"--worker_timeout", "2"});
+  ASSERT_TRUE(run.killed);
+  const ProcessResult chief = run.workers[0]->wait();
+  const ProcessResult ps_result = run.ps->wait();
+  // Never a silent hang: both end, with the one reason.
+  EXPECT_EQ(ps_result.exit_code, 1) << all_output(ps_result);
+  EXPECT_EQ(chief.exit_code, 1) << all_output(chief);
+  for (const ProcessResult* r : {&chief, &ps_result}) {
+    EXPECT_THAT(r->err, HasSubstr("ps0: worker 1 was lost at step"));
+    EXPECT_THAT(r->err, HasSubstr("--on_worker_loss stop"));
+  }
+}
+
 // ---- 3. a killed chief comes back without re-initialising ----
 
 TEST(Reliability, KilledChiefComesBackWithoutReinitialisingTheVariables) {

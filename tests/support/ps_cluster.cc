@@ -101,10 +101,8 @@ pid_t child_with_arguments(pid_t parent, const std::vector<std::string>& argumen
       std::ifstream cmdline(fmt::format("/proc/{}/cmdline", pid));
       std::vector<std::string> args;
       for (std::string arg; std::getline(cmdline, arg, '\0');) args.push_back(arg);
-      const bool all = std::all_of(arguments.begin(), arguments.end(), [&](const std::string& a) {
-        return std::find(args.begin(), args.end(), a) != args.end();
-      });
-      if (all) return pid;
+      if (std::search(args.begin(), args.end(), arguments.begin(), arguments.end()) != args.end())
+        return pid;
     }
   }
   return -1;

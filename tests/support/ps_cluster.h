@@ -67,7 +67,7 @@ int64_t local_steps_of(int worker, const std::string& out);
 // shifting when another is added.
 int64_t fault_step(std::string_view what, int64_t first, int64_t last);
 
-// The child of `parent` (a local launcher) whose command line holds every one of `arguments`
+// The child of `parent` (a local launcher) whose command line holds `arguments` in a row
 // ("--job_name", "ps"), from /proc; -1 if none.
 pid_t child_with_arguments(pid_t parent, const std::vector<std::string>& arguments);
 
