@@ -354,6 +354,14 @@ void PsClient::pull(ParamSet& params) {
 
 RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float lr) {
   const uint64_t sequence = sequence_++;
+  // Sync: every shard's gradient says it was computed at the global step, the lowest of the
+  // shards' steps. Normally they are all equal. A worker killed between two shards' frames leaves
+  // its step applied on some shards and not on others; a shard a step ahead then drops these
+  // gradients as stale while the ones behind complete their step, and the shards are level
+  // again. Were each shard's own step used, a ps connection waiting for a step on the shard
+  // ahead (it answers each push before it reads the next) would keep another worker's push for
+  // a shard behind from being read: a deadlock.
+  const int64_t computed_at = global_step();
   std::vector<RoundOutcome> outcomes(lanes_.size());
   round(
       [&](Lane& lane) {
@@ -363,7 +371,7 @@ RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float l
           proto::write(lane.meta, proto::PushMeta{.shard = static_cast<uint32_t>(shard),
                                                   .worker = worker_,
                                                   .sequence = sequence,
-                                                  .computed_at_step = shard_step_[shard],
+                                                  .computed_at_step = computed_at,
                                                   .lr = lr,
                                                   .want_values = 1});
           const std::span<const float> tensors[] = {grads.flat().subspan(s.begin, s.size())};

@@ -68,7 +68,8 @@ class PsClient {
   void pull(ParamSet& params);
   // Pushes every shard's slice of grads at learning rate lr, and receives each shard's values
   // after the push into params. Sync: each gradient carries the step of the values it was
-  // computed from (the last pull or push_pull), and the reply waits for the step's R gradients.
+  // computed from: the global step of the last pull or push_pull (see push_pull), and the reply
+  // waits for the step's R gradients.
   RoundOutcome push_pull(const GradSet& grads, ParamSet& params, float lr);
   // Values and optimizer slots, for the chief's checkpoints.
   void pull_state(ParamSet& params, std::vector<ParamSet>& slots);

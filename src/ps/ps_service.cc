@@ -77,10 +77,11 @@ int64_t PsService::current_step() const {
 }
 
 bool PsService::all_workers_accounted_for() const {
-  // Once training is over, a worker that is not connected will not report: nothing to wait for.
+  // Once training is over, a worker that was lost will not report: nothing to wait for. One
+  // never seen may still be starting, and is waited for, as its own report ends it quickly.
   const bool finished = store_->finished();
   return std::all_of(workers_.begin(), workers_.end(), [&](const WorkerState& w) {
-    return w.done || w.given_up || (finished && w.connections == 0);
+    return w.done || w.given_up || (finished && w.lost_since.has_value());
   });
 }
 
@@ -99,7 +100,7 @@ void PsService::worker_connected(int worker) {
 void PsService::worker_disconnected(int worker) {
   std::lock_guard lock(workers_mutex_);
   WorkerState& w = workers_[static_cast<size_t>(worker)];
-  if (--w.connections == 0 && !w.done && !store_->finished()) {
+  if (--w.connections == 0 && !w.done) {
     w.lost_since = std::chrono::steady_clock::now();
     spdlog::warn("ps{}: lost worker {} at step {}; waiting up to {} s for it to come back",
                  options_.ps, worker, current_step(), options_.worker_timeout_ms / 1000);

@@ -61,7 +61,7 @@ class PsService {
   void initialize_from(const ParamSet& params, const std::vector<ParamSet>& slots, int64_t step);
 
   // Blocks until every training worker (0..total_num_replicas-1) has reported done, been given
-  // up as lost, or is gone once training finished; then stops the server. Throws Error naming
+  // up as lost, or was lost and training has finished; then stops the server. Throws Error naming
   // the lost worker when the sync policy is kStop and a step can no longer complete.
   void run();
   // Prints what this task did: steps, applied updates, stale and duplicate pushes, connections.

@@ -108,6 +108,9 @@ TEST(PsCluster, BackupWorkersLeaveTheStragglerBehindAndItsGradientsAreDroppedAsS
   straggler_flags[std::find(flags.begin(), flags.end(), "--log_every") - flags.begin() + 1] = "1";
   std::vector<std::unique_ptr<DtrainProcess>> workers(3);
   workers[2] = cluster.start("worker", 2, straggler_flags);
+  // It has loaded its data (it prints its configuration after that) before the others start, so
+  // that it takes part in the first steps on any machine.
+  ASSERT_THAT(workers[2]->wait_for_line("worker2: sync training"), HasSubstr("worker2"));
   workers[0] = cluster.start("worker", 0, flags);
   workers[1] = cluster.start("worker", 1, flags);
   ASSERT_THAT(workers[2]->wait_for_line("local_step=1,"), HasSubstr("worker=2"));

@@ -95,14 +95,17 @@ TEST(Reliability, KilledPsComesBackFromTheNewestCheckpointAndTheLostStepsAreRepo
     // Once per outage, not once per step.
     EXPECT_EQ(testing::count_lines_containing(out, "lost ps0"), 1) << all_output(results[i]);
     // The steps lost are exactly those after the checkpoint: from it to the last step the
-    // worker saw done.
+    // worker saw the ps reach.
     const int64_t last = last_step_before(out, "lost ps0");
     const auto lost = numbers_in(
         out,
         R"(ps0 is back after [0-9.]+ s, restored at global step (\d+): the (\d+) steps after)");
     ASSERT_TRUE(lost) << all_output(results[i]);
     EXPECT_EQ((*lost)[0], checkpoint);
-    EXPECT_EQ((*lost)[1], last - checkpoint) << "worker " << i;
+    // (The step in flight at the kill may have reached some of the dead ps's shards and been
+    // answered for them: then the ps had got one step further than the last step line.)
+    EXPECT_GE((*lost)[1], last - checkpoint) << "worker " << i;
+    EXPECT_LE((*lost)[1], last + 1 - checkpoint) << "worker " << i;
     EXPECT_GE(last, kill_at);
   }
   // After the restore, each of the remaining steps was applied once on each of softmax's two
@@ -202,11 +205,13 @@ TEST(Reliability, SyncWithABackupWorkerGoesOnWithoutAKilledOne) {
   // longer than the rest of the run, which must not wait for it.
   SyncLoss run(3, 2, 2, {});
   ASSERT_TRUE(run.killed);
-  for (int i = 0; i < 2; ++i) {
-    const ProcessResult r = run.workers[static_cast<size_t>(i)]->wait();
-    ASSERT_EQ(r.exit_code, 0) << "worker " << i << ": " << all_output(r);
-  }
+  std::vector<ProcessResult> results;
+  for (int i = 0; i < 2; ++i) results.push_back(run.workers[static_cast<size_t>(i)]->wait());
   const ProcessResult ps_result = run.ps->wait();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(results[i].exit_code, 0)
+        << "worker " << i << ": " << all_output(results[i]) << "\nps: " << all_output(ps_result);
+  }
   ASSERT_EQ(ps_result.exit_code, 0) << all_output(ps_result);
   EXPECT_THAT(ps_result.out + ps_result.err, HasSubstr("ps0: lost worker 2 at step"));
   EXPECT_THAT(ps_result.out + ps_result.err, Not(HasSubstr("did not come back")));
@@ -302,8 +307,8 @@ TEST(Reliability, LocalLauncherRestartsAKilledPsAndTheRunCompletes) {
       concat({"train", "--strategy", "sync", "--ps", "1", "--workers", "2", "--max_restarts", "1"},
              flags));
   const int64_t kill_at = fault_step("launcher's ps killed at global step", 120, 800);
-  ASSERT_THAT(launcher.wait_for_line(fmt::format("global_step={},", kill_at)),
-              HasSubstr("[worker"));
+  if (launcher.wait_for_line(fmt::format("global_step={},", kill_at)).empty())
+    FAIL() << "no step " << kill_at << ": " << all_output(launcher.wait());
   const pid_t ps = testing::child_with_arguments(launcher.pid(), {"--job_name", "ps"});
   ASSERT_GT(ps, 0);
   ASSERT_EQ(::kill(ps, SIGKILL), 0);

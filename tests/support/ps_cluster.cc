@@ -42,6 +42,13 @@ HandStartedCluster::HandStartedCluster(int ps, int workers)
   };
   ps_hosts_ = hosts(0, ps);
   worker_hosts_ = hosts(ps, workers);
+  workers_ps_hosts_ = ps_hosts_;
+}
+
+void HandStartedCluster::route_workers_to_ps(int index, uint16_t port) {
+  const std::string from = fmt::format("localhost:{}", ports_[static_cast<size_t>(index)]);
+  workers_ps_hosts_.replace(workers_ps_hosts_.find(from), from.size(),
+                            fmt::format("localhost:{}", port));
 }
 
 std::unique_ptr<DtrainProcess> HandStartedCluster::start(const std::string& job, int index,
@@ -51,7 +58,8 @@ std::unique_ptr<DtrainProcess> HandStartedCluster::start(const std::string& job,
                                    "--task_index", std::to_string(index), "--worker_hosts",
                                    worker_hosts_};
   // Without ps tasks the workers form an all-reduce ring.
-  if (!ps_hosts_.empty()) args = concat(std::move(args), {"--ps_hosts", ps_hosts_});
+  if (!ps_hosts_.empty())
+    args = concat(std::move(args), {"--ps_hosts", job == "ps" ? ps_hosts_ : workers_ps_hosts_});
   args = concat(std::move(args), flags);
   return std::make_unique<DtrainProcess>(args,
                                          DtrainProcess::Options{.extra_env = {secret_env(secret)}});
@@ -69,11 +77,11 @@ std::optional<std::vector<int64_t>> numbers_in(const std::string& text,
 std::optional<PsSummary> ps_summary(const std::string& out, int ps) {
   const auto n = numbers_in(
       out, fmt::format(R"(ps{}: done at global step (\d+): (\d+) shard updates applied, (\d+) )"
-                       R"(stale gradients dropped, \d+ duplicate pushes, (\d+) non-finite )"
+                       R"(stale gradients dropped, (\d+) duplicate pushes, (\d+) non-finite )"
                        R"(gradients rejected; \d+ connections \((\d+) rejected, (\d+) failed\))",
                        ps));
   if (!n) return std::nullopt;
-  return PsSummary{(*n)[0], (*n)[1], (*n)[2], (*n)[3], (*n)[4], (*n)[5]};
+  return PsSummary{(*n)[0], (*n)[1], (*n)[2], (*n)[3], (*n)[4], (*n)[5], (*n)[6]};
 }
 
 int64_t local_steps_of(int worker, const std::string& out) {
@@ -87,7 +95,7 @@ int64_t fault_step(std::string_view what, int64_t first, int64_t last) {
   const uint64_t seed = env && *env ? std::stoull(env) : 20261123;
   std::mt19937_64 rng(seed ^ std::hash<std::string_view>{}(what));
   const int64_t step = std::uniform_int_distribution<int64_t>(first, last)(rng);
-  fmt::print("{}: step {} (DTRAIN_FAULT_SEED={})\n", what, step, seed);
+  fmt::print("{}: {} (DTRAIN_FAULT_SEED={})\n", what, step, seed);
   return step;
 }
 

@@ -36,6 +36,8 @@ class HandStartedCluster {
   HandStartedCluster(int ps, int workers);
 
   uint16_t ps_port(int index) const { return ports_[static_cast<size_t>(index)]; }
+  // Workers started from now on reach ps `index` at `port` (a proxy in front of it).
+  void route_workers_to_ps(int index, uint16_t port);
 
   // Starts one task with the given flags; the cluster flags are added here.
   std::unique_ptr<DtrainProcess> start(const std::string& job, int index,
@@ -45,16 +47,18 @@ class HandStartedCluster {
  private:
   std::vector<uint16_t> ports_;
   std::string ps_hosts_, worker_hosts_;
+  std::string workers_ps_hosts_;  // the ps addresses workers are given
 };
 
 // The first match of `pattern` in text, its capture groups as numbers; nullopt if none.
 std::optional<std::vector<int64_t>> numbers_in(const std::string& text, const std::string& pattern);
 
-// A ps task's closing line: global step, updates applied, stale gradients dropped, non-finite
-// gradients rejected, connections rejected (failed the handshake) and failed (closed for an error
-// after it).
+// A ps task's closing line: global step, updates applied, stale gradients dropped, duplicate
+// pushes, non-finite gradients rejected, connections rejected (failed the handshake) and failed
+// (closed for an error after it).
 struct PsSummary {
-  int64_t step = -1, applied = -1, stale = -1, nonfinite = -1, rejected = -1, failed = -1;
+  int64_t step = -1, applied = -1, stale = -1, duplicates = -1, nonfinite = -1, rejected = -1,
+          failed = -1;
 };
 std::optional<PsSummary> ps_summary(const std::string& out, int ps = 0);
 
