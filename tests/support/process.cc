@@ -208,6 +208,17 @@ std::string DtrainProcess::wait_for_line(const std::string& needle,
   return found;
 }
 
+std::string DtrainProcess::last_line_containing(const std::string& needle) const {
+  std::lock_guard lock(mutex_);
+  // Only whole lines: a match must lie before the last newline (needle holds none).
+  const size_t last_newline = out_.rfind('\n');
+  if (last_newline == std::string::npos) return "";
+  const size_t at = out_.rfind(needle, last_newline);
+  if (at == std::string::npos) return "";
+  const size_t begin = at == 0 ? 0 : out_.rfind('\n', at - 1) + 1;  // npos + 1 == 0
+  return out_.substr(begin, out_.find('\n', at) - begin);
+}
+
 void DtrainProcess::send_signal(int signal) const {
   if (reaped_) throw std::logic_error("DtrainProcess::send_signal after wait()");
   ::kill(pid_, signal);

@@ -57,6 +57,9 @@ class DtrainProcess {
   // stdout ends first or patience runs out.
   std::string wait_for_line(const std::string& needle,
                             std::chrono::milliseconds patience = kPatience);
+  // The last whole line of stdout so far that contains needle, or "" if none; does not wait. For
+  // following a child's progress while it runs.
+  std::string last_line_containing(const std::string& needle) const;
   // Sends `signal` to the process alone (not its group). REQUIRES: not yet reaped.
   void send_signal(int signal) const;
   // Waits for the process to exit, reaps it, and returns its status and all its output. A child
