@@ -24,12 +24,7 @@ using testing::HandStartedCluster;
 using ::testing::HasSubstr;
 using testing::ProcessResult;
 using testing::softmax_flags;
-
-double test_accuracy(int worker, const std::string& out) {
-  std::smatch match;
-  const std::regex line(fmt::format(R"(worker={}: test accuracy = ([0-9.]+))", worker));
-  return std::regex_search(out, match, line) ? std::stod(match[1].str()) : -1.0;
-}
+using testing::test_accuracy;
 
 // Two distinct steps in [1, last], drawn for `what`.
 std::vector<int64_t> two_fault_steps(const std::string& what, int64_t last) {

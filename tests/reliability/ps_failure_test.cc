@@ -29,6 +29,7 @@ using ::testing::Not;
 using testing::numbers_in;
 using testing::ProcessResult;
 using testing::softmax_flags;
+using testing::test_accuracy;
 using testing::with_flag;
 
 // The global step of the last step line before the first line holding `marker`; -1 if none.
@@ -42,11 +43,6 @@ int64_t last_step_before(const std::string& out, const std::string& marker) {
     step = std::stoll((*it)[1].str());
   }
   return step;
-}
-
-double test_accuracy(int worker, const std::string& out) {
-  const auto n = numbers_in(out, fmt::format(R"(worker={}: test accuracy = 0\.(\d{{4}}))", worker));
-  return n ? static_cast<double>((*n)[0]) / 10000.0 : -1.0;
 }
 
 // ---- 2. a killed ps comes back from the newest checkpoint ----

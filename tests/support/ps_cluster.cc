@@ -84,6 +84,12 @@ std::optional<PsSummary> ps_summary(const std::string& out, int ps) {
   return PsSummary{(*n)[0], (*n)[1], (*n)[2], (*n)[3], (*n)[4], (*n)[5], (*n)[6]};
 }
 
+double test_accuracy(int worker, const std::string& out) {
+  std::smatch match;
+  const std::regex line(fmt::format(R"(worker={}: test accuracy = ([0-9.]+))", worker));
+  return std::regex_search(out, match, line) ? std::stod(match[1].str()) : -1.0;
+}
+
 int64_t local_steps_of(int worker, const std::string& out) {
   const auto n = numbers_in(
       out, fmt::format(R"(worker={}: training elapsed time: .*\((\d+) local steps)", worker));

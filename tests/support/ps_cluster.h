@@ -62,6 +62,9 @@ struct PsSummary {
 };
 std::optional<PsSummary> ps_summary(const std::string& out, int ps = 0);
 
+// The test accuracy a worker reports at its end; -1 if it did not.
+double test_accuracy(int worker, const std::string& out);
+
 // The local steps a ps worker reports at its end; -1 if it did not.
 int64_t local_steps_of(int worker, const std::string& out);
 
