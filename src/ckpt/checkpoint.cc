@@ -170,14 +170,20 @@ struct TensorEntry {
   uint64_t end = 0;
 };
 
-// Bytes of F32 data a shape needs, or nullopt if that overflows 64 bits.
+// Bytes of F32 data a shape needs, or nullopt if its non-zero dimensions alone need more than 2^64.
+// Such a shape is refused even when a zero makes it empty, so that num_elements() of any shape
+// read back cannot overflow, whatever the order of its dimensions.
 std::optional<uint64_t> checked_f32_bytes(const Shape& shape) {
-  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   uint64_t bytes = cf::kF32Bytes;
+  bool empty = false;
   for (int64_t d : shape) {
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
     if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) return std::nullopt;
   }
-  return bytes;
+  return empty ? 0 : bytes;
 }
 
 TensorEntry parse_tensor_entry(const std::filesystem::path& path, const std::string& name,
@@ -221,11 +227,13 @@ TensorEntry parse_tensor_entry(const std::filesystem::path& path, const std::str
                      out.end, data_bytes));
   }
   std::optional<uint64_t> bytes = checked_f32_bytes(out.shape);
-  if (!bytes || *bytes != out.end - out.begin) {
+  if (!bytes) {
+    fail(fmt::format("shape {} overflows: its non-zero dimensions need more than 2^64 bytes",
+                     shape_string(out.shape)));
+  }
+  if (*bytes != out.end - out.begin) {
     fail(fmt::format("shape {} needs {} bytes of F32 but data_offsets [{}, {}] hold {}",
-                     shape_string(out.shape),
-                     bytes ? fmt::format("{}", *bytes) : std::string("more than 2^64"), out.begin,
-                     out.end, out.end - out.begin));
+                     shape_string(out.shape), *bytes, out.begin, out.end, out.end - out.begin));
   }
   return out;
 }

@@ -73,7 +73,13 @@ uint32_t header_crc(std::span<const std::byte, ff::kHeaderBytes> encoded) {
 }
 
 PayloadLayout payload_layout(uint64_t payload_len, uint32_t meta_len, uint64_t max_meta_bytes) {
-  const uint64_t after_meta_len = payload_len - ff::kMetaLenBytes;  // decode_header checked >= 0
+  // decode_header refuses such a length already; checked again so that the subtraction below
+  // cannot wrap for a caller that did not go through it.
+  if (payload_len < ff::kMetaLenBytes) {
+    throw FrameError(fmt::format("a {}-byte payload is too short for its {}-byte meta length",
+                                 payload_len, ff::kMetaLenBytes));
+  }
+  const uint64_t after_meta_len = payload_len - ff::kMetaLenBytes;
   if (meta_len > after_meta_len) {
     throw FrameError(
         fmt::format("meta length {} overruns the {}-byte payload", meta_len, payload_len));

@@ -29,8 +29,8 @@ FrameHeader decode_header(std::span<const std::byte, frame_format::kHeaderBytes>
 uint32_t header_crc(std::span<const std::byte, frame_format::kHeaderBytes> encoded);
 
 // How a payload of payload_len bytes splits, given the meta_len it opens with. Throws FrameError
-// if meta_len does not fit in the payload or exceeds max_meta_bytes, or if the tensor bytes are
-// not whole float32s.
+// if the payload is too short to hold the meta length itself, if meta_len does not fit in the
+// payload or exceeds max_meta_bytes, or if the tensor bytes are not whole float32s.
 struct PayloadLayout {
   uint32_t meta_len = 0;
   uint64_t tensor_bytes = 0;

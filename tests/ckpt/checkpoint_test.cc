@@ -364,6 +364,11 @@ std::vector<CraftedCase> crafted_cases() {
   add("ShapeWhoseElementCountOverflows",
       {{"w", {{"dtype", "F32"}, {"shape", {1ull << 62, 1ull << 62}}, {"data_offsets", {0, 8}}}}},
       floats(2), "more than 2^64");
+  // Found by fuzz/checkpoint_fuzzer's checks: a zero dimension used to let the others pass
+  // unchecked, and num_elements() of [2^40, 2^40, 0] overflows before it reaches the zero.
+  add("EmptyShapeWhoseOtherDimensionsOverflow",
+      {{"w", {{"dtype", "F32"}, {"shape", {1ull << 40, 1ull << 40, 0}}, {"data_offsets", {0, 0}}}}},
+      "", "more than 2^64");
   add("NegativeDimension", {{"w", {{"dtype", "F32"}, {"shape", {-2}}, {"data_offsets", {0, 8}}}}},
       floats(2), "non-negative integers");
   add("OverlappingTensors",

@@ -295,6 +295,17 @@ TEST(ClusterTfConfigTest, MalformedJsonNamesTfConfigAndPosition) {
               AllOf(HasSubstr("TF_CONFIG"), HasSubstr("must be a JSON object")));
 }
 
+// Found by fuzz/cluster_spec_fuzzer: nlohmann's parser reports a number too large for a double as
+// an out_of_range, not a parse_error, and it escaped as a non-usage error.
+TEST(ClusterTfConfigTest, NumberTooLargeForADoubleIsAUsageErrorNamingTheSource) {
+  EXPECT_THAT(usage_error([] { cluster_from_tf_config(R"({"cluster": {"worker": 1e999}})"); }),
+              AllOf(HasSubstr("TF_CONFIG: not valid JSON"), HasSubstr("number overflow"),
+                    Not(HasSubstr("json.exception"))));
+  EXPECT_THAT(
+      usage_error([] { cluster_spec_from_json(R"({"task": {"index": -1e400}})", "c.json"); }),
+      AllOf(HasSubstr("c.json: not valid JSON"), HasSubstr("number overflow")));
+}
+
 TEST(ClusterTfConfigTest, MalformedHostPortNamesTheField) {
   EXPECT_THAT(
       usage_error([] {

@@ -122,6 +122,18 @@ TEST(Frame, DecodeRejectsAPayloadTooShortForItsMetaLength) {
               ::testing::ThrowsMessage<FrameError>(HasSubstr("too short for its 4-byte meta")));
 }
 
+// Found by fuzz/frame_fuzzer: a length under 4 used to wrap to a layout of about 2^64 tensor bytes.
+TEST(Frame, PayloadLayoutRejectsAPayloadTooShortForItsMetaLengthOnItsOwn) {
+  for (uint64_t payload_len : {0, 1, 3}) {
+    EXPECT_THAT([&] { payload_layout(payload_len, 0, kMaxMeta); },
+                ::testing::ThrowsMessage<FrameError>(HasSubstr("too short for its 4-byte meta")))
+        << payload_len;
+  }
+  const PayloadLayout smallest = payload_layout(4, 0, kMaxMeta);
+  EXPECT_EQ(smallest.meta_len, 0u);
+  EXPECT_EQ(smallest.tensor_bytes, 0u);
+}
+
 TEST(Frame, DecodeRejectsAMetaLengthOverrunningThePayload) {
   auto frame = sample_frame();
   patch<uint32_t>(frame, ff::kHeaderBytes, 24);
