@@ -60,6 +60,7 @@ struct TrainFlags {
   int peer_timeout = 600;
   int step_delay_ms = 0;
   int worker_timeout = 60;
+  int liveness_timeout = 10;
   std::string on_worker_loss = "stop";
   std::vector<int64_t> inject_nonfinite_at;
   // The allreduce strategy.
@@ -208,6 +209,11 @@ PsClusterConfig ps_config(const TrainFlags& f, ClusterConfig cluster) {
         fmt::format("--worker_timeout {}: must be at least 1 second", f.worker_timeout));
   }
   c.worker_timeout_ms = f.worker_timeout * 1000;
+  if (f.liveness_timeout < 1) {
+    throw UsageError(
+        fmt::format("--liveness_timeout {}: must be at least 1 second", f.liveness_timeout));
+  }
+  c.liveness_timeout_ms = f.liveness_timeout * 1000;
   c.on_worker_loss =
       f.on_worker_loss == "continue" ? WorkerLossPolicy::kContinue : WorkerLossPolicy::kStop;
   return c;
@@ -362,6 +368,10 @@ void add_cluster_flags(CLI::App* cmd, TrainFlags* flags) {
   cmd->add_option("--worker_timeout", flags->worker_timeout,
                   "ps: seconds a lost worker (its connection closed before it was done) has to "
                   "come back before the ps goes on without it")
+      ->capture_default_str();
+  cmd->add_option("--liveness_timeout", flags->liveness_timeout,
+                  "ps strategies: seconds without any answer from a peer's host, heartbeats "
+                  "included, before it is declared lost (a dead machine or a cut link)")
       ->capture_default_str();
   cmd->add_option("--on_worker_loss", flags->on_worker_loss,
                   "sync ps, when a lost worker leaves too few for a step: stop (fail, naming it) "

@@ -34,6 +34,9 @@ TcpRing::TcpRing(TcpRingOptions options) : options_(std::move(options)) {
   // Bounds the blocking part: the left neighbour's hello. Chunks are read without blocking.
   server.connection.io_timeout_ms = options_.timeout_ms;
   server.connection.idle_timeout_ms = options_.timeout_ms;
+  // The ring's own keepalives find a lost neighbour within timeout_ms; the kernel's must not
+  // declare one lost sooner.
+  server.connection.liveness_timeout_ms = options_.timeout_ms;
   server_ = std::make_unique<Server>(std::move(server),
                                      [this](Connection& connection) { serve_left(connection); });
 }
@@ -80,6 +83,7 @@ void TcpRing::connect(const HostPort& right) {
   options.task_name = rank_name(right_rank());
   options.io_timeout_ms = options_.timeout_ms;
   options.idle_timeout_ms = options_.timeout_ms;
+  options.liveness_timeout_ms = options_.timeout_ms;
   options.connect_timeout_ms = options_.timeout_ms;
   try {
     right_ = dtrain::connect(right.host, right.port, options_.secret, options);

@@ -35,6 +35,7 @@ FrameError bad_frame_from(const std::string& peer, const FrameError& error) {
 Connection::Connection(std::unique_ptr<TcpStream> stream, ConnectionOptions options)
     : stream_(std::move(stream)), options_(std::move(options)) {
   stream_->set_task_name(options_.task_name);
+  if (options_.liveness_timeout_ms > 0) stream_->set_liveness_timeout(options_.liveness_timeout_ms);
 }
 
 Connection::~Connection() = default;  // the stream's destructor closes the socket
@@ -498,7 +499,14 @@ std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, std:
   int attempts = 0;
   for (;;) {
     ++attempts;
-    if (auto stream = TcpStream::try_connect(host, port, give_up, last_error)) {
+    // The kernel resends an unanswered SYN ever more slowly (1, 3, 7, 15 s …); a fresh attempt
+    // reaches a peer whose link has come back sooner.
+    const auto attempt_until =
+        options.liveness_timeout_ms > 0
+            ? std::min(give_up,
+                       SteadyClock::now() + std::chrono::milliseconds(options.liveness_timeout_ms))
+            : give_up;
+    if (auto stream = TcpStream::try_connect(host, port, attempt_until, last_error)) {
       auto connection = std::make_unique<Connection>(std::move(stream), options);
       connection->handshake_as_client(secret);
       return connection;

@@ -34,6 +34,11 @@ struct ConnectionOptions {
   // How long receive() waits for the next frame to begin. Negative: forever (a quiet peer may just
   // be idle).
   int idle_timeout_ms = -1;
+  // A peer whose kernel acknowledges nothing for this long, not even the keepalive probes of a
+  // quiet connection, is lost: its host died or the network is cut (TcpStream::
+  // set_liveness_timeout). connect() also gives up one attempt after this long and tries again,
+  // so that a link that comes back is used at once. Negative: the kernel's defaults (minutes).
+  int liveness_timeout_ms = 10'000;
   // connect(): total time for connect-with-retry before giving up.
   int connect_timeout_ms = 30'000;
   // The whole handshake, either side, must finish within this.
@@ -206,6 +211,8 @@ class Connection {
 
 // Connects to host:port with retry, then runs the client handshake. Retries with exponential
 // backoff (50 ms doubling to 1 s) for options.connect_timeout_ms, so tasks may start in any order;
+// an attempt that gets no answer at all (a cut link drops it) is given up after
+// options.liveness_timeout_ms and made again;
 // then throws TransportError "could not reach <task> at host:port after N s: <last error>".
 // Throws AuthError if the server fails the handshake or rejects us.
 std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, std::string_view secret,

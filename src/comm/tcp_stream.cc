@@ -106,6 +106,33 @@ void TcpStream::set_task_name(std::string_view task_name) {
   peer_ = task_name.empty() ? address_ : fmt::format("{} ({})", task_name, address_);
 }
 
+void TcpStream::set_liveness_timeout(int timeout_ms) {
+  if (timeout_ms <= 0) throw std::invalid_argument("TcpStream: liveness timeout must be positive");
+  // Probes start after a quarter of the timeout in silence, one a quarter apart; TCP_USER_TIMEOUT
+  // then decides, counting from the last byte received, so the peer is declared lost between 1
+  // and 1.25 times the timeout after it went silent, however many probes that took.
+  const int probe_every_s = std::max(1, timeout_ms / 4000);
+  const int one = 1, probes = 8;
+  const unsigned user_timeout_ms = static_cast<unsigned>(timeout_ms);
+  const struct {
+    int level, name;
+    const void* value;
+    socklen_t size;
+    const char* what;
+  } options[] = {
+      {SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one, "SO_KEEPALIVE"},
+      {IPPROTO_TCP, TCP_KEEPIDLE, &probe_every_s, sizeof probe_every_s, "TCP_KEEPIDLE"},
+      {IPPROTO_TCP, TCP_KEEPINTVL, &probe_every_s, sizeof probe_every_s, "TCP_KEEPINTVL"},
+      {IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes, "TCP_KEEPCNT"},
+      {IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms, "TCP_USER_TIMEOUT"},
+  };
+  for (const auto& option : options) {
+    if (::setsockopt(fd_, option.level, option.name, option.value, option.size) < 0)
+      throw_errno(fmt::format("setsockopt({})", option.what), errno);
+  }
+  liveness_timeout_ms_ = timeout_ms;
+}
+
 size_t TcpStream::read_some(std::span<std::byte> buf, const IoDeadline& deadline) {
   const auto stall_until = stall_limit(deadline);
   for (;;) {
@@ -246,6 +273,12 @@ void TcpStream::wait_ready(Direction direction, SteadyClock::time_point stall_un
 }
 
 void TcpStream::throw_errno(std::string_view call, int error) const {
+  if (error == ETIMEDOUT && liveness_timeout_ms_ > 0) {
+    throw TransportError(fmt::format(
+        "{} stopped answering: nothing acknowledged for {:.1f} s (the liveness timeout); its host "
+        "is down or the network between us is cut",
+        peer_, liveness_timeout_ms_ / 1000.0));
+  }
   throw TransportError(fmt::format("{} on the connection to {} failed: {}", call, peer_,
                                    std::generic_category().message(error)));
 }

@@ -49,6 +49,15 @@ class TcpStream {
   const std::string& peer() const { return peer_; }
   void set_task_name(std::string_view task_name);
 
+  // Declares the peer lost once timeout_ms (> 0) pass without its kernel acknowledging anything:
+  // bytes we sent (TCP_USER_TIMEOUT) or, on a quiet connection, the keepalive probes the kernel
+  // sends after a quarter of that in silence (SO_KEEPALIVE). A blocked read or write then fails
+  // with a TransportError saying the peer stopped answering, even when no byte of ours is
+  // outstanding. These are heartbeats the peer's kernel answers, so a peer that is alive but busy
+  // (a ps waiting for a sync step) is never mistaken for a dead one; a dead host or a cut link is
+  // found within seconds instead of the kernel's default of many minutes.
+  void set_liveness_timeout(int timeout_ms);
+
   // Reads at least one byte and at most buf.size() (> 0); returns 0 if the peer closed the
   // connection. Throws TransportError on the deadline or a socket error.
   size_t read_some(std::span<std::byte> buf, const IoDeadline& deadline);
@@ -93,6 +102,7 @@ class TcpStream {
   int fd_;
   std::string address_;
   std::string peer_;
+  int liveness_timeout_ms_ = -1;  // set_liveness_timeout's, for the error that reports it
 };
 
 }  // namespace dtrain

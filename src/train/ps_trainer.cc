@@ -91,6 +91,7 @@ int run_ps(const TrainConfig& train, const PsClusterConfig& config, std::ostream
   options.sync = resolve_sync(config);
   options.server.port = config.cluster.cluster.address(config.cluster.task).port;
   options.server.secret = config.secret;
+  options.server.connection.liveness_timeout_ms = config.liveness_timeout_ms;
   options.sync_wait_ms = config.peer_timeout_ms;
   options.worker_timeout_ms = config.worker_timeout_ms;
   options.on_worker_loss = config.on_worker_loss;
@@ -149,6 +150,7 @@ class PsWorker {
     options.ps = config_.cluster.cluster.tasks("ps");
     options.secret = config_.secret;
     options.connection.connect_timeout_ms = config_.peer_timeout_ms;
+    options.connection.liveness_timeout_ms = config_.liveness_timeout_ms;
     options.worker = rank_;
     options.report = [this](const std::string& line) {
       fmt::print(out_, "{}: {}\n", name(), line);

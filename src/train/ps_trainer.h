@@ -33,6 +33,9 @@ struct PsClusterConfig {
   // How long a ps waits for a lost worker to come back, and what a sync ps does when one does not
   // and too few are left for a step.
   int worker_timeout_ms = 60'000;
+  // A peer whose host answers nothing, heartbeats included, for this long is lost (comm/
+  // connection.h): workers then reconnect to a ps, and a ps counts the worker as gone.
+  int liveness_timeout_ms = 10'000;
   WorkerLossPolicy on_worker_loss = WorkerLossPolicy::kStop;
 };
 
