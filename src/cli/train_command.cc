@@ -292,9 +292,23 @@ int launch_local_cluster(const CLI::App& cmd, const TrainFlags& f) {
   return result.exit_code;
 }
 
+// One task of a cluster is started (and restarted) by whatever runs the cluster; the flags that
+// size and supervise the local launcher's cluster would be silently ignored there.
+void refuse_launcher_flags(const CLI::App& cmd) {
+  for (const char* name : {"--ps", "--workers", "--max_restarts"}) {
+    if (cmd.count(name) == 0) continue;
+    throw UsageError(fmt::format(
+        "{}: this process is one task of the cluster its flags or TF_CONFIG describe, and {} "
+        "belongs to the local launcher (dtrain train --strategy async|sync|allreduce without a "
+        "cluster); leave it out, and let whatever starts the tasks restart them",
+        name, name));
+  }
+}
+
 int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
   TrainConfig config = to_config(cmd, flags);
   if (std::optional<ClusterConfig> cluster = cluster_of(cmd, flags)) {
+    refuse_launcher_flags(cmd);
     config.progress_bar = false;
     if (runs_allreduce(flags, cluster->cluster)) {
       if (cmd.count("--target_accuracy") > 0 && flags.eval_every == 0) {
