@@ -56,10 +56,11 @@ struct Spawned {
   int err_fd = -1;
 };
 
-// Starts DTRAIN_BINARY with args, its stdout and stderr on fresh pipes. SIGINT and SIGTERM are
-// reset to their defaults and no signal is blocked in the child, whatever the test process does.
-Spawned spawn_dtrain(const std::vector<std::string>& args,
-                     const std::vector<std::string>& extra_env, bool own_process_group) {
+// Starts argv[0] (found on PATH, as a shell would) with the rest as its arguments, its stdout and
+// stderr on fresh pipes. SIGINT and SIGTERM are reset to their defaults and no signal is blocked
+// in the child, whatever the test process does.
+Spawned spawn(std::vector<std::string> argv_strings, const std::vector<std::string>& extra_env,
+              bool own_process_group) {
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
@@ -87,8 +88,6 @@ Spawned spawn_dtrain(const std::vector<std::string>& args,
   }
   posix_spawnattr_setflags(&attr, flags);
 
-  std::vector<std::string> argv_strings = {DTRAIN_BINARY};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& s : argv_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -108,7 +107,7 @@ Spawned spawn_dtrain(const std::vector<std::string>& args,
   envp.push_back(nullptr);
 
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, DTRAIN_BINARY, &actions, &attr, argv.data(), envp.data());
+  const int rc = ::posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   ::close(out_pipe[1]);
@@ -116,9 +115,18 @@ Spawned spawn_dtrain(const std::vector<std::string>& args,
   if (rc != 0) {
     ::close(out_pipe[0]);
     ::close(err_pipe[0]);
-    throw std::runtime_error(std::string("posix_spawn failed: ") + std::strerror(rc));
+    throw std::runtime_error(argv_strings[0] + ": posix_spawn failed: " + std::strerror(rc));
   }
   return {pid, out_pipe[0], err_pipe[0]};
+}
+
+// `prefix` (a command that runs another, such as `ip netns exec NAME`), DTRAIN_BINARY, then args.
+std::vector<std::string> dtrain_argv(const std::vector<std::string>& prefix,
+                                     const std::vector<std::string>& args) {
+  std::vector<std::string> argv = prefix;
+  argv.push_back(DTRAIN_BINARY);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
 }
 
 void reap(pid_t pid, ProcessResult& result) {
@@ -133,7 +141,12 @@ void reap(pid_t pid, ProcessResult& result) {
 
 ProcessResult run_dtrain(const std::vector<std::string>& args,
                          const std::vector<std::string>& extra_env) {
-  const Spawned child = spawn_dtrain(args, extra_env, /*own_process_group=*/false);
+  return run_command(dtrain_argv({}, args), extra_env);
+}
+
+ProcessResult run_command(const std::vector<std::string>& argv,
+                          const std::vector<std::string>& extra_env) {
+  const Spawned child = spawn(argv, extra_env, /*own_process_group=*/false);
   ProcessResult result;
   try {
     drain_pipes(child.out_fd, child.err_fd, [&](int stream, std::string_view data) {
@@ -150,7 +163,7 @@ ProcessResult run_dtrain(const std::vector<std::string>& args,
 
 DtrainProcess::DtrainProcess(const std::vector<std::string>& args, const Options& options)
     : own_group_(options.own_process_group) {
-  const Spawned child = spawn_dtrain(args, options.extra_env, own_group_);
+  const Spawned child = spawn(dtrain_argv(options.prefix, args), options.extra_env, own_group_);
   pid_ = child.pid;
   // The raw system call: glibc 2.36's <sys/pidfd.h> lacks extern "C" for C++.
   pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));

@@ -27,6 +27,10 @@ struct ProcessResult {
 ProcessResult run_dtrain(const std::vector<std::string>& args,
                          const std::vector<std::string>& extra_env = {});
 
+// Runs argv[0], looked up on PATH, with the rest of argv as its arguments, as run_dtrain does.
+ProcessResult run_command(const std::vector<std::string>& argv,
+                          const std::vector<std::string>& extra_env = {});
+
 // One dtrain child that runs while the test goes on (several tasks of a cluster at once, or one
 // the test signals). Started by the constructor; its stdout and stderr are drained on a thread of
 // its own, so a chatty child never blocks on a full pipe. wait() reaps it; a child not yet reaped
@@ -40,6 +44,9 @@ class DtrainProcess {
     // Its own process group (setpgid(0, 0)): a signal to the test's group (a terminal's Ctrl-C)
     // does not reach it, and a killed child's own children die with it.
     bool own_process_group = false;
+    // A command that runs the binary in another setting and then becomes it (exec, not fork),
+    // so that pid() is still dtrain's: `ip netns exec NAME` puts it on a host of its own.
+    std::vector<std::string> prefix;
   };
   // Bounds each wait below: far beyond what a loaded machine needs, well short of a hung run.
   static constexpr std::chrono::seconds kPatience{120};

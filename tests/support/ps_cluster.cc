@@ -33,16 +33,31 @@ std::string all_output(const ProcessResult& r) {
 }
 
 HandStartedCluster::HandStartedCluster(int ps, int workers)
-    : ports_(pick_free_ports(ps + workers)) {
-  auto hosts = [&](int first, int n) {
-    std::string list;
-    for (int i = 0; i < n; ++i)
-      list += fmt::format("{}localhost:{}", i > 0 ? "," : "", ports_[first + i]);
-    return list;
+    : ps_(ps), ports_(pick_free_ports(ps + workers)) {
+  list_hosts(std::vector<std::string>(ports_.size(), "localhost"));
+}
+
+HandStartedCluster::HandStartedCluster(int ps, int workers, const VirtualNetwork& network)
+    : ps_(ps), network_(&network), ports_(static_cast<size_t>(ps + workers), kNetworkPort) {
+  std::vector<std::string> hosts;
+  for (int i = 0; i < ps + workers; ++i) hosts.push_back(network.address(i));
+  list_hosts(hosts);
+}
+
+void HandStartedCluster::list_hosts(const std::vector<std::string>& hosts) {
+  auto list = [&](int first, int n) {
+    std::string text;
+    for (int i = first; i < first + n; ++i)
+      text += fmt::format("{}{}:{}", i > first ? "," : "", hosts[i], ports_[i]);
+    return text;
   };
-  ps_hosts_ = hosts(0, ps);
-  worker_hosts_ = hosts(ps, workers);
+  ps_hosts_ = list(0, ps_);
+  worker_hosts_ = list(ps_, static_cast<int>(hosts.size()) - ps_);
   workers_ps_hosts_ = ps_hosts_;
+}
+
+int HandStartedCluster::host_of(const std::string& job, int index) const {
+  return job == "ps" ? index : ps_ + index;
 }
 
 void HandStartedCluster::route_workers_to_ps(int index, uint16_t port) {
@@ -61,8 +76,9 @@ std::unique_ptr<DtrainProcess> HandStartedCluster::start(const std::string& job,
   if (!ps_hosts_.empty())
     args = concat(std::move(args), {"--ps_hosts", job == "ps" ? ps_hosts_ : workers_ps_hosts_});
   args = concat(std::move(args), flags);
-  return std::make_unique<DtrainProcess>(args,
-                                         DtrainProcess::Options{.extra_env = {secret_env(secret)}});
+  DtrainProcess::Options options{.extra_env = {secret_env(secret)}};
+  if (network_ != nullptr) options.prefix = network_->run_on(host_of(job, index));
+  return std::make_unique<DtrainProcess>(args, options);
 }
 
 std::optional<std::vector<int64_t>> numbers_in(const std::string& text,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "support/process.h"
+#include "support/virtual_network.h"
 
 namespace dtrain::testing {
 
@@ -34,6 +35,12 @@ std::string all_output(const ProcessResult& r);
 class HandStartedCluster {
  public:
   HandStartedCluster(int ps, int workers);
+  // The same with every task on a host of its own in `network`, which must outlive the cluster:
+  // the ps tasks on hosts 0..ps-1, then the workers, all on port kNetworkPort.
+  HandStartedCluster(int ps, int workers, const VirtualNetwork& network);
+  static constexpr uint16_t kNetworkPort = 2222;
+  // The host of `network` a task runs on.
+  int host_of(const std::string& job, int index) const;
 
   uint16_t ps_port(int index) const { return ports_[static_cast<size_t>(index)]; }
   // Workers started from now on reach ps `index` at `port` (a proxy in front of it).
@@ -45,6 +52,11 @@ class HandStartedCluster {
                                        std::string_view secret = kSecret) const;
 
  private:
+  // The cluster flags from each task's host and port.
+  void list_hosts(const std::vector<std::string>& hosts);
+
+  int ps_ = 0;
+  const VirtualNetwork* network_ = nullptr;
   std::vector<uint16_t> ports_;
   std::string ps_hosts_, worker_hosts_;
   std::string workers_ps_hosts_;  // the ps addresses workers are given
