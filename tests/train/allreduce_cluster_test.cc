@@ -24,12 +24,15 @@
 #include "nn/param_set.h"
 #include "support/checkpoints.h"
 #include "support/process.h"
+#include "support/ps_cluster.h"
 #include "support/temp_dir.h"
 #include "train/allreduce_trainer.h"
 
 namespace dtrain {
 namespace {
 
+using testing::all_output;
+using testing::concat;
 using testing::DtrainProcess;
 using ::testing::HasSubstr;
 using testing::ProcessResult;
@@ -97,9 +100,7 @@ TEST(FusionBuckets, BucketsCoverTheArenaInOrderAndKeepTensorsThatFitWhole) {
 
 // ---- processes ----
 
-constexpr std::string_view kSecret = "allreduce cluster test secret";
-
-std::string secret_env() { return fmt::format("DTRAIN_SECRET={}", kSecret); }
+std::string secret_env() { return testing::secret_env(testing::kSecret); }
 
 // The flags every process of these tests shares: a small model on one thread, quiet.
 std::vector<std::string> model_flags(const std::string& model, int log_every = 0) {
@@ -110,18 +111,8 @@ std::vector<std::string> model_flags(const std::string& model, int log_every = 0
 }
 std::vector<std::string> softmax_flags() { return model_flags("softmax"); }
 
-std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 std::vector<std::string> launch(int workers, const std::vector<std::string>& flags) {
   return concat({"train", "--strategy", "allreduce", "--workers", std::to_string(workers)}, flags);
-}
-
-std::string all_output(const ProcessResult& r) {
-  return fmt::format("exit code {}, signal {}\n--- stdout ---\n{}--- stderr ---\n{}", r.exit_code,
-                     r.signal, r.out, r.err);
 }
 
 // worker rank -> the CRC32C of its parameters, from the workers' closing lines.
@@ -258,26 +249,6 @@ TEST(AllreduceCluster, TargetAccuracyStopsEveryWorkerAtTheSameStep) {
 
 // Worker tasks started by hand with `dtrain task`, on free loopback ports, so that the test can
 // give one of them other flags or kill it.
-class HandStartedWorkers {
- public:
-  explicit HandStartedWorkers(int workers) {
-    const std::vector<uint16_t> ports = pick_free_ports(workers);
-    for (const uint16_t port : ports)
-      hosts_ += fmt::format("{}localhost:{}", hosts_.empty() ? "" : ",", port);
-  }
-
-  std::unique_ptr<DtrainProcess> start(int index, const std::vector<std::string>& flags) const {
-    const std::vector<std::string> args = {"task",         "--job_name",          "worker",
-                                           "--task_index", std::to_string(index), "--worker_hosts",
-                                           hosts_};
-    return std::make_unique<DtrainProcess>(concat(args, flags),
-                                           DtrainProcess::Options{.extra_env = {secret_env()}});
-  }
-
- private:
-  std::string hosts_;
-};
-
 // The line of text that says "dtrain: error:", or "".
 std::string error_line(const std::string& err) {
   const size_t at = err.find("dtrain: error:");
@@ -285,16 +256,20 @@ std::string error_line(const std::string& err) {
 }
 
 TEST(AllreduceCluster, KilledWorkerFailsTheOthersNamingIt) {
-  HandStartedWorkers cluster(4);
+  testing::HandStartedCluster cluster(0, 4);  // no ps tasks: an all-reduce ring
   // Far more steps than the test lasts, and a timeout a broken propagation would sit out: the
   // others must learn of the loss from the ring, not from their own clock. Worker 3 is no
   // neighbour of worker 1: it hears of the loss only from the abort passed round the ring.
-  const std::vector<std::string> flags = concat(
-      model_flags("softmax", 100), {"--train_steps", "10000000", "--collective_timeout", "60"});
+  const std::vector<std::string> common = {"--train_steps", "10000000", "--collective_timeout",
+                                           "60"};
   std::vector<std::unique_ptr<DtrainProcess>> workers;
-  for (int i = 0; i < 4; ++i) workers.push_back(cluster.start(i, flags));
-  // A step line means the ring has formed and trains.
-  ASSERT_THAT(workers[1]->wait_for_line("worker=1, epoch="), HasSubstr("global_step="));
+  for (int i = 0; i < 4; ++i)
+    workers.push_back(
+        cluster.start("worker", i, concat(model_flags("softmax", i == 1 ? 1 : 0), common)));
+  // Killed in the middle of training, at a step drawn from DTRAIN_FAULT_SEED.
+  const int64_t kill_at = testing::fault_step("allreduce worker 1 killed at global step", 5, 300);
+  ASSERT_THAT(workers[1]->wait_for_line(fmt::format("global_step={},", kill_at)),
+              HasSubstr("worker=1"));
   workers[1]->send_signal(SIGKILL);
   const ProcessResult killed = workers[1]->wait();
   EXPECT_EQ(killed.signal, SIGKILL);
@@ -308,14 +283,14 @@ TEST(AllreduceCluster, KilledWorkerFailsTheOthersNamingIt) {
 }
 
 TEST(AllreduceCluster, WorkerWithAnotherModelIsRefusedNamingIt) {
-  HandStartedWorkers cluster(2);
+  testing::HandStartedCluster cluster(0, 2);
   // A timeout no loaded machine comes near, so that worker 1 finds worker 0 still waiting.
   const std::vector<std::string> common = {"--train_steps", "100", "--collective_timeout", "60"};
-  const auto worker0 = cluster.start(0, concat(model_flags("softmax"), common));
+  const auto worker0 = cluster.start("worker", 0, concat(model_flags("softmax"), common));
   // Its start-up line comes once it listens for its left neighbour, worker 1.
   ASSERT_THAT(worker0->wait_for_line("worker0: allreduce training of softmax"),
               HasSubstr("fingerprint"));
-  const ProcessResult odd = cluster.start(1, concat(model_flags("mlp"), common))->wait();
+  const ProcessResult odd = cluster.start("worker", 1, concat(model_flags("mlp"), common))->wait();
   EXPECT_EQ(odd.exit_code, 1) << all_output(odd);
   const std::string line = error_line(odd.err);
   EXPECT_THAT(line, HasSubstr("refused worker1"));
