@@ -94,10 +94,23 @@ void Server::accept_next() {
 
 void Server::adopt(std::unique_ptr<TcpStream> stream) {
   reap_finished_peers();
+  std::unique_ptr<Connection> connection;
+  try {
+    connection = std::make_unique<Connection>(std::move(stream), options_.connection);
+  } catch (const TransportError& error) {
+    // Its socket options could not be set (it broke between accept and now): this one peer's
+    // failure, counted as a connection that never got through its handshake.
+    spdlog::warn("rejected connection: {}", error.what());
+    std::lock_guard lock(mutex_);
+    ++stats_.accepted;
+    ++stats_.rejected;
+    stats_changed_.notify_all();
+    return;
+  }
   std::lock_guard lock(mutex_);
   ++stats_.accepted;
   Peer& peer = peers_.emplace_back();
-  peer.connection = std::make_unique<Connection>(std::move(stream), options_.connection);
+  peer.connection = std::move(connection);
   peer.thread = std::jthread([this, &peer] { serve(peer); });
   stats_changed_.notify_all();
 }
