@@ -381,7 +381,8 @@ void add_cluster_flags(CLI::App* cmd, TrainFlags* flags) {
       ->capture_default_str();
   cmd->add_option("--worker_timeout", flags->worker_timeout,
                   "ps: seconds a lost worker (its connection closed before it was done) has to "
-                  "come back before the ps goes on without it")
+                  "come back before the ps goes on without it; also how long a ps waits, once "
+                  "training is over, for a worker that never connected")
       ->capture_default_str();
   cmd->add_option("--liveness_timeout", flags->liveness_timeout,
                   "ps strategies: seconds without any answer from a peer's host, heartbeats "

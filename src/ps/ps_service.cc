@@ -5,10 +5,12 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "base/error.h"
 #include "ps/ps_protocol.h"
@@ -57,6 +59,7 @@ void PsService::run() {
     // is noticed.
     workers_changed_.wait_for(lock, std::chrono::milliseconds(500));
     check_lost_workers();
+    check_absent_workers();
   }
   if (store_->aborted()) {
     // Each waiting worker is being told why; it closes its connections once it has read it.
@@ -78,7 +81,8 @@ int64_t PsService::current_step() const {
 
 bool PsService::all_workers_accounted_for() const {
   // Once training is over, a worker that was lost will not report: nothing to wait for. One
-  // never seen may still be starting, and is waited for, as its own report ends it quickly.
+  // never seen may still be starting, and is waited for (check_absent_workers bounds that), as
+  // its own report ends it quickly.
   const bool finished = store_->finished();
   return std::all_of(workers_.begin(), workers_.end(), [&](const WorkerState& w) {
     return w.done || w.given_up || (finished && w.lost_since.has_value());
@@ -94,6 +98,7 @@ void PsService::worker_connected(int worker) {
     w.given_up = false;
   }
   ++w.connections;
+  w.seen = true;
   workers_changed_.notify_all();
 }
 
@@ -140,6 +145,34 @@ void PsService::check_lost_workers() {
       spdlog::error("ps{}: {}", options_.ps, reason);
       store_->abort(reason);
     }
+  }
+}
+
+void PsService::check_absent_workers() {
+  if (!store_->finished()) return;
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<int> absent;
+  for (size_t worker = 0; worker < workers_.size(); ++worker) {
+    const WorkerState& w = workers_[worker];
+    if (!w.seen && !w.done && !w.given_up) absent.push_back(static_cast<int>(worker));
+  }
+  if (absent.empty()) return;
+  const int64_t timeout_s = options_.worker_timeout_ms / 1000;
+  if (!finished_since_) {
+    finished_since_ = now;
+    spdlog::warn(
+        "ps{}: training finished at step {}; waiting up to {} s (--worker_timeout) for worker {}, "
+        "which never connected",
+        options_.ps, current_step(), timeout_s, fmt::join(absent, ", "));
+    return;
+  }
+  if (now - *finished_since_ < std::chrono::milliseconds(options_.worker_timeout_ms)) return;
+  for (int worker : absent) {
+    workers_[static_cast<size_t>(worker)].given_up = true;
+    spdlog::warn(
+        "ps{}: worker {} never connected within {} s of the end of training; ending "
+        "without it",
+        options_.ps, worker, timeout_s);
   }
 }
 

@@ -89,6 +89,7 @@ class PsService {
   // Each training worker's state as this task sees it, guarded by workers_mutex_.
   struct WorkerState {
     int connections = 0;  // open connections that said hello as this worker
+    bool seen = false;    // said hello at least once
     bool done = false;
     bool given_up = false;
     std::optional<std::chrono::steady_clock::time_point> lost_since;
@@ -97,6 +98,9 @@ class PsService {
   void worker_disconnected(int worker);
   // REQUIRES: workers_mutex_ held. Gives up on workers lost longer than worker_timeout_ms.
   void check_lost_workers();
+  // REQUIRES: workers_mutex_ held. Once training is finished, a worker that never connected is
+  // waited for up to worker_timeout_ms (saying so), then given up: a ps never waits silently.
+  void check_absent_workers();
   bool all_workers_accounted_for() const;
   // The step of this task's first shard (0 if it holds none): what its messages report.
   int64_t current_step() const;
@@ -104,6 +108,8 @@ class PsService {
   std::mutex workers_mutex_;
   std::condition_variable workers_changed_;
   std::vector<WorkerState> workers_;  // guarded by workers_mutex_
+  // When run() first saw training finished, guarded by workers_mutex_.
+  std::optional<std::chrono::steady_clock::time_point> finished_since_;
 
   std::unique_ptr<Server> server_;  // last: its threads use everything above
 };

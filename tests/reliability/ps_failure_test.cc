@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <chrono>
 #include <regex>
 #include <string>
 #include <vector>
@@ -214,6 +215,32 @@ TEST(Reliability, SyncWithABackupWorkerGoesOnWithoutAKilledOne) {
   const auto summary = testing::ps_summary(ps_result.out);
   ASSERT_TRUE(summary) << all_output(ps_result);
   EXPECT_EQ(summary->step, SyncLoss::kSteps);
+}
+
+TEST(Reliability, SyncWithABackupWorkerThatNeverStartsEndsAfterTheWorkerTimeout) {
+  // Worker 2 of three never comes: the two others make every step, and once training is over the
+  // ps waits --worker_timeout for the absent one, saying so, then ends instead of hanging.
+  HandStartedCluster cluster(1, 3);
+  const std::vector<std::string> flags =
+      concat(softmax_flags(), {"--sync_replicas", "--replicas_to_aggregate", "2", "--train_steps",
+                               "200", "--worker_timeout", "2"});
+  const auto ps = cluster.start("ps", 0, flags);
+  std::vector<std::unique_ptr<DtrainProcess>> workers;
+  for (int i = 0; i < 2; ++i) workers.push_back(cluster.start("worker", i, flags));
+  for (auto& w : workers) {
+    const ProcessResult r = w->wait();
+    ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  }
+  const ProcessResult ps_result = ps->wait(std::chrono::seconds(30));
+  ASSERT_EQ(ps_result.exit_code, 0) << all_output(ps_result);
+  const std::string ps_log = ps_result.out + ps_result.err;
+  EXPECT_THAT(ps_log, HasSubstr("ps0: training finished at step 200; waiting up to 2 s "
+                                "(--worker_timeout) for worker 2, which never connected"));
+  EXPECT_THAT(ps_log, HasSubstr("ps0: worker 2 never connected within 2 s of the end of "
+                                "training; ending without it"));
+  const auto summary = testing::ps_summary(ps_result.out);
+  ASSERT_TRUE(summary) << all_output(ps_result);
+  EXPECT_EQ(summary->step, 200);
 }
 
 TEST(Reliability, SyncWithoutSparesContinuesWithFewerGradientsWhenTold) {
