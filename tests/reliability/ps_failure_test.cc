@@ -181,12 +181,17 @@ struct SyncLoss {
     kill_at = fault_step(
         fmt::format("sync worker {} of {} (R={}) killed at global step", victim, workers, replicas),
         20, 300);
+    // The victim must be in the run before it is killed: with a spare, the others can reach
+    // any step without it on a loaded machine, and a worker killed before it ever said hello was
+    // never lost, only absent. Its first step line shows that it connected.
+    const auto& victim_task = this->workers[static_cast<size_t>(victim)];
+    const bool joined = !victim_task->wait_for_line("local_step=1,").empty();
     // The chief's step lines: every global step is one of them (a backup's may be stale).
     const std::string line =
         this->workers[0]->wait_for_line(fmt::format("global_step={},", kill_at));
-    killed = !line.empty();
-    this->workers[static_cast<size_t>(victim)]->send_signal(SIGKILL);
-    this->workers[static_cast<size_t>(victim)]->wait();
+    killed = joined && !line.empty();
+    victim_task->send_signal(SIGKILL);
+    victim_task->wait();
   }
   static constexpr int kSteps = 600;
   HandStartedCluster cluster;
