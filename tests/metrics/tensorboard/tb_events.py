@@ -143,9 +143,10 @@ def load_protos():
 
 
 def read_records(data):
-    """Splits a TFRecord file's bytes. Returns (records, bad, truncated): records is a list of
-    (offset, payload) whose both CRCs matched; bad a list of {"offset", "why"} for framing
-    problems; truncated {"offset", "bytes"} or None. complete counts the complete frames."""
+    """Splits a TFRecord file's bytes. Returns (records, bad, truncated, complete): records is a
+    list of (offset, payload) whose both CRCs matched; bad a list of {"offset", "why"} for
+    framing problems; truncated {"offset", "bytes"} or None; complete counts the complete
+    frames, good or bad."""
     records, bad, truncated = [], [], None
     complete = 0
     offset, size = 0, len(data)
