@@ -46,6 +46,8 @@ struct TrainFlags {
   std::string image_feature = "image_raw", label_feature = "label", label_column;
   int64_t shuffle_buffer = 0;
   std::string train_dir;
+  std::string logdir;
+  int64_t summary_steps = 100;
   int64_t validation_size = 5000;
   uint64_t seed = 1;
   int threads = available_cores();
@@ -107,6 +109,8 @@ TrainConfig to_config(const CLI::App& cmd, const TrainFlags& f) {
                     .label_column = f.label_column};
   c.shuffle_buffer = f.shuffle_buffer;
   c.train_dir = f.train_dir;
+  c.logdir = f.logdir;
+  c.summary_steps = f.summary_steps;
   // MNIST holds out its first 5000 training examples, as TensorFlow's read_data_sets does; a
   // user's own files are trained on whole unless told otherwise.
   c.validation_size = given("--validation_size") || f.train_data.empty() ? f.validation_size : 0;
@@ -554,7 +558,14 @@ void add_training_flags(CLI::App* cmd, TrainFlags* flags) {
                   "(tf.data's shuffle) instead of holding them in memory (0: in memory)")
       ->capture_default_str();
   cmd->add_option("--train_dir", flags->train_dir,
-                  "Checkpoints and metrics.jsonl; resumes from it");
+                  "Checkpoints, metrics.jsonl and TensorBoard event files; resumes from it");
+  cmd->add_option("--logdir", flags->logdir,
+                  "TensorBoard event files (default: --train_dir): the chief's, and each "
+                  "worker's in worker_<N>/");
+  cmd->add_option("--summary_steps", flags->summary_steps,
+                  "Histograms of every variable and averaged gradient every N global steps, in "
+                  "the event files (0: none)")
+      ->capture_default_str();
   cmd->add_option("--validation_size", flags->validation_size,
                   "Training examples held out (default 5000 of MNIST, none of --train_data)")
       ->capture_default_str();

@@ -144,15 +144,9 @@ TfRecordWriter::~TfRecordWriter() = default;
 
 void TfRecordWriter::write(std::string_view record) {
   const auto data = std::as_bytes(std::span(record.data(), record.size()));
-  std::array<std::byte, tfrecord::kHeaderBytes> header{};
-  tfrecord::put_u64(header.data(), record.size());
-  tfrecord::put_u32(header.data() + tfrecord::kLengthBytes,
-                    tfrecord::masked_crc32c(std::span(header.data(), tfrecord::kLengthBytes)));
-  std::array<std::byte, tfrecord::kFooterBytes> footer{};
-  tfrecord::put_u32(footer.data(), tfrecord::masked_crc32c(data));
-  impl_->put(header);
+  impl_->put(tfrecord::record_header(record.size()));
   impl_->put(data);
-  impl_->put(footer);
+  impl_->put(tfrecord::record_footer(data));
   ++records_written_;
 }
 

@@ -6,6 +6,7 @@
 //   masked_crc32c(data)
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -49,6 +50,19 @@ inline uint64_t get_u64(const std::byte* in) {
   uint64_t value = 0;
   for (int i = 0; i < 8; ++i) value |= uint64_t{std::to_integer<uint8_t>(in[i])} << (8 * i);
   return value;
+}
+
+// What goes before and after a record's data.
+inline std::array<std::byte, kHeaderBytes> record_header(uint64_t length) {
+  std::array<std::byte, kHeaderBytes> header{};
+  put_u64(header.data(), length);
+  put_u32(header.data() + kLengthBytes, masked_crc32c(std::span(header.data(), kLengthBytes)));
+  return header;
+}
+inline std::array<std::byte, kFooterBytes> record_footer(std::span<const std::byte> data) {
+  std::array<std::byte, kFooterBytes> footer{};
+  put_u32(footer.data(), masked_crc32c(data));
+  return footer;
 }
 
 }  // namespace dtrain::tfrecord

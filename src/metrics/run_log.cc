@@ -6,6 +6,7 @@
 namespace dtrain {
 
 void JsonLinesSink::write(const RunRecord& record) {
+  if (record.scalars.empty()) return;
   nlohmann::json line = {{"step", record.step}};
   for (const auto& [name, value] : record.scalars) line[name] = value;
   if (record.final) line["final"] = true;
@@ -14,6 +15,10 @@ void JsonLinesSink::write(const RunRecord& record) {
 
 void RunLog::write(const RunRecord& record) {
   for (const auto& sink : sinks_) sink->write(record);
+}
+
+void RunLog::close() {
+  for (const auto& sink : sinks_) sink->close();
 }
 
 }  // namespace dtrain

@@ -1,6 +1,6 @@
-// A run's numbers — loss, learning rate, throughput, test accuracy — recorded from one place, the
-// training loop, and handed to every sink the run has: metrics.jsonl today, TensorBoard event
-// files next. A new log format is a new RunLogSink and nothing else.
+// A run's numbers — loss, learning rate, throughput, test accuracy, histograms of the variables —
+// recorded from one place, the training loop, and handed to every sink the run has: metrics.jsonl
+// and TensorBoard event files. A new log format is a new RunLogSink and nothing else.
 #pragma once
 
 #include <cstdint>
@@ -14,20 +14,35 @@
 
 namespace dtrain {
 
+// A tensor's values under a tag, for a histogram.
+struct NamedValues {
+  std::string tag;
+  std::vector<float> values;
+};
+
 struct RunRecord {
   int64_t step = 0;  // the global step the numbers belong to
-  std::vector<std::pair<std::string, double>> scalars;
+  std::vector<std::pair<std::string, double>> scalars = {};
   bool final = false;  // the run's closing record
+  // Shared, so that a sink can summarise them on a thread of its own after write() returns.
+  std::shared_ptr<const std::vector<NamedValues>> histograms = {};
+  std::vector<std::pair<std::string, std::string>> texts = {};  // tag, Markdown
+  // The run resumed at `step`: what an earlier run logged from there on is superseded.
+  bool resumed = false;
 };
 
 class RunLogSink {
  public:
   virtual ~RunLogSink() = default;
-  // Throws IoError naming the file when it cannot be written.
+  // Throws IoError naming the file when it cannot be written (a sink that writes later may report
+  // an earlier record's failure here).
   virtual void write(const RunRecord& record) = 0;
+  // Everything written reaches the file; throws IoError as write() does.
+  virtual void close() {}
 };
 
-// metrics.jsonl: one JSON object per record, {"step": S, <scalar>: value, ..., "final": true}.
+// metrics.jsonl: one JSON object per record that has scalars, {"step": S, <scalar>: value, ...,
+// "final": true}. Histograms, texts and resumptions are TensorBoard's alone.
 class JsonLinesSink final : public RunLogSink {
  public:
   explicit JsonLinesSink(const std::filesystem::path& path) : log_(path) {}
@@ -44,6 +59,7 @@ class RunLog {
   void add_sink(std::unique_ptr<RunLogSink> sink) { sinks_.push_back(std::move(sink)); }
   bool enabled() const { return !sinks_.empty(); }
   void write(const RunRecord& record);
+  void close();
 
  private:
   std::vector<std::unique_ptr<RunLogSink>> sinks_;

@@ -434,27 +434,35 @@ void PsClient::pull_state(ParamSet& params, std::vector<ParamSet>& slots) {
 }
 
 proto::DoneReply PsClient::worker_done(bool finished) {
+  return counters_round(proto::kDoneReply, [&](Lane& lane) {
+    lane.meta.clear();
+    lane.meta.put(static_cast<int32_t>(worker_)).put(static_cast<uint8_t>(finished));
+    lane.connection->send(proto::kWorkerDone, 0, lane.meta.bytes(), {});
+  });
+}
+
+proto::DoneReply PsClient::counters() {
+  return counters_round(proto::kCountersReply,
+                        [&](Lane& lane) { lane.connection->send(proto::kCounters, 0, {}, {}); });
+}
+
+proto::DoneReply PsClient::counters_round(uint16_t reply_type,
+                                          const std::function<void(Lane&)>& request) {
   proto::DoneReply total;
-  round(
-      [&](Lane& lane) {
-        lane.meta.clear();
-        lane.meta.put(static_cast<int32_t>(worker_)).put(static_cast<uint8_t>(finished));
-        lane.connection->send(proto::kWorkerDone, 0, lane.meta.bytes(), {});
-      },
-      [&](Lane& lane) {
-        proto::MetaReader r(lane.expect(proto::kDoneReply).meta);
-        const auto step = r.get<int64_t>();
-        const auto applied = r.get<int64_t>();
-        const auto stale = r.get<int64_t>();
-        const auto duplicates = r.get<int64_t>();
-        const auto rejected = r.get<int64_t>();
-        std::lock_guard lock(mutex_);
-        if (lane.ps == 0) total.step = step;
-        total.applied += applied;
-        total.stale_dropped += stale;
-        total.duplicates += duplicates;
-        total.rejected += rejected;
-      });
+  round(request, [&](Lane& lane) {
+    proto::MetaReader r(lane.expect(reply_type).meta);
+    const auto step = r.get<int64_t>();
+    const auto applied = r.get<int64_t>();
+    const auto stale = r.get<int64_t>();
+    const auto duplicates = r.get<int64_t>();
+    const auto rejected = r.get<int64_t>();
+    std::lock_guard lock(mutex_);
+    if (lane.ps == 0) total.step = step;
+    total.applied += applied;
+    total.stale_dropped += stale;
+    total.duplicates += duplicates;
+    total.rejected += rejected;
+  });
   return total;
 }
 

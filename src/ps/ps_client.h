@@ -76,6 +76,8 @@ class PsClient {
   // Tells every ps that this worker is done (finished: the last step was reached, so sync waits
   // may be released); returns the counters summed over the ps tasks.
   ps_protocol::DoneReply worker_done(bool finished);
+  // The counters so far, summed over the ps tasks (for the chief's run log).
+  ps_protocol::DoneReply counters();
 
   // The lowest step over every shard, as of the last reply: the global step.
   int64_t global_step() const;
@@ -90,6 +92,9 @@ class PsClient {
   // lane at once, and waits for all; rethrows the first error.
   template <typename Send, typename Receive>
   void round(Send&& send, Receive&& receive);
+  // A round whose replies carry counters (kDoneReply, kCountersReply), summed over the lanes.
+  ps_protocol::DoneReply counters_round(uint16_t reply_type,
+                                        const std::function<void(Lane&)>& request);
   void note_reply(const ps_protocol::ShardReply& reply);
   void send_hello(Lane& lane);
   // Reads a hello reply; returns the ps's step.

@@ -14,6 +14,8 @@
 //   kPullState (chief, checkpoints)  -                                   -               kState per shard held
 //   kWorkerDone                      worker i32, finished u8             -               kDoneReply
 //     (kDoneReply: step i64, applied i64, stale i64, duplicates i64, rejected i64)
+//   kCounters (chief, run log)       -                                   -               kCountersReply
+//     (kCountersReply: as kDoneReply, so far)
 // clang-format on
 //
 // Any request may instead be answered by kError, whose meta is the message: the worker reports it
@@ -50,6 +52,8 @@ inline constexpr uint16_t kState = 27;
 inline constexpr uint16_t kWorkerDone = 28;
 inline constexpr uint16_t kDoneReply = 29;
 inline constexpr uint16_t kError = 30;
+inline constexpr uint16_t kCounters = 31;
+inline constexpr uint16_t kCountersReply = 32;
 
 // The meta fields travel through comm/meta_codec.h.
 using ::dtrain::MetaReader;
@@ -100,7 +104,8 @@ inline ShardReply read_shard_reply(MetaReader& r) {
   return m;
 }
 
-// kDoneReply: what the ps did over the whole run, summed over its shards.
+// kDoneReply and kCountersReply: what the ps did over the whole run (or so far), summed over its
+// shards.
 struct DoneReply {
   int64_t step = 0;  // the step of its first shard
   int64_t applied = 0;

@@ -254,6 +254,8 @@ void PsService::handle(Connection& connection, const Connection::Incoming& in, S
       return push(connection, in, scratch);
     case proto::kWorkerDone:
       return worker_done(connection, in, scratch);
+    case proto::kCounters:
+      return send_counters(connection, proto::kCountersReply, in.request_id, scratch);
     default:
       throw FrameError(fmt::format("bad frame from {}: unknown type {} for a ps task",
                                    connection.peer(), in.type));
@@ -417,19 +419,8 @@ void PsService::push(Connection& connection, const Connection::Incoming& in, Scr
   connection.send(proto::kPushReply, in.request_id, scratch.meta.bytes(), std::span(values, count));
 }
 
-void PsService::worker_done(Connection& connection, const Connection::Incoming& in,
-                            Scratch& scratch) {
-  proto::MetaReader r(in.meta);
-  const auto worker = r.get<int32_t>();
-  const auto finished = r.get<uint8_t>();
-  if (worker < 0 || worker >= options_.sync.total_num_replicas) {
-    throw Error(fmt::format("worker {} reported done; this task expects workers 0..{}", worker,
-                            options_.sync.total_num_replicas - 1));
-  }
-  // Sync: the last step is done, so a step still short of its R gradients never gets them;
-  // release the backups waiting on it.
-  if (finished) store_->finish();
-
+void PsService::send_counters(Connection& connection, uint16_t type, uint64_t request_id,
+                              Scratch& scratch) {
   proto::DoneReply reply;
   for (size_t shard : store_->shards()) {
     const ShardCounters c = store_->counters(shard);
@@ -445,7 +436,23 @@ void PsService::worker_done(Connection& connection, const Connection::Incoming& 
       .put(reply.stale_dropped)
       .put(reply.duplicates)
       .put(reply.rejected);
-  connection.send(proto::kDoneReply, in.request_id, scratch.meta.bytes(), {});
+  connection.send(type, request_id, scratch.meta.bytes(), {});
+}
+
+void PsService::worker_done(Connection& connection, const Connection::Incoming& in,
+                            Scratch& scratch) {
+  proto::MetaReader r(in.meta);
+  const auto worker = r.get<int32_t>();
+  const auto finished = r.get<uint8_t>();
+  if (worker < 0 || worker >= options_.sync.total_num_replicas) {
+    throw Error(fmt::format("worker {} reported done; this task expects workers 0..{}", worker,
+                            options_.sync.total_num_replicas - 1));
+  }
+  // Sync: the last step is done, so a step still short of its R gradients never gets them;
+  // release the backups waiting on it.
+  if (finished) store_->finish();
+
+  send_counters(connection, proto::kDoneReply, in.request_id, scratch);
   {
     std::lock_guard lock(workers_mutex_);
     workers_[static_cast<size_t>(worker)].done = true;

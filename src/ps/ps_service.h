@@ -88,6 +88,8 @@ class PsService {
   void pull(Connection& connection, bool with_slots, Scratch& scratch);
   void push(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
   void worker_done(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
+  // The counters summed over this task's shards, as a reply of this type.
+  void send_counters(Connection& connection, uint16_t type, uint64_t request_id, Scratch& scratch);
   // The shard named by a request, checked to be held here; throws Error otherwise.
   size_t held_shard(uint32_t shard) const;
 

@@ -159,7 +159,7 @@ class AllreduceStrategy final : public Strategy {
   // place, and the all-reduce leaves the same bits on every rank, so every rank's optimizer makes
   // the same update.
   float step(TrainingState& state, GradientComputer& computer, const Batch& batch, float lr,
-             int64_t local_step) override {
+             int64_t local_step, bool /*keep_gradient*/) override {
     const float loss = computer.compute(state.params(), batch, state.grads());
     inject_nonfinite_gradient(c_, local_step, state.grads());
     for (const std::span<float> bucket : buckets_)

@@ -23,12 +23,12 @@ int64_t LocalStrategy::start(TrainingState& state, const Restore& restore) {
 }
 
 float LocalStrategy::step(TrainingState& state, GradientComputer& computer, const Batch& batch,
-                          float lr, int64_t /*local_step*/) {
+                          float lr, int64_t /*local_step*/, bool keep_gradient) {
   state_ = &state;
   lr_ = lr;
   at_ = state.step;
   const float loss =
-      state.optimizer().plain_sgd() && computer.towers() == 1
+      state.optimizer().plain_sgd() && computer.towers() == 1 && !keep_gradient
           ? computer.sgd_step(state.params(), batch, state.grads(), lr, nullptr,
                               state.moving_average() != nullptr ? &average_update_ : nullptr)
           : computer.compute(state.params(), batch, state.grads(), nullptr, &update_);

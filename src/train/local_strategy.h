@@ -17,9 +17,10 @@ class LocalStrategy final : public Strategy {
   // The newest checkpoint of --train_dir, else fresh parameters from --seed.
   int64_t start(TrainingState& state, const Restore& restore) override;
   // The update runs inside the computer's pass, chunk by chunk on its threads; plain SGD on one
-  // tower is folded into backward itself (GradientComputer::sgd_step).
+  // tower is folded into backward itself (GradientComputer::sgd_step), except on a step that
+  // must keep its gradient, whose gradient is written out and then applied.
   float step(TrainingState& state, GradientComputer& computer, const Batch& batch, float lr,
-             int64_t local_step) override;
+             int64_t local_step, bool keep_gradient) override;
 
  private:
   const TrainConfig& config_;

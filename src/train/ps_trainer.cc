@@ -173,8 +173,9 @@ class PsStrategy final : public Strategy {
     return state.step;
   }
 
+  // The gradient stays in state.grads(): it is what this worker pushed.
   float step(TrainingState& state, GradientComputer& computer, const Batch& batch, float lr,
-             int64_t local_step) override {
+             int64_t local_step, bool /*keep_gradient*/) override {
     const float loss = computer.compute(state.params(), batch, state.grads());
     inject_nonfinite_gradient(c_, local_step, state.grads());
     push_pull_if_finite(state, lr, local_step);
@@ -204,6 +205,15 @@ class PsStrategy final : public Strategy {
       client_->pull(state.params());
     }
     done_ = client_->worker_done(reached_end);
+  }
+
+  // One round trip to every ps task per step line.
+  std::vector<std::pair<std::string, double>> run_scalars() override {
+    if (!chief_) return {};
+    const ps_protocol::DoneReply c = client_->counters();
+    return {{"ps/stale_gradients", static_cast<double>(c.stale_dropped)},
+            {"ps/duplicate_pushes", static_cast<double>(c.duplicates)},
+            {"ps/non_finite_gradients", static_cast<double>(c.rejected)}};
   }
 
   std::string counters() const override {

@@ -11,6 +11,8 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "data/batch_source.h"
 #include "train/gradient_computer.h"
@@ -66,9 +68,11 @@ class Strategy {
   virtual int64_t start(TrainingState& state, const Restore& restore) = 0;
   // One step on this worker's batch at learning rate lr: the gradients at the state's parameters
   // become new parameters, and state.step the new global step. local_step counts this worker's
-  // steps from 1. Returns the loss of the batch.
+  // steps from 1. keep_gradient: state.grads() must hold the step's gradient afterwards, as this
+  // worker's update used it (averaged over the batch, the towers and, under all-reduce, the
+  // workers), for the run log's histograms. Returns the loss of the batch.
   virtual float step(TrainingState& state, GradientComputer& computer, const Batch& batch, float lr,
-                     int64_t local_step) = 0;
+                     int64_t local_step, bool keep_gradient) = 0;
   // The run is over for every worker by another's doing (a ps worker saw the last step, or the
   // chief stopped at its target).
   virtual bool finished() const { return false; }
@@ -81,6 +85,9 @@ class Strategy {
   // state up to date — on the chief, everything a checkpoint holds — and tells the peers. The loop
   // then writes the last checkpoint and evaluates from exactly this state.
   virtual void finish(TrainingState& /*state*/, bool /*reached_end*/) {}
+  // Scalars the chief adds to the run log at each step line: the ps tasks' counts of stale,
+  // duplicate and non-finite gradients so far.
+  virtual std::vector<std::pair<std::string, double>> run_scalars() { return {}; }
   // What the closing line adds after the throughput ("3 rounds with a stale gradient, ...").
   virtual std::string counters() const { return ""; }
   // Lines after the closing line (the chief's aggregate, a replica's checksum).

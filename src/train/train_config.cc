@@ -36,6 +36,8 @@ void validate_train_config(const TrainConfig& c) {
         fmt::format("--towers {}: more towers than the {} examples of a batch (--batch_size)",
                     c.towers, c.batch_size));
   check(c.log_every >= 0, fmt::format("--log_every {}: must not be negative", c.log_every));
+  check(c.summary_steps >= 0,
+        fmt::format("--summary_steps {}: must not be negative", c.summary_steps));
   check(c.eval_every >= 0, fmt::format("--eval_every {}: must not be negative", c.eval_every));
   check(c.save_steps >= 0, fmt::format("--save_steps {}: must not be negative", c.save_steps));
   check(c.save_secs >= 0 && std::isfinite(c.save_secs),

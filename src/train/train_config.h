@@ -38,6 +38,10 @@ struct TrainConfig {
   // memory.
   int64_t shuffle_buffer = 0;
   std::filesystem::path train_dir;  // empty: no checkpoints, no metrics.jsonl
+  // TensorBoard event files (--logdir); empty: in train_dir, if there is one.
+  std::filesystem::path logdir;
+  // Histograms of the variables and their gradients every this many global steps (0: none).
+  int64_t summary_steps = 100;
   int64_t validation_size = 5000;
   uint64_t seed = 1;
 

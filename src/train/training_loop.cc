@@ -14,6 +14,7 @@
 #include "ckpt/checkpoint_manager.h"
 #include "metrics/progress_bar.h"
 #include "metrics/run_log.h"
+#include "metrics/tensorboard_sink.h"
 #include "optim/lr_schedule.h"
 #include "tensor/blas.h"
 #include "train/model_state.h"
@@ -55,6 +56,7 @@ class TrainingLoop {
       checkpoints_.emplace(config.train_dir, config.keep_checkpoints);
       run_log_.add_sink(std::make_unique<JsonLinesSink>(config.train_dir / "metrics.jsonl"));
     }
+    open_event_files();
   }
 
   TrainResult run() {
@@ -63,13 +65,17 @@ class TrainingLoop {
     batches_->seek(strategy_.batch_index_at(first_step));
     if (eval_every_ > 0) next_eval_ = next_multiple(first_step, eval_every_);
     if (c_.save_steps > 0) next_save_ = next_multiple(first_step, c_.save_steps);
+    if (histograms_) next_histograms_ = next_multiple(first_step, c_.summary_steps);
     last_save_ = Clock::now();
+    step_at_last_log_ = first_step;
+    write_start_records(first_step);
 
     ProgressBar bar(out_, total_steps_, c_.progress_bar);
     bar.update(first_step, 0);
     bool stopped_at_target = false;
     while (state_.step < total_steps_ && !strategy_.finished()) {
       train_one_step();
+      if (histograms_due()) write_histograms();
       if (log_due()) {
         bar.clear();
         log_step();
@@ -142,7 +148,10 @@ class TrainingLoop {
     // one would have.
     computer_.set_step_seed(step_seed(c_.seed, state_.step, place_.rank));
     const float lr = schedule_.at(state_.step);
-    loss_ = strategy_.step(state_, computer_, batch, lr, local_steps_ + 1);
+    // Local steps advance the global step by one; a ps step may advance it by more, but its
+    // gradient is always kept.
+    const bool keep_gradient = histograms_ && state_.step + 1 >= next_histograms_;
+    loss_ = strategy_.step(state_, computer_, batch, lr, local_steps_ + 1, keep_gradient);
     const auto elapsed = Clock::now() - start;
     train_time_ += elapsed;
     interval_time_ += elapsed;
@@ -178,6 +187,7 @@ class TrainingLoop {
   void log_step() {
     const double s = seconds(interval_time_);
     const double examples_per_second = s > 0 ? interval_steps_ * c_.batch_size / s : 0.0;
+    const double steps_per_second = s > 0 ? (state_.step - step_at_last_log_) / s : 0.0;
     if (place_.distributed) {
       fmt::print(out_,
                  "worker={}, epoch={}, global_step={}, local_step={}, loss={:.4f} ({:.1f} "
@@ -191,12 +201,74 @@ class TrainingLoop {
     out_ << std::flush;
     interval_time_ = {};
     interval_steps_ = 0;
-    if (place_.chief) {
-      run_log_.write({state_.step,
-                      {{"loss", loss_},
-                       {"learning_rate", schedule_.at(state_.step)},
-                       {"examples_per_sec", examples_per_second}}});
+    step_at_last_log_ = state_.step;
+    if (place_.chief && run_log_.enabled()) {
+      RunRecord record{state_.step,
+                       {{"loss", loss_},
+                        {"learning_rate", schedule_.at(state_.step)},
+                        {"examples_per_sec", examples_per_second},
+                        {"steps_per_sec", steps_per_second}}};
+      for (auto& scalar : strategy_.run_scalars()) record.scalars.push_back(std::move(scalar));
+      run_log_.write(record);
     }
+    worker_log_.write({state_.step, {{"loss", loss_}, {"examples_per_sec", examples_per_second}}});
+  }
+
+  // The chief's events go to the log folder, each worker's (the chief's too) to worker_<rank>/
+  // in it, so that TensorBoard shows one run per worker beside the run's own.
+  void open_event_files() {
+    const std::filesystem::path dir = c_.logdir.empty() ? c_.train_dir : c_.logdir;
+    if (dir.empty()) return;
+    if (place_.chief) {
+      run_log_.add_sink(std::make_unique<TensorBoardSink>(dir));
+      histograms_ = c_.summary_steps > 0;
+    }
+    if (place_.distributed) {
+      worker_log_.add_sink(
+          std::make_unique<TensorBoardSink>(dir / fmt::format("worker_{}", place_.rank)));
+    }
+  }
+
+  // A resumed run says so first, so that TensorBoard drops what the interrupted one logged after
+  // the checkpoint; the chief then records the run's configuration.
+  void write_start_records(int64_t first_step) {
+    const bool resumed = first_step > 0;
+    if (resumed) worker_log_.write({.step = first_step, .resumed = true});
+    if (!place_.chief) return;
+    std::string config;
+    for (std::string_view rest = train_config_json(c_).dump(2); !rest.empty();) {
+      const size_t end = rest.find('\n');
+      config += fmt::format("    {}\n", rest.substr(0, end));  // a Markdown code block
+      rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    }
+    run_log_.write({.step = first_step,
+                    .texts = {{"config", fmt::format("dtrain train, strategy {}:\n\n{}",
+                                                     strategy_.describe(), config)}},
+                    .resumed = resumed});
+  }
+
+  bool histograms_due() {
+    if (!histograms_ || state_.step < next_histograms_) return false;
+    next_histograms_ = next_multiple(state_.step, c_.summary_steps);
+    return true;
+  }
+
+  // Copies taken here, between steps; the sink's thread bins them while training goes on.
+  void write_histograms() {
+    const ParamSet& params = state_.params();
+    const GradSet& grads = state_.grads();
+    auto tensors = std::make_shared<std::vector<NamedValues>>();
+    tensors->reserve(2 * params.count());
+    for (size_t i = 0; i < params.count(); ++i) {
+      const std::span<const float> values = params.values(i);
+      tensors->push_back({params.spec(i).name, {values.begin(), values.end()}});
+    }
+    for (size_t i = 0; i < grads.count(); ++i) {
+      const std::span<const float> values = grads.values(i);
+      tensors->push_back(
+          {"gradients_on_average/" + grads.spec(i).name, {values.begin(), values.end()}});
+    }
+    run_log_.write({.step = state_.step, .histograms = std::move(tensors)});
   }
 
   bool eval_due() {
@@ -288,6 +360,8 @@ class TrainingLoop {
            {{"train_seconds", result_.train_seconds}, {"test_accuracy", result_.test_accuracy}},
            /*final=*/true});
     }
+    run_log_.close();
+    worker_log_.close();
     print_closing_lines(first_step);
     return result_;
   }
@@ -332,7 +406,12 @@ class TrainingLoop {
   const int64_t eval_every_;
   const LrSchedule schedule_;
   std::optional<CheckpointManager> checkpoints_;  // the chief's, with --train_dir
-  RunLog run_log_;                                // likewise
+  RunLog run_log_;                                // likewise, with --train_dir or --logdir
+  RunLog worker_log_;        // a distributed worker's own event file, with --train_dir or --logdir
+  bool histograms_ = false;  // the chief's, with --summary_steps
+
+  int64_t next_histograms_ = 0;
+  int64_t step_at_last_log_ = 0;
 
   TrainResult result_;
   int64_t local_steps_ = 0;

@@ -56,7 +56,7 @@ class FakeStrategy final : public Strategy {
     return state.step;
   }
   float step(TrainingState& state, GradientComputer& computer, const Batch& batch, float lr,
-             int64_t local_step) override {
+             int64_t local_step, bool /*keep_gradient*/) override {
     learning_rates.push_back(lr);
     local_steps.push_back(local_step);
     const float loss = computer.compute(state.params(), batch, state.grads());
