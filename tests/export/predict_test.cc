@@ -91,6 +91,23 @@ TEST_F(Predict, ItsAccuracyIsDtrainEvals) {
   EXPECT_NEAR(correct / 10000.0, eval_accuracy, 0.00005);
 }
 
+TEST_F(Predict, ReadsTfRecordFilesAsItReadsIdx) {
+  const std::filesystem::path converted = work_->path() / "tfrecords";
+  const ProcessResult convert = run_dtrain(
+      {"convert", "--output", converted.string(), "--compression", "gzip", "--layout", "tf"});
+  ASSERT_EQ(convert.exit_code, 0) << convert.err;
+  const ProcessResult from_tfrecord =
+      run_dtrain({"predict", "--checkpoint", train_dir().string(), "--input",
+                  (converted / "test.tfrecords.gz").string()});
+  ASSERT_EQ(from_tfrecord.exit_code, 0) << from_tfrecord.err;
+  const ProcessResult from_idx =
+      run_dtrain({"predict", "--checkpoint", train_dir().string(), "--input", test_images()});
+  ASSERT_EQ(from_idx.exit_code, 0) << from_idx.err;
+  // The same pixels, labels and order: the same CSV to the last digit.
+  EXPECT_EQ(parse_csv_table(from_tfrecord.out).rows.size(), 10000u);
+  EXPECT_EQ(from_tfrecord.out, from_idx.out);
+}
+
 TEST_F(Predict, AnInputOfTheWrongWidthIsRefusedNamingTheFile) {
   const std::filesystem::path images = work_->path() / "small-images-idx3-ubyte";
   write_idx_file(images, idx_images(3, {5, 5}));
