@@ -21,7 +21,8 @@ build_dir="${1:-$build_dir}"
 readonly PACKAGES=(cmake ninja-build g++ pkg-config libopenblas-dev zlib1g-dev nlohmann-json3-dev
   libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libasio-dev
   libssl-dev libisal-dev npm ca-certificates clang libclang-rt-14-dev iproute2 nftables
-  protobuf-compiler libprotobuf-dev python3-protobuf python3-crcmod dataset-fashion-mnist)
+  protobuf-compiler libprotobuf-dev python3-protobuf python3-crcmod dataset-fashion-mnist
+  python3-onnx)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
@@ -68,3 +69,5 @@ build "$build_dir"
 test -x "$build_dir/dtrain" || { echo "setup: the build failed (see above)" >&2; exit 1; }
 
 scripts/fetch_mnist.sh
+# ONNX Runtime, which the export tests run dtrain's ONNX models on (tests/export/).
+scripts/fetch_onnxruntime.sh

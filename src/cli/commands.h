@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "data/data_options.h"
+#include "train/evaluate.h"
+
 namespace dtrain::cli {
 
 using Action = std::function<int()>;
@@ -19,6 +22,15 @@ void add_bench_command(CLI::App& app, Action& action);
 void add_task_command(CLI::App& app, Action& action);
 void add_convert_command(CLI::App& app, Action& action);
 void add_models_command(CLI::App& app, Action& action);
+void add_export_command(CLI::App& app, Action& action);
+void add_predict_command(CLI::App& app, Action& action);
+
+// --data_format, --compression, --image_feature, --label_feature and --label_column, bound to the
+// fields of *options, whose values are the defaults.
+void add_data_option_flags(CLI::App* cmd, DataOptions* options);
+// base, with each data flag given on cmd's command line taken from flags (what
+// add_data_option_flags bound them to).
+DataOptions given_data_options(const CLI::App& cmd, const DataOptions& flags, DataOptions base);
 
 // The command line as main() received it, for the local launcher to pass on to its tasks.
 void set_command_line(int argc, char** argv);
@@ -27,6 +39,11 @@ std::vector<std::string> train_arguments();
 // args less every option named in `names`, in both "--name value" and "--name=value" forms.
 std::vector<std::string> without_options(const std::vector<std::string>& args,
                                          const std::vector<std::string>& names);
+
+// --moving_average and --raw_weights (which exclude each other), setting *weights when given;
+// without either it keeps its value (kAsTrained: the weights the training run evaluated).
+void add_weights_flags(CLI::App* cmd, const std::shared_ptr<CheckpointWeights>& weights,
+                       const std::string& verb);
 
 // The cluster secret: the contents of secret_file (one trailing newline dropped) when given, else
 // $DTRAIN_SECRET; empty when neither is set. Throws UsageError for an unreadable or empty file.

@@ -6,6 +6,17 @@
 
 namespace dtrain::cli {
 
+void add_weights_flags(CLI::App* cmd, const std::shared_ptr<CheckpointWeights>& weights,
+                       const std::string& verb) {
+  CLI::Option* average_flag = cmd->add_flag_callback(
+      "--moving_average", [weights] { *weights = CheckpointWeights::kMovingAverage; },
+      verb + " the moving-average weights (default: whichever the training run evaluated)");
+  cmd->add_flag_callback(
+         "--raw_weights", [weights] { *weights = CheckpointWeights::kRaw; },
+         verb + " the raw weights, not their moving average")
+      ->excludes(average_flag);
+}
+
 void add_eval_command(CLI::App& app, Action& action) {
   auto config = std::make_shared<EvalConfig>();
   auto data_dir = std::make_shared<std::string>();
@@ -19,16 +30,10 @@ void add_eval_command(CLI::App& app, Action& action) {
   cmd->add_option("--data_dir", *data_dir,
                   "MNIST folder (default: the run's, else $DTRAIN_DATA_DIR or "
                   "~/.cache/dtrain/mnist)");
-  auto moving_average = std::make_shared<bool>(false);
-  auto raw_weights = std::make_shared<bool>(false);
-  CLI::Option* average_flag = cmd->add_flag(
-      "--moving_average", *moving_average,
-      "Evaluate the moving-average weights (default: whichever the training run evaluated)");
-  cmd->add_flag("--raw_weights", *raw_weights, "Evaluate the raw weights, not their moving average")
-      ->excludes(average_flag);
-  cmd->callback([config, data_dir, moving_average, raw_weights, &action] {
-    if (*moving_average) config->weights = EvalConfig::Weights::kMovingAverage;
-    if (*raw_weights) config->weights = EvalConfig::Weights::kRaw;
+  auto weights = std::make_shared<CheckpointWeights>(CheckpointWeights::kAsTrained);
+  add_weights_flags(cmd, weights, "Evaluate");
+  cmd->callback([config, data_dir, weights, &action] {
+    config->weights = *weights;
     action = [config, data_dir] {
       config->data_dir = *data_dir;
       config->default_data_dir = default_data_dir();

@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
   dtrain::cli::add_task_command(app, action);
   dtrain::cli::add_convert_command(app, action);
   dtrain::cli::add_models_command(app, action);
+  dtrain::cli::add_export_command(app, action);
+  dtrain::cli::add_predict_command(app, action);
   dtrain::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);

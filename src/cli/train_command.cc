@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
-#include <map>
 #include <optional>
 #include <string_view>
 
@@ -41,9 +40,7 @@ struct TrainFlags {
   double epochs = 0;
   std::string data_dir;
   std::string train_data, test_data;
-  DataFormat data_format = DataFormat::kAuto;
-  Compression compression = Compression::kAuto;
-  std::string image_feature = "image_raw", label_feature = "label", label_column;
+  DataOptions data_options;  // --data_format, --compression, --image_feature, ...
   int64_t shuffle_buffer = 0;
   std::string train_dir;
   std::string logdir;
@@ -102,11 +99,7 @@ TrainConfig to_config(const CLI::App& cmd, const TrainFlags& f) {
   c.data_dir = f.data_dir.empty() ? default_data_dir() : f.data_dir;
   c.train_data = f.train_data;
   c.test_data = f.test_data;
-  c.data_options = {.format = f.data_format,
-                    .compression = f.compression,
-                    .image_feature = f.image_feature,
-                    .label_feature = f.label_feature,
-                    .label_column = f.label_column};
+  c.data_options = f.data_options;
   c.shuffle_buffer = f.shuffle_buffer;
   c.train_dir = f.train_dir;
   c.logdir = f.logdir;
@@ -528,31 +521,7 @@ void add_training_flags(CLI::App* cmd, TrainFlags* flags) {
                   "Your training data: comma-separated files or globs (IDX, TFRecord of "
                   "tf.train.Example, CSV; .gz/.zlib compressed or not); needs --test_data");
   cmd->add_option("--test_data", flags->test_data, "Your test data, as --train_data");
-  cmd->add_option("--data_format", flags->data_format,
-                  "idx | tfrecord | csv (default: from each file's extension)")
-      ->transform(CLI::CheckedTransformer(
-          std::map<std::string, DataFormat>{{"auto", DataFormat::kAuto},
-                                            {"idx", DataFormat::kIdx},
-                                            {"tfrecord", DataFormat::kTfRecord},
-                                            {"csv", DataFormat::kCsv}},
-          CLI::ignore_case));
-  cmd->add_option("--compression", flags->compression,
-                  "none | gzip | zlib (default: from .gz / .zlib, else none)")
-      ->transform(
-          CLI::CheckedTransformer(std::map<std::string, Compression>{{"auto", Compression::kAuto},
-                                                                     {"none", Compression::kNone},
-                                                                     {"gzip", Compression::kGzip},
-                                                                     {"zlib", Compression::kZlib}},
-                                  CLI::ignore_case));
-  cmd->add_option("--image_feature", flags->image_feature,
-                  "TFRecord: the tf.train.Example feature holding the input (bytes of uint8 "
-                  "pixels, scaled to [0, 1], or a float_list)")
-      ->capture_default_str();
-  cmd->add_option("--label_feature", flags->label_feature,
-                  "TFRecord: the int64 feature holding the class")
-      ->capture_default_str();
-  cmd->add_option("--label_column", flags->label_column,
-                  "CSV: the label's column, by header name or 0-based index (default: the last)");
+  add_data_option_flags(cmd, &flags->data_options);
   cmd->add_option("--shuffle_buffer", flags->shuffle_buffer,
                   "Stream the --train_data files through a shuffle buffer of this many examples "
                   "(tf.data's shuffle) instead of holding them in memory (0: in memory)")

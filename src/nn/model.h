@@ -84,6 +84,11 @@ class ModelRunner {
   float sgd_step(ParamSet& params, const float* images, const int32_t* labels, int n,
                  GradSet& grads, float lr, StepTimes* times = nullptr);
 
+  // Forward only: the logits of the n examples, (n, num_classes) row-major, valid until the next
+  // pass of this runner. REQUIRES: n <= workspace.max_batch().
+  const float* logits(const ParamSet& params, const float* images, int n) {
+    return forward(params, images, n, /*training=*/false);
+  }
   // Forward only: the predicted class of each example into predictions (n).
   void predict(const ParamSet& params, const float* images, int n, int32_t* predictions);
 

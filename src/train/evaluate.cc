@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <tuple>
+
 #include "base/error.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_manager.h"
@@ -11,6 +13,7 @@
 #include "data/data_files.h"
 #include "data/data_options.h"
 #include "data/dataset.h"
+#include "nn/keras_json.h"
 #include "nn/model_zoo.h"
 #include "train/gradient_computer.h"
 
@@ -37,21 +40,21 @@ ModelConfig model_config(const Checkpoint& ckpt) {
   return config;
 }
 
-// The model of a checkpoint: its own Keras JSON spec when it has one, else (checkpoints written
+// The spec of a checkpoint's model: its own Keras JSON when it has one, else (checkpoints written
 // before specs were stored) the built-in model it names.
-std::unique_ptr<Model> checkpoint_model(const Checkpoint& ckpt) {
+ModelSpec checkpoint_spec(const Checkpoint& ckpt) {
   if (ckpt.config.is_object() && ckpt.config.contains("model_spec"))
-    return make_model_from_json(ckpt.config["model_spec"]);
-  return make_model(model_config(ckpt));
+    return read_keras_json(ckpt.config["model_spec"], "checkpoint model spec");
+  return model_spec(model_config(ckpt));
 }
 
-bool use_moving_average(EvalConfig::Weights weights, const Checkpoint& ckpt) {
+bool use_moving_average(CheckpointWeights weights, const Checkpoint& ckpt) {
   switch (weights) {
-    case EvalConfig::Weights::kRaw:
+    case CheckpointWeights::kRaw:
       return false;
-    case EvalConfig::Weights::kMovingAverage:
+    case CheckpointWeights::kMovingAverage:
       return true;
-    case EvalConfig::Weights::kAsTrained:
+    case CheckpointWeights::kAsTrained:
       break;
   }
   return ckpt.config.value("eval_moving_average", false);
@@ -63,8 +66,7 @@ std::pair<Dataset, std::string> test_set(const EvalConfig& config, const Checkpo
   const std::string test_data =
       config.test_data.empty() ? data.value("test_data", std::string()) : config.test_data;
   if (!test_data.empty()) {
-    const DataOptions options = data_options_from_json(data.value("options", nlohmann::json()));
-    return {load_examples(expand_data_paths(test_data), options), test_data};
+    return {load_examples(expand_data_paths(test_data), checkpoint_data_options(ckpt)), test_data};
   }
   std::filesystem::path dir = config.data_dir;
   if (dir.empty()) {
@@ -78,32 +80,49 @@ std::pair<Dataset, std::string> test_set(const EvalConfig& config, const Checkpo
 
 }  // namespace
 
-double evaluate_checkpoint(const EvalConfig& config, std::ostream& out) {
-  auto [ckpt, path] = load(config.checkpoint, out);
-  std::unique_ptr<Model> model = checkpoint_model(ckpt);
-  ParamSet params(model->param_specs());
-  const bool moving_average = use_moving_average(config.weights, ckpt);
-  if (moving_average && ckpt.find(params.spec(0).name + "/ExponentialMovingAverage") == nullptr) {
+CheckpointModel load_checkpoint_model(const std::filesystem::path& path, CheckpointWeights weights,
+                                      std::ostream& log) {
+  CheckpointModel loaded;
+  std::tie(loaded.checkpoint, loaded.path) = load(path, log);
+  const Checkpoint& ckpt = loaded.checkpoint;
+  loaded.spec = checkpoint_spec(ckpt);
+  loaded.model = build_model(loaded.spec, {}, "checkpoint model spec");
+  loaded.params = ParamSet(loaded.model->param_specs());
+  loaded.moving_average = use_moving_average(weights, ckpt);
+  if (loaded.moving_average &&
+      ckpt.find(loaded.params.spec(0).name + "/ExponentialMovingAverage") == nullptr) {
     throw CheckpointError(fmt::format(
         "{}: holds no moving averages of the weights (trained without --moving_average_decay); "
-        "evaluate without --moving_average",
-        path.string()));
+        "drop --moving_average",
+        loaded.path.string()));
   }
-  load_tensors(ckpt, params, moving_average ? "/ExponentialMovingAverage" : "");
+  load_tensors(ckpt, loaded.params, loaded.moving_average ? "/ExponentialMovingAverage" : "");
+  return loaded;
+}
+
+DataOptions checkpoint_data_options(const Checkpoint& ckpt) {
+  const nlohmann::json data = ckpt.config.value("data", nlohmann::json::object());
+  return data_options_from_json(data.value("options", nlohmann::json()));
+}
+
+double evaluate_checkpoint(const EvalConfig& config, std::ostream& out) {
+  const CheckpointModel loaded = load_checkpoint_model(config.checkpoint, config.weights, out);
+  const Checkpoint& ckpt = loaded.checkpoint;
+  const Model& model = *loaded.model;
   const auto [test, source] = test_set(config, ckpt);
-  if (test.example_size != model->input_size() || test.num_classes > model->num_classes()) {
+  if (test.example_size != model.input_size() || test.num_classes > model.num_classes()) {
     throw DataError(fmt::format(
         "{}: {} examples of {} features and labels up to {}, but model {} takes {} features and "
         "has {} outputs; give --test_data or --data_dir with the run's kind of data",
-        source, test.size, test.example_size, test.num_classes - 1, ckpt.model, model->input_size(),
-        model->num_classes()));
+        source, test.size, test.example_size, test.num_classes - 1, ckpt.model, model.input_size(),
+        model.num_classes()));
   }
-  GradientComputer computer(*model, 1, 1);
+  GradientComputer computer(model, 1, 1);
   const double accuracy =
-      computer.accuracy(params, test.images.data(), test.labels.data(), test.size);
-  fmt::print(out, "{}: model {} at global step {}{}, on {} ({} test examples)\n", path.string(),
-             ckpt.model, ckpt.global_step, moving_average ? " (moving average)" : "", source,
-             test.size);
+      computer.accuracy(loaded.params, test.images.data(), test.labels.data(), test.size);
+  fmt::print(out, "{}: model {} at global step {}{}, on {} ({} test examples)\n",
+             loaded.path.string(), ckpt.model, ckpt.global_step,
+             loaded.moving_average ? " (moving average)" : "", source, test.size);
   fmt::print(out, "test accuracy = {:.4f}\n", accuracy);
   return accuracy;
 }

@@ -1,0 +1,47 @@
+// The flags that say how to read data files (data/data_options.h), declared once for every
+// command that reads them: train, and predict (whose defaults are the checkpoint's).
+#include <map>
+
+#include "cli/commands.h"
+
+namespace dtrain::cli {
+
+void add_data_option_flags(CLI::App* cmd, DataOptions* options) {
+  cmd->add_option("--data_format", options->format,
+                  "idx | tfrecord | csv (default: from each file's extension)")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, DataFormat>{{"auto", DataFormat::kAuto},
+                                            {"idx", DataFormat::kIdx},
+                                            {"tfrecord", DataFormat::kTfRecord},
+                                            {"csv", DataFormat::kCsv}},
+          CLI::ignore_case));
+  cmd->add_option("--compression", options->compression,
+                  "none | gzip | zlib (default: from .gz / .zlib, else none)")
+      ->transform(
+          CLI::CheckedTransformer(std::map<std::string, Compression>{{"auto", Compression::kAuto},
+                                                                     {"none", Compression::kNone},
+                                                                     {"gzip", Compression::kGzip},
+                                                                     {"zlib", Compression::kZlib}},
+                                  CLI::ignore_case));
+  cmd->add_option("--image_feature", options->image_feature,
+                  "TFRecord: the tf.train.Example feature holding the input (bytes of uint8 "
+                  "pixels, scaled to [0, 1], or a float_list)")
+      ->capture_default_str();
+  cmd->add_option("--label_feature", options->label_feature,
+                  "TFRecord: the int64 feature holding the class")
+      ->capture_default_str();
+  cmd->add_option("--label_column", options->label_column,
+                  "CSV: the label's column, by header name or 0-based index (default: the last)");
+}
+
+DataOptions given_data_options(const CLI::App& cmd, const DataOptions& flags, DataOptions base) {
+  auto given = [&](const char* name) { return cmd.count(name) > 0; };
+  if (given("--data_format")) base.format = flags.format;
+  if (given("--compression")) base.compression = flags.compression;
+  if (given("--image_feature")) base.image_feature = flags.image_feature;
+  if (given("--label_feature")) base.label_feature = flags.label_feature;
+  if (given("--label_column")) base.label_column = flags.label_column;
+  return base;
+}
+
+}  // namespace dtrain::cli

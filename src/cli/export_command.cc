@@ -1,0 +1,74 @@
+// `dtrain export --checkpoint PATH --output model.onnx`: a checkpoint's model, with the weights the
+// run evaluated, as an ONNX model (src/export/). The flags and the metadata; the graph is
+// export/onnx_graph.h.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "export/onnx_export.h"
+#include "nn/keras_json.h"
+
+namespace dtrain::cli {
+namespace {
+
+std::string shape_text(const Shape& shape) {
+  std::string text = "[batch";
+  for (size_t i = 1; i < shape.size(); ++i) text += fmt::format(",{}", shape[i]);
+  return text + "]";
+}
+
+OnnxModelInfo model_info(const CheckpointModel& loaded, const OnnxGraph& graph) {
+  const Checkpoint& ckpt = loaded.checkpoint;
+  const nlohmann::json data = ckpt.config.value("data", nlohmann::json::object());
+  // Old checkpoints do not record it; what dtrain has always done is the default.
+  const std::string scaling =
+      data.value("input_scaling", std::string("uint8 pixels / 255; float features as given"));
+  OnnxModelInfo info;
+  info.doc_string = fmt::format(
+      "dtrain model {} at global step {} ({} weights). Input {}: the model's input after dtrain's "
+      "input scaling ({}), images NHWC as Keras has them. Output {}: logits; softmax gives the "
+      "class probabilities.",
+      ckpt.model, ckpt.global_step, loaded.moving_average ? "moving-average" : "raw",
+      shape_text(graph.input.shape), scaling, shape_text(graph.output.shape));
+  info.metadata = {
+      {"dtrain_model", ckpt.model},
+      {"global_step", std::to_string(ckpt.global_step)},
+      {"weights", loaded.moving_average ? "moving_average" : "raw"},
+      {"input_scaling", scaling},
+      {"data_options", data_options_json(checkpoint_data_options(ckpt)).dump()},
+      {"checkpoint", loaded.path.filename().string()},
+      {"keras_model", to_keras_json(loaded.spec).dump()},
+  };
+  return info;
+}
+
+}  // namespace
+
+void add_export_command(CLI::App& app, Action& action) {
+  auto checkpoint = std::make_shared<std::string>();
+  auto output = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "export", "Write a checkpoint's model, with the weights the run evaluated, as ONNX");
+  cmd->add_option("--checkpoint", *checkpoint, "A checkpoint file, or a --train_dir (its newest)")
+      ->required();
+  cmd->add_option("--output", *output, "The .onnx file to write (replaced atomically)")->required();
+  auto weights = std::make_shared<CheckpointWeights>(CheckpointWeights::kAsTrained);
+  add_weights_flags(cmd, weights, "Export");
+  cmd->callback([checkpoint, output, weights, &action] {
+    action = [checkpoint, output, weights] {
+      const CheckpointModel loaded = load_checkpoint_model(*checkpoint, *weights, std::cerr);
+      const OnnxGraph graph = build_onnx_graph(loaded.spec, loaded.params);
+      write_onnx_model(*output, graph, model_info(loaded, graph));
+      fmt::print(
+          "wrote {}: model {} at global step {}{}, input {} -> logits {}, {} nodes, "
+          "opset {}\n",
+          *output, loaded.checkpoint.model, loaded.checkpoint.global_step,
+          loaded.moving_average ? " (moving average)" : "", shape_text(graph.input.shape),
+          shape_text(graph.output.shape), graph.nodes.size(), kOnnxOpset);
+      return 0;
+    };
+  });
+}
+
+}  // namespace dtrain::cli

@@ -1,0 +1,75 @@
+// `dtrain predict --checkpoint PATH --input FILES [--output FILE.csv]`: the class and the class
+// probabilities of every input record, as CSV (train/predict.h). The input is read as the run read
+// its data (the checkpoint's data options) unless the data flags say otherwise.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <sstream>
+
+#include "base/atomic_file.h"
+#include "cli/commands.h"
+#include "data/data_files.h"
+#include "train/predict.h"
+
+namespace dtrain::cli {
+namespace {
+
+struct PredictFlags {
+  std::string checkpoint;
+  std::string input;
+  std::string output;
+  bool logits = false;
+  DataOptions data_options;
+};
+
+int run_predict(const CLI::App& cmd, const PredictFlags& flags, CheckpointWeights weights) {
+  const CheckpointModel loaded = load_checkpoint_model(flags.checkpoint, weights, std::cerr);
+  const DataOptions options =
+      given_data_options(cmd, flags.data_options, checkpoint_data_options(loaded.checkpoint));
+  const Dataset data = load_examples(expand_data_paths(flags.input), options);
+  check_input_fits(*loaded.model, data, flags.input);
+
+  PredictionSummary summary;
+  if (flags.output.empty()) {
+    summary = write_predictions(*loaded.model, loaded.params, data, flags.logits, std::cout);
+    std::cout.flush();
+  } else {
+    std::ostringstream csv;
+    summary = write_predictions(*loaded.model, loaded.params, data, flags.logits, csv);
+    AtomicFileWriter writer(flags.output);
+    writer.append(csv.view());
+    writer.commit();
+  }
+  std::cerr << fmt::format(
+      "predict: {} records of {}{}, model {} at global step {}{}: accuracy = {:.4f}\n",
+      summary.records, flags.input, flags.output.empty() ? "" : " to " + flags.output,
+      loaded.checkpoint.model, loaded.checkpoint.global_step,
+      loaded.moving_average ? " (moving average)" : "", summary.accuracy);
+  return 0;
+}
+
+}  // namespace
+
+void add_predict_command(CLI::App& app, Action& action) {
+  auto flags = std::make_shared<PredictFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "predict", "Print the class and class probabilities of each input record, as CSV");
+  cmd->add_option("--checkpoint", flags->checkpoint,
+                  "A checkpoint file, or a --train_dir (its newest)")
+      ->required();
+  cmd->add_option("--input", flags->input,
+                  "Input files, comma-separated files or globs (IDX, TFRecord of tf.train.Example, "
+                  "CSV; read as the run read its data unless the flags below say otherwise)")
+      ->required();
+  cmd->add_option("--output", flags->output,
+                  "The CSV file to write (replaced atomically; default: standard output)");
+  cmd->add_flag("--logits", flags->logits, "Add the logits, logit_0... columns");
+  add_data_option_flags(cmd, &flags->data_options);
+  auto weights = std::make_shared<CheckpointWeights>(CheckpointWeights::kAsTrained);
+  add_weights_flags(cmd, weights, "Predict with");
+  cmd->callback([cmd, flags, weights, &action] {
+    action = [cmd, flags, weights] { return run_predict(*cmd, *flags, *weights); };
+  });
+}
+
+}  // namespace dtrain::cli

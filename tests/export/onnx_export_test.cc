@@ -1,0 +1,249 @@
+// `dtrain export` end to end: a trained checkpoint exported, accepted by ONNX's own checker
+// (python3-onnx), and run by an independent runtime (ONNX Runtime for Node.js, installed by
+// scripts/fetch_onnxruntime.sh) on the 10,000 MNIST test images, whose accuracy must be dtrain
+// eval's and whose logits dtrain predict's. Missing tools fail the test: CI runs setup.sh first.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "export/csv_table.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+#include "support/text_match.h"
+
+namespace dtrain::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Checks the model with ONNX's full checker, then prints what the test asserts on.
+constexpr const char* kCheckModel = R"(
+import json, sys, onnx
+m = onnx.load(sys.argv[1])
+onnx.checker.check_model(m, full_check=True)
+shape = lambda v: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+print(json.dumps({"ir_version": m.ir_version,
+                  "opsets": [[o.domain, o.version] for o in m.opset_import],
+                  "inputs": [[v.name, shape(v)] for v in m.graph.input],
+                  "outputs": [[v.name, shape(v)] for v in m.graph.output],
+                  "metadata": {p.key: p.value for p in m.metadata_props}}))
+)";
+
+// The system's Python first: python3 on PATH may be a pyenv without Debian's onnx module.
+std::optional<std::string> python_with_onnx() {
+  for (const char* python : {"/usr/bin/python3", "python3"}) {
+    if (run_command({python, "-c", "import onnx.checker"}).exit_code == 0) return python;
+  }
+  return std::nullopt;
+}
+
+std::filesystem::path npm_dir() {
+  if (const char* dir = std::getenv("DTRAIN_NPM_DIR"); dir != nullptr && *dir != '\0') return dir;
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home != nullptr ? home : "/root") / ".cache/dtrain/npm";
+}
+
+double accuracy_in(const std::string& text, const std::string& pattern) {
+  const auto match = first_match(text, pattern);
+  return match ? std::stod((*match)[1]) : -1;
+}
+
+struct RuntimeCheck {
+  nlohmann::json model;    // what kCheckModel printed
+  nlohmann::json runtime;  // what onnx_run.js printed
+  double eval_accuracy = -1;
+  double max_logit_difference = INFINITY;
+};
+
+// Exports the newest checkpoint of train_dir and checks it against ONNX's checker, ONNX Runtime,
+// dtrain eval and dtrain predict --logits.
+void check_export(const TempDir& work, const std::filesystem::path& train_dir,
+                  RuntimeCheck& check) {
+  const std::optional<std::string> python = python_with_onnx();
+  ASSERT_TRUE(python) << "needs /usr/bin/python3 with the onnx module: Debian package "
+                         "python3-onnx (scripts/setup.sh installs it)";
+  const std::filesystem::path runtime = npm_dir() / "node_modules/onnxruntime-node";
+  ASSERT_TRUE(std::filesystem::exists(runtime / "package.json"))
+      << "needs ONNX Runtime for Node.js in " << runtime << ": run scripts/fetch_onnxruntime.sh";
+
+  const std::string model = (work / "model.onnx").string();
+  const ProcessResult exported =
+      run_dtrain({"export", "--checkpoint", train_dir.string(), "--output", model});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_THAT(exported.out, HasSubstr("wrote " + model));
+
+  const ProcessResult checked = run_command({*python, "-c", kCheckModel, model});
+  ASSERT_EQ(checked.exit_code, 0) << checked.err;
+  check.model = nlohmann::json::parse(checked.out);
+
+  const std::filesystem::path mnist = mnist_dir();
+  const std::string runtime_logits = (work / "onnxruntime_logits.csv").string();
+  const ProcessResult ran =
+      run_command({"node", std::string(DTRAIN_SOURCE_DIR) + "/tests/export/onnx_run.js", model,
+                   (mnist / "t10k-images-idx3-ubyte").string(),
+                   (mnist / "t10k-labels-idx1-ubyte").string(), runtime_logits},
+                  {"NODE_PATH=" + (npm_dir() / "node_modules").string()});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  check.runtime = nlohmann::json::parse(ran.out);
+
+  const ProcessResult eval = run_dtrain({"eval", "--checkpoint", train_dir.string()});
+  ASSERT_EQ(eval.exit_code, 0) << eval.err;
+  check.eval_accuracy = accuracy_in(eval.out, R"(test accuracy = ([0-9.]+))");
+
+  const std::string predicted = (work / "predicted.csv").string();
+  const ProcessResult predict =
+      run_dtrain({"predict", "--checkpoint", train_dir.string(), "--input",
+                  (mnist / "t10k-images-idx3-ubyte").string(), "--logits", "--output", predicted});
+  ASSERT_EQ(predict.exit_code, 0) << predict.err;
+
+  const CsvTable ours = read_csv_table(predicted);
+  const CsvTable theirs = read_csv_table(runtime_logits);
+  ASSERT_EQ(ours.rows.size(), 10000u);
+  ASSERT_EQ(theirs.rows.size(), 10000u);
+  double worst = 0;
+  for (size_t r = 0; r < ours.rows.size(); ++r) {
+    for (int k = 0; k < 10; ++k) {
+      const std::string name = "logit_" + std::to_string(k);
+      worst = std::max(worst, std::abs(ours.at(r, name) - theirs.at(r, name)));
+    }
+  }
+  check.max_logit_difference = worst;
+  std::cout << "onnxruntime accuracy " << check.runtime["accuracy"].get<double>()
+            << ", dtrain eval " << check.eval_accuracy << ", max |logit difference| " << worst
+            << "\n";
+}
+
+TEST(OnnxExport, MnistInferenceRunsInOnnxRuntimeAsInDtrain) {
+  TempDir work;
+  const std::filesystem::path train_dir = work / "train";
+  const ProcessResult trained =
+      run_dtrain({"train", "--model", "mnist_inference", "--train_steps", "300", "--log_every", "0",
+                  "--threads", "1", "--train_dir", train_dir.string()});
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+
+  RuntimeCheck check;
+  ASSERT_NO_FATAL_FAILURE(check_export(work, train_dir, check));
+  EXPECT_EQ(check.model["ir_version"], 8);
+  EXPECT_EQ(check.model["opsets"], nlohmann::json::parse(R"([["", 13]])"));
+  EXPECT_EQ(check.model["inputs"], nlohmann::json::parse(R"([["input", ["batch", 784]]])"));
+  EXPECT_EQ(check.model["outputs"], nlohmann::json::parse(R"([["logits", ["batch", 10]]])"));
+  // mnist_inference's recipe evaluates the moving average, and so does the export.
+  const nlohmann::json& metadata = check.model["metadata"];
+  EXPECT_EQ(metadata["dtrain_model"], "mnist_inference");
+  EXPECT_EQ(metadata["global_step"], "300");
+  EXPECT_EQ(metadata["weights"], "moving_average");
+  EXPECT_THAT(metadata["input_scaling"].get<std::string>(), HasSubstr("/ 255"));
+
+  EXPECT_EQ(check.runtime["records"], 10000);
+  EXPECT_GT(check.eval_accuracy, 0.9);
+  EXPECT_NEAR(check.runtime["accuracy"].get<double>(), check.eval_accuracy, 0.001);
+  EXPECT_LE(check.max_logit_difference, 1e-4);
+}
+
+TEST(OnnxExport, AKerasCnnRunsInOnnxRuntimeAsInDtrain) {
+  TempDir work;
+  const std::filesystem::path train_dir = work / "train";
+  const ProcessResult trained =
+      run_dtrain({"train", "--model",
+                  std::string(DTRAIN_SOURCE_DIR) + "/examples/models/cnn_mnist.keras3.json",
+                  "--train_steps", "60", "--log_every", "0", "--train_dir", train_dir.string()});
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+
+  RuntimeCheck check;
+  ASSERT_NO_FATAL_FAILURE(check_export(work, train_dir, check));
+  // Reshape (784 -> 28x28x1), conv same, max pool, conv valid, average pool, Flatten, Dense.
+  EXPECT_EQ(check.model["inputs"], nlohmann::json::parse(R"([["input", ["batch", 784]]])"));
+  EXPECT_EQ(check.model["metadata"]["weights"], "raw");
+  EXPECT_GT(check.eval_accuracy, 0.5);
+  EXPECT_NEAR(check.runtime["accuracy"].get<double>(), check.eval_accuracy, 0.001);
+  EXPECT_LE(check.max_logit_difference, 1e-4);
+}
+
+// TensorFlow's SAME padding where it is asymmetric (stride 2, an even kernel, an odd image),
+// average pooling that leaves the padding out of its count, every activation, an NHWC input.
+// Barely trained: the logits need not be good, only equal.
+TEST(OnnxExport, SamePaddingStridesAndAveragePoolingRunInOnnxRuntimeAsInDtrain) {
+  TempDir work;
+  const std::filesystem::path model = work / "same_padding.json";
+  write_bytes(model, R"({"class_name": "Sequential", "config": {"name": "same_padding", "layers": [
+    {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 28, 28, 1], "name": "in"}},
+    {"class_name": "Conv2D", "config": {"name": "c1", "filters": 4, "kernel_size": [3, 3],
+     "strides": [2, 2], "padding": "same", "activation": "relu"}},
+    {"class_name": "Conv2D", "config": {"name": "c2", "filters": 5, "kernel_size": [2, 2],
+     "padding": "same", "activation": "tanh"}},
+    {"class_name": "AveragePooling2D", "config": {"name": "avg", "pool_size": [3, 3],
+     "strides": [2, 2], "padding": "same"}},
+    {"class_name": "MaxPooling2D", "config": {"name": "max", "pool_size": [2, 2],
+     "padding": "same"}},
+    {"class_name": "Activation", "config": {"name": "sig", "activation": "sigmoid"}},
+    {"class_name": "Flatten", "config": {"name": "flat"}},
+    {"class_name": "Dense", "config": {"name": "out", "units": 10}}]}})");
+  const std::filesystem::path train_dir = work / "train";
+  const ProcessResult trained =
+      run_dtrain({"train", "--model", model.string(), "--train_steps", "20", "--log_every", "0",
+                  "--threads", "1", "--train_dir", train_dir.string()});
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+
+  RuntimeCheck check;
+  ASSERT_NO_FATAL_FAILURE(check_export(work, train_dir, check));
+  EXPECT_EQ(check.model["inputs"], nlohmann::json::parse(R"([["input", ["batch", 28, 28, 1]]])"));
+  EXPECT_THAT(check.runtime["input_shape"], ElementsAre(28, 28, 1));
+  EXPECT_NEAR(check.runtime["accuracy"].get<double>(), check.eval_accuracy, 0.001);
+  EXPECT_LE(check.max_logit_difference, 1e-4);
+}
+
+TEST(OnnxExport, AnUnreadableCheckpointOrUnwritableOutputIsNamed) {
+  TempDir work;
+  const std::string missing = (work / "no_such.safetensors").string();
+  const ProcessResult unreadable =
+      run_dtrain({"export", "--checkpoint", missing, "--output", (work / "m.onnx").string()});
+  EXPECT_EQ(unreadable.exit_code, 1);
+  EXPECT_THAT(unreadable.err, HasSubstr(missing));
+  EXPECT_FALSE(std::filesystem::exists(work / "m.onnx"));
+
+  const std::filesystem::path train_dir = work / "train";
+  const ProcessResult trained = run_dtrain({"train", "--model", "softmax", "--train_steps", "5",
+                                            "--log_every", "0", "--train_dir", train_dir.string()});
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  const std::string unwritable = (work / "no_such_dir" / "m.onnx").string();
+  const ProcessResult failed =
+      run_dtrain({"export", "--checkpoint", train_dir.string(), "--output", unwritable});
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_THAT(failed.err, HasSubstr(unwritable));
+
+  const ProcessResult missing_flag = run_dtrain({"export", "--checkpoint", train_dir.string()});
+  EXPECT_EQ(missing_flag.exit_code, 2);
+  EXPECT_THAT(missing_flag.err, HasSubstr("--output"));
+}
+
+TEST(OnnxExport, RawWeightsAreExportedWhenAskedFor) {
+  TempDir work;
+  const std::filesystem::path train_dir = work / "train";
+  const ProcessResult trained = run_dtrain({"train", "--model", "softmax", "--train_steps", "20",
+                                            "--log_every", "0", "--train_dir", train_dir.string()});
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  const ProcessResult averaged = run_dtrain(
+      {"export", "--checkpoint", train_dir.string(), "--output", (work / "average.onnx").string()});
+  ASSERT_EQ(averaged.exit_code, 0) << averaged.err;
+  EXPECT_THAT(averaged.out, HasSubstr("(moving average)"));
+  const ProcessResult raw =
+      run_dtrain({"export", "--raw_weights", "--checkpoint", train_dir.string(), "--output",
+                  (work / "raw.onnx").string()});
+  ASSERT_EQ(raw.exit_code, 0) << raw.err;
+  EXPECT_THAT(raw.out, Not(HasSubstr("moving average")));
+  // The same graph around different weights, and metadata that says which.
+  const std::string average_bytes = read_bytes(work / "average.onnx");
+  const std::string raw_bytes = read_bytes(work / "raw.onnx");
+  EXPECT_THAT(average_bytes, HasSubstr("moving_average"));
+  EXPECT_THAT(raw_bytes, Not(HasSubstr("moving_average")));
+  EXPECT_NE(average_bytes, raw_bytes);
+}
+
+}  // namespace
+}  // namespace dtrain::testing

@@ -1,0 +1,80 @@
+// Runs an ONNX model exported by `dtrain export` on the MNIST test set with ONNX Runtime
+// (npm onnxruntime-node, installed by scripts/fetch_onnxruntime.sh): an independent check of the
+// graph, its layouts and its weights. The images are read from the IDX files here, scaled
+// uint8 / 255 as dtrain scales them, and fed in batches in the model's input shape (NHWC).
+//
+// Usage: node onnx_run.js MODEL.onnx IMAGES_IDX LABELS_IDX LOGITS.csv
+//   (NODE_PATH must name the node_modules folder holding onnxruntime-node)
+// Writes LOGITS.csv ("index,class,logit_0,...", 9 significant digits) and prints one JSON line:
+// {"records": N, "accuracy": A, "input": "input", "input_shape": [...], "output": "logits"}.
+'use strict';
+const fs = require('fs');
+const ort = require('onnxruntime-node');
+
+function readIdx(path) {
+  const bytes = fs.readFileSync(path);
+  if (bytes[0] !== 0 || bytes[1] !== 0 || bytes[2] !== 0x08) {
+    throw new Error(`${path}: not an IDX file of unsigned bytes`);
+  }
+  const rank = bytes[3];
+  const dims = [];
+  for (let i = 0; i < rank; ++i) dims.push(bytes.readUInt32BE(4 + 4 * i));
+  return {dims, data: bytes.subarray(4 + 4 * rank)};
+}
+
+async function main() {
+  const [modelPath, imagesPath, labelsPath, logitsPath] = process.argv.slice(2);
+  if (!logitsPath) throw new Error('usage: onnx_run.js MODEL.onnx IMAGES LABELS LOGITS.csv');
+  const images = readIdx(imagesPath);
+  const labels = readIdx(labelsPath);
+  const count = images.dims[0];
+  const exampleSize = images.dims.slice(1).reduce((a, b) => a * b, 1);
+  if (labels.dims[0] !== count) throw new Error(`${labelsPath}: ${labels.dims[0]} labels`);
+
+  const session = await ort.InferenceSession.create(modelPath);
+  if (session.inputNames.length !== 1 || session.outputNames.length !== 1) {
+    throw new Error(`expected one input and one output, got ${session.inputNames} -> ${session.outputNames}`);
+  }
+  const inputName = session.inputNames[0];
+  const outputName = session.outputNames[0];
+  // The model's input shape after the batch, from the graph itself.
+  const shape = session.inputMetadata[0].shape.slice(1);
+  if (shape.reduce((a, b) => a * b, 1) !== exampleSize) {
+    throw new Error(`model input ${shape} does not hold ${exampleSize} values per image`);
+  }
+
+  const out = fs.openSync(logitsPath, 'w');
+  let header = false;
+  let correct = 0;
+  const batch = 1000;
+  for (let begin = 0; begin < count; begin += batch) {
+    const n = Math.min(batch, count - begin);
+    const values = new Float32Array(n * exampleSize);
+    for (let i = 0; i < values.length; ++i) values[i] = images.data[begin * exampleSize + i] / 255;
+    const feeds = {[inputName]: new ort.Tensor('float32', values, [n, ...shape])};
+    const result = (await session.run(feeds))[outputName];
+    const classes = result.dims[1];
+    if (!header) {
+      const names = Array.from({length: classes}, (_, k) => `logit_${k}`);
+      fs.writeSync(out, `index,class,${names.join(',')}\n`);
+      header = true;
+    }
+    let text = '';
+    for (let i = 0; i < n; ++i) {
+      const row = result.data.subarray(i * classes, (i + 1) * classes);
+      let best = 0;
+      for (let k = 1; k < classes; ++k) if (row[k] > row[best]) best = k;
+      if (best === labels.data[begin + i]) ++correct;
+      text += `${begin + i},${best},${Array.from(row, (v) => v.toPrecision(9)).join(',')}\n`;
+    }
+    fs.writeSync(out, text);
+  }
+  fs.closeSync(out);
+  console.log(JSON.stringify({records: count, accuracy: correct / count, input: inputName,
+                              input_shape: shape, output: outputName}));
+}
+
+main().catch((error) => {
+  console.error(`onnx_run.js: ${error.message}`);
+  process.exit(1);
+});
