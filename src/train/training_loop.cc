@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -253,22 +254,28 @@ class TrainingLoop {
     return true;
   }
 
-  // Copies taken here, between steps; the sink's thread bins them while training goes on.
+  // Copies taken here, between steps; the sink's thread bins them while training goes on. The
+  // copies go into the previous record's buffers once the sink is done with them, so a summary
+  // step costs a copy and no page faults.
   void write_histograms() {
     const ParamSet& params = state_.params();
     const GradSet& grads = state_.grads();
-    auto tensors = std::make_shared<std::vector<NamedValues>>();
-    tensors->reserve(2 * params.count());
-    for (size_t i = 0; i < params.count(); ++i) {
-      const std::span<const float> values = params.values(i);
-      tensors->push_back({params.spec(i).name, {values.begin(), values.end()}});
+    if (!histogram_buffers_ || histogram_buffers_.use_count() > 1) {
+      histogram_buffers_ = std::make_shared<std::vector<NamedValues>>();
+      for (size_t i = 0; i < params.count(); ++i)
+        histogram_buffers_->push_back({params.spec(i).name, {}});
+      for (size_t i = 0; i < grads.count(); ++i)
+        histogram_buffers_->push_back({"gradients_on_average/" + grads.spec(i).name, {}});
     }
-    for (size_t i = 0; i < grads.count(); ++i) {
-      const std::span<const float> values = grads.values(i);
-      tensors->push_back(
-          {"gradients_on_average/" + grads.spec(i).name, {values.begin(), values.end()}});
-    }
-    run_log_.write({.step = state_.step, .histograms = std::move(tensors)});
+    // Reading a use count of 1 the sink's thread left when it dropped its reference (a release),
+    // then this fence: what that thread did with the buffers happens before the writes below.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    std::vector<NamedValues>& tensors = *histogram_buffers_;
+    for (size_t i = 0; i < params.count(); ++i)
+      tensors[i].values.assign(params.values(i).begin(), params.values(i).end());
+    for (size_t i = 0; i < grads.count(); ++i)
+      tensors[params.count() + i].values.assign(grads.values(i).begin(), grads.values(i).end());
+    run_log_.write({.step = state_.step, .histograms = histogram_buffers_});
   }
 
   bool eval_due() {
@@ -411,6 +418,7 @@ class TrainingLoop {
   bool histograms_ = false;  // the chief's, with --summary_steps
 
   int64_t next_histograms_ = 0;
+  std::shared_ptr<std::vector<NamedValues>> histogram_buffers_;
   int64_t step_at_last_log_ = 0;
 
   TrainResult result_;

@@ -3,10 +3,12 @@
 // graph, its layouts and its weights. The images are read from the IDX files here, scaled
 // uint8 / 255 as dtrain scales them, and fed in batches in the model's input shape (NHWC).
 //
-// Usage: node onnx_run.js MODEL.onnx IMAGES_IDX LABELS_IDX LOGITS.csv
+// Usage: node onnx_run.js MODEL.onnx IMAGES_IDX LABELS_IDX LOGITS.csv [PREDICT.csv]
 //   (NODE_PATH must name the node_modules folder holding onnxruntime-node)
 // Writes LOGITS.csv ("index,class,logit_0,...", 9 significant digits) and prints one JSON line:
-// {"records": N, "accuracy": A, "input": "input", "input_shape": [...], "output": "logits"}.
+// {"records": N, "accuracy": A, "input": "input", "input_shape": [...], "output": "logits"},
+// with "max_logit_difference" from the logit_k columns of PREDICT.csv (`dtrain predict --logits`)
+// when it is given.
 'use strict';
 const fs = require('fs');
 const ort = require('onnxruntime-node');
@@ -23,7 +25,7 @@ function readIdx(path) {
 }
 
 async function main() {
-  const [modelPath, imagesPath, labelsPath, logitsPath] = process.argv.slice(2);
+  const [modelPath, imagesPath, labelsPath, logitsPath, predictPath] = process.argv.slice(2);
   if (!logitsPath) throw new Error('usage: onnx_run.js MODEL.onnx IMAGES LABELS LOGITS.csv');
   const images = readIdx(imagesPath);
   const labels = readIdx(labelsPath);
@@ -43,6 +45,7 @@ async function main() {
     throw new Error(`model input ${shape} does not hold ${exampleSize} values per image`);
   }
 
+  const all = [];
   const out = fs.openSync(logitsPath, 'w');
   let header = false;
   let correct = 0;
@@ -62,6 +65,7 @@ async function main() {
     let text = '';
     for (let i = 0; i < n; ++i) {
       const row = result.data.subarray(i * classes, (i + 1) * classes);
+      all.push(Array.from(row));
       let best = 0;
       for (let k = 1; k < classes; ++k) if (row[k] > row[best]) best = k;
       if (best === labels.data[begin + i]) ++correct;
@@ -70,8 +74,28 @@ async function main() {
     fs.writeSync(out, text);
   }
   fs.closeSync(out);
-  console.log(JSON.stringify({records: count, accuracy: correct / count, input: inputName,
-                              input_shape: shape, output: outputName}));
+  const summary = {records: count, accuracy: correct / count, input: inputName,
+                   input_shape: shape, output: outputName};
+  if (predictPath) summary.max_logit_difference = maxLogitDifference(predictPath, all);
+  console.log(JSON.stringify(summary));
+}
+
+// The largest |ONNX Runtime's logit - dtrain's| over every record and class.
+function maxLogitDifference(predictPath, logits) {
+  const lines = fs.readFileSync(predictPath, 'utf8').trim().split('\n');
+  const columns = lines[0].split(',');
+  const first = columns.indexOf('logit_0');
+  if (first < 0) throw new Error(`${predictPath}: no logit_0 column (run dtrain predict --logits)`);
+  if (lines.length - 1 !== logits.length) {
+    throw new Error(`${predictPath}: ${lines.length - 1} records, ONNX Runtime ran ${logits.length}`);
+  }
+  let most = 0;
+  for (let i = 0; i < logits.length; ++i) {
+    const fields = lines[i + 1].split(',');
+    for (let k = 0; k < logits[i].length; ++k)
+      most = Math.max(most, Math.abs(Number(fields[first + k]) - logits[i][k]));
+  }
+  return most;
 }
 
 main().catch((error) => {
