@@ -14,6 +14,7 @@
 
 #include "support/checkpoints.h"
 #include "support/process.h"
+#include "support/tb_events.h"
 #include "support/temp_dir.h"
 #include "support/text_match.h"
 
@@ -22,85 +23,6 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
-
-const std::string kReader =
-    std::string(DTRAIN_SOURCE_DIR) + "/tests/metrics/tensorboard/tb_events.py";
-
-// A Python 3 with the protobuf and crcmod modules: python3 on PATH, else the system's.
-std::string reader_python() {
-  for (const char* python : {"python3", "/usr/bin/python3"}) {
-    try {
-      if (run_command({python, "-c", "import google.protobuf, crcmod"}).exit_code == 0)
-        return python;
-    } catch (const std::exception&) {
-      // Not installed there; try the next.
-    }
-  }
-  ADD_FAILURE() << "the event reader needs python3 with the protobuf and crcmod modules (Debian "
-                   "packages python3-protobuf, python3-crcmod; scripts/setup.sh installs them)";
-  return "python3";
-}
-
-ProcessResult run_reader(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {reader_python(), kReader};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_command(argv);
-}
-
-json dump(const std::filesystem::path& path) {
-  const ProcessResult r = run_reader({"dump", path.string()});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return json::parse(r.out);
-}
-
-std::vector<std::filesystem::path> event_files(const std::filesystem::path& dir) {
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().filename().string().starts_with("events.out.tfevents."))
-      files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
-// Every value of every event of one decoded file, with its event's step.
-struct Value {
-  int64_t step;
-  json value;
-};
-std::vector<Value> values_of(const json& file) {
-  std::vector<Value> values;
-  for (const json& event : file["events"]) {
-    if (!event.contains("summary")) continue;
-    for (const json& value : event["summary"])
-      values.push_back({event["step"].get<int64_t>(), value});
-  }
-  return values;
-}
-
-std::vector<std::pair<int64_t, double>> scalars(const json& file, const std::string& tag) {
-  std::vector<std::pair<int64_t, double>> points;
-  for (const Value& v : values_of(file)) {
-    if (v.value["tag"] == tag && v.value["kind"] == "scalar")
-      points.emplace_back(v.step, v.value["value"].get<double>());
-  }
-  return points;
-}
-
-std::optional<Value> last_histogram(const json& file, const std::string& tag) {
-  std::optional<Value> last;
-  for (const Value& v : values_of(file)) {
-    if (v.value["tag"] == tag && v.value["kind"] == "histogram") last = v;
-  }
-  return last;
-}
-
-void expect_clean(const json& file) {
-  EXPECT_EQ(file["bad_records"].size(), 0u) << file["path"] << ": " << file["bad_records"];
-  EXPECT_TRUE(file["truncated_tail"].is_null()) << file["path"];
-  EXPECT_TRUE(file["first_record_is_file_version"].get<bool>()) << file["path"];
-  EXPECT_EQ(file["file_version"], "brain.Event:2");
-}
 
 // The steps a scalar was logged at rise, one point per step.
 void expect_rising_steps(const std::vector<std::pair<int64_t, double>>& points) {
@@ -147,16 +69,16 @@ TEST(TensorBoardEvents, LocalRunWritesScalarsHistogramsAndConfigThatAnIndependen
     check.insert(check.end(),
                  {"--expect-histogram", v, "--expect-histogram", "gradients_on_average/" + v});
   check.insert(check.end(), {"--expect-text", "config"});
-  const ProcessResult checked = run_reader(check);
+  const ProcessResult checked = run_event_reader(check);
   ASSERT_EQ(checked.exit_code, 0) << checked.err;
 
   const json files = json::parse(checked.out)["files"];
   ASSERT_EQ(files.size(), 1u) << "one event file, in the train_dir itself";
   const json& file = files[0];
-  expect_clean(file);
+  expect_clean_events(file);
 
   // The loss at every step line, equal to the line's.
-  const auto losses = scalars(file, "loss");
+  const auto losses = scalars_of(file, "loss");
   std::map<int64_t, double> printed;
   for (const Match& m : all_matches(r.out, R"(^step ([0-9]+), loss = ([0-9.]+))"))
     printed[std::stoll(m[1])] = std::stod(m[2]);
@@ -170,7 +92,7 @@ TEST(TensorBoardEvents, LocalRunWritesScalarsHistogramsAndConfigThatAnIndependen
   }
 
   // Test accuracy at every evaluation and at the end, as printed.
-  const auto accuracies = scalars(file, "test_accuracy");
+  const auto accuracies = scalars_of(file, "test_accuracy");
   ASSERT_GE(accuracies.size(), 3u);
   const auto final_line = first_match(r.out, R"(^test accuracy = ([0-9.]+))");
   ASSERT_TRUE(final_line.has_value()) << r.out;
@@ -193,13 +115,13 @@ TEST(TensorBoardEvents, LocalRunWritesScalarsHistogramsAndConfigThatAnIndependen
     EXPECT_GT(g->value["histo"]["sum_squares"].get<double>(), 0) << "a gradient, not zeros";
   }
   int histogram_steps = 0;
-  for (const Value& v : values_of(file))
+  for (const EventValue& v : values_of(file))
     if (v.value["tag"] == "layer1/weights") ++histogram_steps;
   EXPECT_EQ(histogram_steps, 3);
 
   // The configuration as text, naming the model.
   bool config_seen = false;
-  for (const Value& v : values_of(file)) {
+  for (const EventValue& v : values_of(file)) {
     if (v.value["tag"] != "config") continue;
     config_seen = true;
     EXPECT_EQ(v.value["kind"], "text");
@@ -216,17 +138,17 @@ TEST(TensorBoardEvents, AsyncPsRunWritesTheChiefsEventsAndOneRunPerWorker) {
                   "--summary_steps", "100", "--train_dir", dir.path().string()});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
 
-  const json chief = dump(dir.path());
+  const json chief = dump_events(dir.path());
   // The chief's file, then worker_0/ and worker_1/.
   ASSERT_EQ(event_files(dir.path()).size(), 1u);
   const json& main = chief["files"][0];
-  expect_clean(main);
+  expect_clean_events(main);
   for (const char* tag :
        {"loss", "test_accuracy", "learning_rate", "examples_per_sec", "steps_per_sec",
         "ps/stale_gradients", "ps/duplicate_pushes", "ps/non_finite_gradients"}) {
-    EXPECT_FALSE(scalars(main, tag).empty()) << tag;
+    EXPECT_FALSE(scalars_of(main, tag).empty()) << tag;
   }
-  expect_rising_steps(scalars(main, "loss"));
+  expect_rising_steps(scalars_of(main, "loss"));
   for (const std::string& v : kVariables) {
     EXPECT_TRUE(last_histogram(main, v).has_value()) << v;
     EXPECT_TRUE(last_histogram(main, "gradients_on_average/" + v).has_value()) << v;
@@ -235,8 +157,8 @@ TEST(TensorBoardEvents, AsyncPsRunWritesTheChiefsEventsAndOneRunPerWorker) {
   for (int worker = 0; worker < 2; ++worker) {
     const std::filesystem::path worker_dir = dir.path() / ("worker_" + std::to_string(worker));
     ASSERT_EQ(event_files(worker_dir).size(), 1u) << worker_dir;
-    const json file = dump(worker_dir)["files"][0];
-    expect_clean(file);
+    const json file = dump_events(worker_dir)["files"][0];
+    expect_clean_events(file);
     // The worker's own loss and throughput, one point per step line it printed, equal to them.
     std::vector<std::pair<int64_t, double>> printed;
     for (const Match& m : all_matches(
@@ -244,14 +166,14 @@ TEST(TensorBoardEvents, AsyncPsRunWritesTheChiefsEventsAndOneRunPerWorker) {
              "worker=" + std::to_string(worker) +
                  R"(, epoch=[0-9]+, global_step=([0-9]+), local_step=[0-9]+, loss=([0-9.]+))"))
       printed.emplace_back(std::stoll(m[1]), std::stod(m[2]));
-    const auto losses = scalars(file, "loss");
+    const auto losses = scalars_of(file, "loss");
     ASSERT_FALSE(printed.empty()) << r.out;
     ASSERT_EQ(losses.size(), printed.size()) << "worker " << worker;
     for (size_t i = 0; i < printed.size(); ++i) {
       EXPECT_EQ(losses[i].first, printed[i].first);
       EXPECT_NEAR(losses[i].second, printed[i].second, 5e-5);
     }
-    EXPECT_EQ(scalars(file, "examples_per_sec").size(), printed.size());
+    EXPECT_EQ(scalars_of(file, "examples_per_sec").size(), printed.size());
     EXPECT_TRUE(last_histogram(file, "layer1/weights") == std::nullopt)
         << "histograms are the chief's, in the run's own folder";
   }
@@ -273,17 +195,17 @@ TEST(TensorBoardEvents, AResumedRunOpensANewFileThatStartsAtItsStepWithSessionLo
 
   const auto files = event_files(dir.path());
   ASSERT_EQ(files.size(), 2u);
-  const json first = dump(files[0])["files"][0];
-  const json second = dump(files[1])["files"][0];
-  expect_clean(first);
-  expect_clean(second);
-  EXPECT_EQ(scalars(first, "loss").back().first, 200);
+  const json first = dump_events(files[0])["files"][0];
+  const json second = dump_events(files[1])["files"][0];
+  expect_clean_events(first);
+  expect_clean_events(second);
+  EXPECT_EQ(scalars_of(first, "loss").back().first, 200);
   ASSERT_GE(second["events"].size(), 2u);
   const json& start = second["events"][1];
   ASSERT_TRUE(start.contains("session_log")) << start;
   EXPECT_EQ(start["session_log"], "START");
   EXPECT_EQ(start["step"], 200);
-  const auto losses = scalars(second, "loss");
+  const auto losses = scalars_of(second, "loss");
   ASSERT_FALSE(losses.empty());
   EXPECT_EQ(losses.front().first, 250);
   EXPECT_EQ(losses.back().first, 300);
@@ -307,8 +229,8 @@ TEST(TensorBoardEvents, ACorruptedRecordIsCaughtAndACutLastRecordLeavesTheEarlie
   ASSERT_EQ(files.size(), 1u) << "--logdir alone writes events (and no checkpoint)";
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "metrics.jsonl"));
   const std::string original = read_bytes(files[0]);
-  const json whole = dump(files[0])["files"][0];
-  expect_clean(whole);
+  const json whole = dump_events(files[0])["files"][0];
+  expect_clean_events(whole);
   const size_t records = whole["records"].get<size_t>();
   ASSERT_GE(records, 10u);
 
@@ -316,17 +238,17 @@ TEST(TensorBoardEvents, ACorruptedRecordIsCaughtAndACutLastRecordLeavesTheEarlie
   std::string flipped = original;
   flipped[flipped.size() / 2] ^= 0x10;
   write_bytes(files[0], flipped);
-  const json corrupted = dump(files[0])["files"][0];
+  const json corrupted = dump_events(files[0])["files"][0];
   EXPECT_GE(corrupted["bad_records"].size(), 1u);
-  EXPECT_NE(run_reader({"check", files[0].string()}).exit_code, 0);
+  EXPECT_NE(run_event_reader({"check", files[0].string()}).exit_code, 0);
 
   // A run killed while writing its last record: every earlier record is still there.
   write_bytes(files[0], original.substr(0, original.size() - 7));
-  const json cut = dump(files[0])["files"][0];
+  const json cut = dump_events(files[0])["files"][0];
   EXPECT_EQ(cut["bad_records"].size(), 0u);
   EXPECT_FALSE(cut["truncated_tail"].is_null());
   EXPECT_EQ(cut["records"].get<size_t>(), records - 1);
-  EXPECT_EQ(run_reader({"check", files[0].string()}).exit_code, 0);
+  EXPECT_EQ(run_event_reader({"check", files[0].string()}).exit_code, 0);
 }
 
 TEST(TensorBoardEvents, ALogdirThatCannotBeCreatedIsRefusedNamingIt) {

@@ -3,16 +3,19 @@
 // --target_accuracy, --train_dir) do the same under local, towers, async, sync and allreduce; the
 // checkpoint each leaves evaluates with `dtrain eval` to the accuracy the run reported; a bad value
 // is refused before any task starts; and a flag that means nothing under a strategy is refused by
-// name.
+// name. The run log is read twice: metrics.jsonl, and the TensorBoard event files through an
+// independent reader.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint_manager.h"
 #include "support/checkpoints.h"
 #include "support/process.h"
+#include "support/tb_events.h"
 #include "support/temp_dir.h"
 #include "support/text_match.h"
 
@@ -113,6 +116,46 @@ TEST_P(SharedFlags, CadencesRunLogAndCheckpointsAreTheSameAndTheCheckpointEvalua
   EXPECT_FLOAT_EQ(newest.config["moving_average_decay"].get<float>(), 0.99f);
   EXPECT_TRUE(newest.config["eval_moving_average"].get<bool>());
 
+  // The same run log as TensorBoard events (read by the independent reader): the loss at every
+  // step line, the test accuracy, histograms of softmax's variables and gradients every 100
+  // global steps (the default --summary_steps), and a run per worker of a distributed strategy.
+  const std::vector<std::filesystem::path> event_files_here = event_files(dir.path());
+  ASSERT_EQ(event_files_here.size(), 1u);
+  const nlohmann::json events = dump_events(event_files_here[0])["files"][0];
+  expect_clean_events(events);
+  for (const char* tag : {"loss", "test_accuracy"}) {
+    // One point per step, the first record's value at that step.
+    std::map<int64_t, double> logged;
+    for (const auto& record : records_in(dir.path() / "metrics.jsonl")) {
+      if (record.contains(tag))
+        logged.try_emplace(record["step"].get<int64_t>(), record[tag].get<double>());
+    }
+    const auto points = scalars_of(events, tag);
+    ASSERT_EQ(points.size(), logged.size()) << tag;
+    for (const auto& [step, value] : points) {
+      ASSERT_TRUE(logged.contains(step)) << tag << " at step " << step;
+      EXPECT_FLOAT_EQ(static_cast<float>(value), static_cast<float>(logged[step]));
+    }
+  }
+  for (const char* tag : {"w", "b", "gradients_on_average/w", "gradients_on_average/b"}) {
+    const auto histogram = last_histogram(events, tag);
+    ASSERT_TRUE(histogram.has_value()) << tag;
+    if (s.exact_cadence) {
+      EXPECT_EQ(histogram->step, 200) << tag;
+    } else {
+      EXPECT_GE(histogram->step, 100) << tag;
+    }
+  }
+  if (s.distributed) {
+    for (const char* worker : {"worker_0", "worker_1"}) {
+      const auto files = event_files(dir.path() / worker);
+      ASSERT_EQ(files.size(), 1u) << worker;
+      const nlohmann::json own = dump_events(files[0])["files"][0];
+      expect_clean_events(own);
+      EXPECT_GE(scalars_of(own, "loss").size(), 1u) << worker;
+    }
+  }
+
   // `dtrain eval` of that checkpoint, with no other flag, gives the accuracy the run reported.
   const double reported = reported_accuracy(r.out, s.distributed);
   ASSERT_GT(reported, 0.8) << r.out;
@@ -143,7 +186,8 @@ TEST_P(SharedFlags, ABadValueIsRefusedBeforeAnyTaskStarts) {
                                                         {"--lr_decay_rate", "0"},
                                                         {"--save_secs", "-1"},
                                                         {"--validation_size", "-1"},
-                                                        {"--step_delay_ms", "-1"}}) {
+                                                        {"--step_delay_ms", "-1"},
+                                                        {"--summary_steps", "-1"}}) {
     const ProcessResult r = run_dtrain(train({flag, value, "--train_steps", "10"}));
     EXPECT_EQ(r.exit_code, 2) << flag << " " << value << "\n" << r.out << r.err;
     EXPECT_EQ(r.out, "") << "nothing may start: " << flag;
