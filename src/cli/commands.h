@@ -26,8 +26,10 @@ void add_export_command(CLI::App& app, Action& action);
 void add_predict_command(CLI::App& app, Action& action);
 
 // --data_format, --compression, --image_feature, --label_feature and --label_column, bound to the
-// fields of *options, whose values are the defaults.
-void add_data_option_flags(CLI::App* cmd, DataOptions* options);
+// fields of *options. The help shows their values as the defaults, or says they come from
+// `defaults_from` when it is not empty.
+void add_data_option_flags(CLI::App* cmd, DataOptions* options,
+                           const std::string& defaults_from = "");
 // base, with each data flag given on cmd's command line taken from flags (what
 // add_data_option_flags bound them to).
 DataOptions given_data_options(const CLI::App& cmd, const DataOptions& flags, DataOptions base);

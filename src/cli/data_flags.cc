@@ -5,8 +5,15 @@
 #include "cli/commands.h"
 
 namespace dtrain::cli {
+namespace {
 
-void add_data_option_flags(CLI::App* cmd, DataOptions* options) {
+std::string default_note(const std::string& defaults_from) {
+  return defaults_from.empty() ? "" : " (default: " + defaults_from + ")";
+}
+
+}  // namespace
+
+void add_data_option_flags(CLI::App* cmd, DataOptions* options, const std::string& defaults_from) {
   cmd->add_option("--data_format", options->format,
                   "idx | tfrecord | csv (default: from each file's extension)")
       ->transform(CLI::CheckedTransformer(
@@ -23,13 +30,18 @@ void add_data_option_flags(CLI::App* cmd, DataOptions* options) {
                                                                      {"gzip", Compression::kGzip},
                                                                      {"zlib", Compression::kZlib}},
                                   CLI::ignore_case));
-  cmd->add_option("--image_feature", options->image_feature,
-                  "TFRecord: the tf.train.Example feature holding the input (bytes of uint8 "
-                  "pixels, scaled to [0, 1], or a float_list)")
-      ->capture_default_str();
-  cmd->add_option("--label_feature", options->label_feature,
-                  "TFRecord: the int64 feature holding the class")
-      ->capture_default_str();
+  CLI::Option* image = cmd->add_option(
+      "--image_feature", options->image_feature,
+      "TFRecord: the tf.train.Example feature holding the input (bytes of uint8 pixels, scaled to "
+      "[0, 1], or a float_list)" +
+          default_note(defaults_from));
+  CLI::Option* label = cmd->add_option(
+      "--label_feature", options->label_feature,
+      "TFRecord: the int64 feature holding the class" + default_note(defaults_from));
+  if (defaults_from.empty()) {
+    image->capture_default_str();
+    label->capture_default_str();
+  }
   cmd->add_option("--label_column", options->label_column,
                   "CSV: the label's column, by header name or 0-based index (default: the last)");
 }

@@ -64,7 +64,7 @@ void add_predict_command(CLI::App& app, Action& action) {
   cmd->add_option("--output", flags->output,
                   "The CSV file to write (replaced atomically; default: standard output)");
   cmd->add_flag("--logits", flags->logits, "Add the logits, logit_0... columns");
-  add_data_option_flags(cmd, &flags->data_options);
+  add_data_option_flags(cmd, &flags->data_options, "as the checkpoint's run read its data");
   auto weights = std::make_shared<CheckpointWeights>(CheckpointWeights::kAsTrained);
   add_weights_flags(cmd, weights, "Predict with");
   cmd->callback([cmd, flags, weights, &action] {
