@@ -47,10 +47,27 @@ std::vector<std::string> without_options(const std::vector<std::string>& args,
   return kept;
 }
 
+namespace {
+
+// Below this a secret can be guessed offline from one recorded handshake.
+constexpr size_t kMinSecretBytes = 16;
+
+std::string checked_secret(std::string secret, const std::string& source) {
+  if (!secret.empty() && secret.size() < kMinSecretBytes) {
+    throw UsageError(fmt::format(
+        "{}: the cluster secret is {} byte{}; it needs at least {} (make one with `openssl rand "
+        "-hex 32`)",
+        source, secret.size(), secret.size() == 1 ? "" : "s", kMinSecretBytes));
+  }
+  return secret;
+}
+
+}  // namespace
+
 std::string cluster_secret(const std::string& secret_file) {
   if (secret_file.empty()) {
     const char* secret = std::getenv("DTRAIN_SECRET");
-    return secret ? secret : "";
+    return checked_secret(secret ? secret : "", "DTRAIN_SECRET");
   }
   std::ifstream in(secret_file, std::ios::binary);
   if (!in) throw UsageError(fmt::format("--secret_file {}: cannot be read", secret_file));
@@ -60,7 +77,7 @@ std::string cluster_secret(const std::string& secret_file) {
   if (!secret.empty() && secret.back() == '\n') secret.pop_back();
   if (!secret.empty() && secret.back() == '\r') secret.pop_back();
   if (secret.empty()) throw UsageError(fmt::format("--secret_file {}: is empty", secret_file));
-  return secret;
+  return checked_secret(std::move(secret), "--secret_file " + secret_file);
 }
 
 std::string new_cluster_secret() {

@@ -48,7 +48,8 @@ void add_weights_flags(CLI::App* cmd, const std::shared_ptr<CheckpointWeights>& 
                        const std::string& verb);
 
 // The cluster secret: the contents of secret_file (one trailing newline dropped) when given, else
-// $DTRAIN_SECRET; empty when neither is set. Throws UsageError for an unreadable or empty file.
+// $DTRAIN_SECRET; empty when neither is set. Throws UsageError for an unreadable or empty file, or
+// a secret shorter than 16 bytes (naming where it came from).
 std::string cluster_secret(const std::string& secret_file);
 // A fresh random secret for one local cluster run (64 hex digits).
 std::string new_cluster_secret();

@@ -83,6 +83,16 @@ struct Child {
   bool running = true;
 };
 
+// Whether `entry` ("NAME=value") names a variable that one of `extra` sets. The launcher's own
+// variables (the cluster secret it generated) must replace an inherited one, not follow it:
+// getenv() finds the first.
+bool replaced_by(const std::vector<std::string>& extra, std::string_view entry) {
+  const std::string_view name = entry.substr(0, entry.find('='));
+  return std::any_of(extra.begin(), extra.end(), [&](const std::string& e) {
+    return e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=';
+  });
+}
+
 // fork + exec of one task. Everything the child needs is built before fork: between fork and exec
 // only async-signal-safe calls are allowed, and this process has threads.
 Child spawn(const std::vector<LocalTask>& tasks, size_t index, const LaunchOptions& options) {
@@ -94,7 +104,9 @@ Child spawn(const std::vector<LocalTask>& tasks, size_t index, const LaunchOptio
   argv.push_back(nullptr);
   std::vector<std::string> env_strings = options.extra_env;
   std::vector<char*> envp;
-  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!replaced_by(env_strings, *e)) envp.push_back(*e);
+  }
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
 

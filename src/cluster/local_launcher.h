@@ -29,7 +29,8 @@ enum class RestartPolicy {
 
 struct LaunchOptions {
   std::filesystem::path binary;        // the program each task runs (this dtrain binary)
-  std::vector<std::string> extra_env;  // "NAME=value" entries added to every child's environment
+  // "NAME=value" entries in every child's environment, replacing the launcher's own of that name.
+  std::vector<std::string> extra_env;
   std::chrono::milliseconds grace{10000};  // after a stop, how long children get before SIGKILL
   int max_restarts = 0;  // crashes survived over the whole launch (tasks or groups restarted)
   RestartPolicy restart = RestartPolicy::kTask;

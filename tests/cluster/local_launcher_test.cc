@@ -62,6 +62,19 @@ TEST(LocalLauncher, PrefixesEveryLineWithTheTaskNameAndPassesTheEnvironment) {
   EXPECT_THAT(out.str(), HasSubstr("[worker0] var=42\n"));
 }
 
+// An inherited DTRAIN_SECRET came first in the children's environment, so getenv() found it and
+// not the secret the launcher generated for them. printenv reads its variable with getenv().
+TEST(LocalLauncher, ItsOwnVariablesReplaceInheritedOnesOfTheSameName) {
+  ASSERT_EQ(::setenv("DTRAIN_TEST_VAR", "inherited", 1), 0);
+  std::ostringstream out;
+  const LaunchResult result =
+      run_local_cluster({{"worker0", {"DTRAIN_TEST_VAR"}}},
+                        {.binary = "/usr/bin/printenv", .extra_env = {"DTRAIN_TEST_VAR=42"}}, out);
+  ::unsetenv("DTRAIN_TEST_VAR");
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(out.str(), "[worker0] 42\n");
+}
+
 TEST(LocalLauncher, AFailedTaskStopsTheOthersAndIsNamed) {
   testing::TempDir dir;
   const auto pid_file = dir / "long.pid";

@@ -372,8 +372,8 @@ TEST(PsCluster, WorkerWithTheWrongSecretFailsNamingAuthentication) {
   HandStartedCluster cluster(1, 1);
   const std::vector<std::string> flags =
       concat(softmax_flags(), {"--train_steps", "10", "--peer_timeout", "30"});
-  const auto ps = cluster.start("ps", 0, flags, "secret X");
-  const ProcessResult worker = cluster.start("worker", 0, flags, "secret Y")->wait();
+  const auto ps = cluster.start("ps", 0, flags, "the ps task's secret X");
+  const ProcessResult worker = cluster.start("worker", 0, flags, "the worker's secret Y")->wait();
   EXPECT_EQ(worker.exit_code, 1) << all_output(worker);
   EXPECT_EQ(testing::count_lines_containing(worker.err, "dtrain: error:"), 1) << worker.err;
   EXPECT_THAT(worker.err, HasSubstr("failed authentication (wrong cluster secret)"));
