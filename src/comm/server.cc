@@ -1,12 +1,17 @@
 // The acceptor runs Asio's asynchronous accept on its own thread (so stop() can cancel it); each
 // accepted socket leaves Asio for a TcpStream and gets a thread of its own for the handshake and
-// the handler.
+// the handler. Peers that have not authenticated are capped (the oldest dropped), their sockets
+// closed as soon as they are done, and shed when descriptors run out, so that a flood by peers
+// without the secret never locks the workers out; a thread that cannot be started costs its one
+// connection, never the process.
 #include "comm/server.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <asio.hpp>
+#include <system_error>
 
 #include "base/error.h"
 
@@ -79,8 +84,14 @@ void Server::accept_next() {
     // stop() closed the acceptor: leave the handler unarmed so io.run() returns.
     if (ec == asio::error::operation_aborted || stopping_) return;
     if (ec) {
-      // Typically EMFILE, which persists for a while: retry later rather than spin on it.
+      // Typically EMFILE, which persists for a while: make room and retry later rather than spin.
       spdlog::warn("server on port {}: accept failed: {}", port_, ec.message());
+      if (ec == asio::error::no_descriptors || ec == std::errc::too_many_files_open_in_system) {
+        std::lock_guard lock(mutex_);
+        shed_unauthenticated(std::max<size_t>(1, unauthenticated() / 2),
+                             "the server ran out of descriptors");
+      }
+      reap_finished_peers();
       listener_->retry.expires_after(std::chrono::milliseconds(100));
       listener_->retry.async_wait([this](std::error_code wait_ec) {
         if (!wait_ec && !stopping_) accept_next();
@@ -109,10 +120,40 @@ void Server::adopt(std::unique_ptr<TcpStream> stream) {
   }
   std::lock_guard lock(mutex_);
   ++stats_.accepted;
+  const size_t cap = static_cast<size_t>(std::max(1, options_.max_unauthenticated));
+  if (unauthenticated() >= cap) {
+    shed_unauthenticated(unauthenticated() - cap + 1,
+                         "too many connections were authenticating at once");
+  }
   Peer& peer = peers_.emplace_back();
   peer.connection = std::move(connection);
-  peer.thread = std::jthread([this, &peer] { serve(peer); });
+  try {
+    peer.thread = std::jthread([this, &peer] { serve(peer); });
+  } catch (const std::system_error& error) {
+    spdlog::warn("rejected connection from {}: cannot start a thread for it: {}",
+                 peer.connection->address(), error.what());
+    peers_.pop_back();  // closes it
+    ++stats_.rejected;
+  }
   stats_changed_.notify_all();
+}
+
+size_t Server::unauthenticated() const {
+  return static_cast<size_t>(std::count_if(
+      peers_.begin(), peers_.end(), [](const Peer& p) { return !p.done && !p.authenticated; }));
+}
+
+void Server::shed_unauthenticated(size_t how_many, const char* why) {
+  for (Peer& peer : peers_) {  // oldest first
+    if (how_many == 0) break;
+    if (peer.done || peer.authenticated || peer.dropped) continue;
+    spdlog::warn("server on port {}: dropped the connection from {}, still authenticating: {}",
+                 port_, peer.connection->address(), why);
+    peer.connection->close();
+    peer.dropped = true;
+    ++stats_.shed;
+    --how_many;
+  }
 }
 
 void Server::serve(Peer& peer) {
@@ -126,7 +167,12 @@ void Server::serve(Peer& peer) {
     finish(peer, &ServerStats::rejected);
     return;
   }
-  count(&ServerStats::authenticated);
+  {
+    std::lock_guard lock(mutex_);
+    ++stats_.authenticated;
+    peer.authenticated = true;
+    stats_changed_.notify_all();
+  }
   try {
     handler_(connection);
     connection.close();
@@ -149,17 +195,16 @@ void Server::serve(Peer& peer) {
   }
 }
 
-void Server::count(uint64_t ServerStats::*counter) {
-  std::lock_guard lock(mutex_);
-  ++(stats_.*counter);
-  stats_changed_.notify_all();
-}
-
 void Server::finish(Peer& peer, uint64_t ServerStats::*counter) {
-  std::lock_guard lock(mutex_);
-  ++(stats_.*counter);
-  peer.done = true;
-  stats_changed_.notify_all();
+  std::unique_ptr<Connection> ended;
+  {
+    std::lock_guard lock(mutex_);
+    ++(stats_.*counter);
+    peer.done = true;
+    ended = std::move(peer.connection);
+    stats_changed_.notify_all();
+  }
+  // Closed here, by the peer's own thread: nothing else uses a done peer's connection.
 }
 
 void Server::reap_finished_peers() {
@@ -203,10 +248,13 @@ void Server::stop() {
   std::list<Peer> peers;
   {
     std::lock_guard lock(mutex_);
+    // Under the lock: a peer that finishes meanwhile destroys its connection under it too.
+    for (Peer& peer : peers_) {
+      if (peer.connection) peer.connection->close();  // wakes every handler
+    }
     peers.swap(peers_);
   }
-  for (Peer& peer : peers) peer.connection->close();  // wakes every handler
-  peers.clear();                                      // joins every thread
+  peers.clear();  // joins every thread
 }
 
 }  // namespace dtrain

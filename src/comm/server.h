@@ -25,6 +25,9 @@ struct ServerOptions {
   // Limits and timeouts of every accepted connection (its task_name and connect_timeout_ms are
   // unused). handshake_timeout_ms bounds how long a peer that has not authenticated is kept.
   ConnectionOptions connection;
+  // Connections still in their handshake, each on a thread of its own, beyond which the oldest
+  // is dropped: what peers without the secret can cost the server in threads and descriptors.
+  int max_unauthenticated = 32;
 };
 
 // What happened to the connections so far; every accepted connection ends up counted in exactly
@@ -35,6 +38,7 @@ struct ServerStats {
   uint64_t rejected = 0;       // failed or abandoned the handshake
   uint64_t failed = 0;         // closed for an error after authenticating (bad frame, dead peer)
   uint64_t finished = 0;       // the handler returned, or the peer hung up between frames
+  uint64_t shed = 0;  // of the rejected: dropped while authenticating, to make room for others
 };
 
 // Thread-safety: port(), stats() and wait_for() from any thread; stop() and the destructor from
@@ -68,18 +72,25 @@ class Server {
  private:
   struct Listener;  // the Asio acceptor and its I/O context
   struct Peer {
+    // Destroyed, and its socket closed, the moment the peer is done: descriptors must not wait
+    // for the next accept, which is what fails once they run out.
     std::unique_ptr<Connection> connection;
     std::jthread thread;
-    std::atomic<bool> done = false;
+    bool done = false;           // guarded by mutex_
+    bool authenticated = false;  // guarded by mutex_
+    bool dropped = false;        // guarded by mutex_; shed, its thread on its way out
   };
 
   // Acceptor thread: arms the next asynchronous accept; hands an accepted socket its own thread.
   void accept_next();
   void adopt(std::unique_ptr<TcpStream> stream);
   void reap_finished_peers();
+  // Shuts down the oldest connections still authenticating, at most `how_many`, saying why; their
+  // threads then fail the handshake and finish. REQUIRES: mutex_ held.
+  void shed_unauthenticated(size_t how_many, const char* why);
+  size_t unauthenticated() const;  // REQUIRES: mutex_ held
   // A connection's thread: handshake, then the handler.
   void serve(Peer& peer);
-  void count(uint64_t ServerStats::*counter);
   void finish(Peer& peer, uint64_t ServerStats::*counter);  // counts and marks the peer done
 
   const ServerOptions options_;

@@ -32,7 +32,7 @@ class LoopbackRing {
       options.size = n;
       options.rank = r;
       options.bind_host = "127.0.0.1";
-      options.secret = std::string(testing::kSecret);
+      options.secret = std::string(testing::kLoopbackSecret);
       options.fingerprint = 7;
       options.timeout_ms = 20'000;
       if (adjust) adjust(options);

@@ -23,8 +23,8 @@ using testing::echo;
 using testing::expect_echo_works;
 using ::testing::HasSubstr;
 using testing::kEchoType;
+using testing::kLoopbackSecret;
 using testing::kPatience;
-using testing::kSecret;
 using testing::loopback_options;
 using testing::RawPeer;
 
@@ -176,7 +176,7 @@ TEST(Connection, ConnectingWhereNothingListensNamesTheAddressWithinTheBoundedWai
   auto options = client_options();
   options.connect_timeout_ms = 500;
   const auto start = SteadyClock::now();
-  EXPECT_THAT([&] { connect("127.0.0.1", port, kSecret, options); },
+  EXPECT_THAT([&] { connect("127.0.0.1", port, kLoopbackSecret, options); },
               ::testing::ThrowsMessage<TransportError>(
                   AllOf(HasSubstr(fmt::format("could not reach ps0 at 127.0.0.1:{} after", port)),
                         HasSubstr("Connection refused"))));
@@ -187,8 +187,8 @@ TEST(Connection, ConnectRetriesUntilTheServerComesUp) {
   const uint16_t port = free_port();
   auto options = client_options();
   options.connect_timeout_ms = static_cast<int>(kPatience.count());
-  auto client =
-      std::async(std::launch::async, [&] { return connect("127.0.0.1", port, kSecret, options); });
+  auto client = std::async(std::launch::async,
+                           [&] { return connect("127.0.0.1", port, kLoopbackSecret, options); });
   // The client is retrying against a closed port; now the server starts there.
   auto server_options = loopback_options();
   server_options.port = port;
@@ -218,7 +218,7 @@ TEST(Connection, SilentPeerTimesOutNamingIt) {
   });
   auto options = client_options();
   options.idle_timeout_ms = 200;
-  auto client = connect("127.0.0.1", server.port(), kSecret, options);
+  auto client = connect("127.0.0.1", server.port(), kLoopbackSecret, options);
   client->send(kEchoType, 1, {}, {});
   EXPECT_THAT([&] { client->receive(); }, ::testing::ThrowsMessage<TransportError>(HasSubstr(
                                               "timed out: no data from ps0 (127.0.0.1:")));
@@ -248,7 +248,7 @@ class ConnectionCutShortFrame : public ::testing::Test {
   // Authenticates and sends the first 1000 bytes of a frame carrying a 1 MiB tensor.
   std::unique_ptr<RawPeer> send_partial_frame() {
     auto peer = std::make_unique<RawPeer>(server_->port());
-    peer->authenticate(kSecret);
+    peer->authenticate(kLoopbackSecret);
     const std::vector<float> values((1 << 20) / sizeof(float), 1.0f);
     const std::span<const float> tensors[] = {values};
     const auto frame = encode_frame(kEchoType, 1, {}, tensors);

@@ -21,7 +21,9 @@
 
 namespace dtrain::testing {
 
-inline constexpr std::string_view kSecret = "correct horse battery staple";
+// Not kSecret: support/ps_cluster.h has one in this namespace, and two inline variables of one
+// name are one variable to the linker, whichever definition it keeps.
+inline constexpr std::string_view kLoopbackSecret = "correct horse battery staple";
 inline constexpr uint16_t kEchoType = 16;
 
 // Bounds every wait in these tests: far above what a loaded machine needs, far below a hang.
@@ -45,7 +47,7 @@ inline void echo(Connection& connection) {
 inline ServerOptions loopback_options() {
   ServerOptions options;
   options.bind_host = "127.0.0.1";
-  options.secret = std::string(kSecret);
+  options.secret = std::string(kLoopbackSecret);
   options.connection.io_timeout_ms = 5'000;
   options.connection.handshake_timeout_ms = 5'000;
   return options;
@@ -60,7 +62,7 @@ inline ConnectionOptions client_options() {
 }
 
 inline std::unique_ptr<Connection> connect_to(const Server& server,
-                                              std::string_view secret = kSecret) {
+                                              std::string_view secret = kLoopbackSecret) {
   return connect("127.0.0.1", server.port(), secret, client_options());
 }
 

@@ -20,8 +20,8 @@ using testing::echo;
 using testing::expect_echo_works;
 using ::testing::HasSubstr;
 using testing::kEchoType;
+using testing::kLoopbackSecret;
 using testing::kPatience;
-using testing::kSecret;
 using testing::LogCapture;
 using testing::loopback_options;
 using testing::RawPeer;
@@ -122,7 +122,7 @@ TEST(Server, BadCrcClosesThatConnectionOnly) {
   Server server(loopback_options(), echo);
   auto honest = connect_to(server);
   RawPeer corrupter(server.port());
-  corrupter.authenticate(kSecret);
+  corrupter.authenticate(kLoopbackSecret);
   const std::vector<float> values(1000, 0.5f);
   const std::span<const float> tensors[] = {values};
   auto frame = encode_frame(kEchoType, 1, {}, tensors);
@@ -142,7 +142,7 @@ TEST(Server, OversizeFrameClosesThatConnectionBeforeReadingItsPayload) {
   Server server(options, echo);
   auto honest = connect_to(server);
   RawPeer hog(server.port());
-  hog.authenticate(kSecret);
+  hog.authenticate(kLoopbackSecret);
   std::array<std::byte, frame_format::kHeaderBytes> header;
   encode_header({.type = kEchoType, .payload_len = uint64_t{1} << 40}, header);
   hog.write(header);  // announces a terabyte; a server that tried to allocate it would fail
@@ -158,7 +158,7 @@ TEST(Server, HandshakeFrameAfterAuthenticationClosesThatConnection) {
   LogCapture log;
   Server server(loopback_options(), echo);
   RawPeer peer(server.port());
-  peer.authenticate(kSecret);
+  peer.authenticate(kLoopbackSecret);
   peer.write(encode_frame(frame_format::kTypeHello, 0, random_nonce(), {}));
   EXPECT_TRUE(peer.closed_by_other_side());
   ASSERT_TRUE(wait_for_failed(server, 1));
@@ -185,6 +185,27 @@ TEST(Server, UnknownTypeRefusedByTheHandlerClosesThatConnectionOnly) {
   EXPECT_THAT(log.text(), HasSubstr("closed connection: unknown frame type 99 from 127.0.0.1:"));
   honest->send(kEchoType, 2, {}, {});
   EXPECT_EQ(honest->receive().request_id, 2u);
+}
+
+// Peers that never authenticate cost the server a thread and a descriptor each until their
+// handshake deadline; beyond the cap the oldest is dropped, so they cannot crowd out a real one.
+TEST(Server, TheOldestOfTooManyPeersStillAuthenticatingIsDroppedAndCounted) {
+  ServerOptions options = loopback_options();
+  options.max_unauthenticated = 2;
+  Server server(options, echo);
+  std::vector<std::unique_ptr<RawPeer>> silent;
+  for (uint64_t i = 1; i <= 3; ++i) {
+    silent.push_back(std::make_unique<RawPeer>(server.port()));
+    ASSERT_TRUE(server.wait_for([&](const ServerStats& s) { return s.accepted == i; }, kPatience));
+  }
+  EXPECT_EQ(server.stats().shed, 1u);
+  EXPECT_TRUE(silent[0]->closed_by_other_side()) << "the oldest was dropped";
+  ASSERT_TRUE(server.wait_for([](const ServerStats& s) { return s.rejected == 1; }, kPatience));
+
+  auto honest = connect_to(server);  // the newest: one more of the silent ones makes room
+  expect_echo_works(*honest);
+  EXPECT_EQ(server.stats().shed, 2u);
+  EXPECT_TRUE(silent[1]->closed_by_other_side());
 }
 
 TEST(Server, ClientHangingUpIsANormalEnd) {

@@ -18,7 +18,7 @@
 namespace dtrain {
 namespace {
 
-using testing::kSecret;
+using testing::kLoopbackSecret;
 
 // Two variables big enough to be split over two ps tasks and cut into several shards each.
 std::vector<ParamSpec> specs() { return {ParamSpec{"w", {64, 300}}, ParamSpec{"b", {300}}}; }
@@ -48,7 +48,7 @@ struct Cluster {
   PsClientOptions client(int worker) const {
     PsClientOptions o;
     for (const auto& s : services) o.ps.push_back(HostPort{"127.0.0.1", s->port()});
-    o.secret = std::string(kSecret);
+    o.secret = std::string(kLoopbackSecret);
     o.connection = testing::client_options();
     o.worker = worker;
     return o;

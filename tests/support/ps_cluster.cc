@@ -66,9 +66,9 @@ void HandStartedCluster::route_workers_to_ps(int index, uint16_t port) {
                             fmt::format("localhost:{}", port));
 }
 
-std::unique_ptr<DtrainProcess> HandStartedCluster::start(const std::string& job, int index,
-                                                         const std::vector<std::string>& flags,
-                                                         std::string_view secret) const {
+std::unique_ptr<DtrainProcess> HandStartedCluster::start(
+    const std::string& job, int index, const std::vector<std::string>& flags,
+    std::string_view secret, const std::vector<std::string>& prefix) const {
   std::vector<std::string> args = {"task",         "--job_name",          job,
                                    "--task_index", std::to_string(index), "--worker_hosts",
                                    worker_hosts_};
@@ -79,6 +79,7 @@ std::unique_ptr<DtrainProcess> HandStartedCluster::start(const std::string& job,
   DtrainProcess::Options options;
   options.extra_env = {secret_env(secret)};
   if (network_ != nullptr) options.prefix = network_->run_on(host_of(job, index));
+  options.prefix.insert(options.prefix.end(), prefix.begin(), prefix.end());
   return std::make_unique<DtrainProcess>(args, options);
 }
 

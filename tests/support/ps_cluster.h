@@ -46,10 +46,12 @@ class HandStartedCluster {
   // Workers started from now on reach ps `index` at `port` (a proxy in front of it).
   void route_workers_to_ps(int index, uint16_t port);
 
-  // Starts one task with the given flags; the cluster flags are added here.
+  // Starts one task with the given flags; the cluster flags are added here. prefix: a command
+  // that runs it in another setting (DtrainProcess::Options::prefix), e.g. prlimit's limits.
   std::unique_ptr<DtrainProcess> start(const std::string& job, int index,
                                        const std::vector<std::string>& flags,
-                                       std::string_view secret = kSecret) const;
+                                       std::string_view secret = kSecret,
+                                       const std::vector<std::string>& prefix = {}) const;
 
  private:
   // The cluster flags from each task's host and port.

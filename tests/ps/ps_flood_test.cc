@@ -1,0 +1,74 @@
+// Connection floods against a real ps task, by peers that do not know the secret: descriptors
+// and threads are the ps's to keep, so a flood may cost the flooding connections their place but
+// never the real workers theirs.
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "comm/connection.h"
+#include "support/ps_cluster.h"
+#include "support/text_match.h"
+
+namespace dtrain::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A TCP connection that says nothing; closed when destroyed.
+class SilentPeer {
+ public:
+  explicit SilentPeer(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = fd_ >= 0 &&
+                 ::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  }
+  ~SilentPeer() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  SilentPeer(const SilentPeer&) = delete;
+  SilentPeer& operator=(const SilentPeer&) = delete;
+  bool connected() const { return connected_; }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
+
+// Blocks until the ps at port completes a handshake with the cluster secret.
+void wait_until_listening(uint16_t port) {
+  ConnectionOptions options;
+  options.task_name = "ps0";
+  options.connect_timeout_ms = 60'000;
+  dtrain::connect("127.0.0.1", port, std::string(kSecret), options)->close();
+}
+
+TEST(PsFlood, AfterSeventySilentConnectionsAgainstA64DescriptorPsAWorkerStillTrains) {
+  HandStartedCluster cluster(1, 1);
+  const std::vector<std::string> flags = concat(softmax_flags(), {"--train_steps", "50"});
+  const auto ps = cluster.start("ps", 0, flags, kSecret, {"prlimit", "--nofile=64:64", "--"});
+  const uint16_t port = cluster.ps_port(0);
+  wait_until_listening(port);
+  {
+    std::vector<std::unique_ptr<SilentPeer>> flood;
+    for (int i = 0; i < 70; ++i) flood.push_back(std::make_unique<SilentPeer>(port));
+    int connected = 0;
+    for (const auto& peer : flood) connected += peer->connected() ? 1 : 0;
+    // The kernel completes connections into the backlog whether or not the ps accepts them.
+    EXPECT_GE(connected, 64);
+  }  // they leave
+
+  const ProcessResult worker = cluster.start("worker", 0, flags)->wait();
+  const ProcessResult ps_result = ps->wait();
+  ASSERT_EQ(worker.exit_code, 0) << all_output(worker) << all_output(ps_result);
+  EXPECT_THAT(worker.out, HasSubstr("worker=0: test accuracy = 0."));
+  ASSERT_EQ(ps_result.exit_code, 0) << all_output(ps_result);
+}
+
+}  // namespace
+}  // namespace dtrain::testing
