@@ -59,7 +59,7 @@ struct TrainFlags {
   // The ps strategies.
   int ps = 1;
   int workers = 2;
-  std::string ps_hosts, worker_hosts, job_name, cluster_file, secret_file;
+  std::string ps_hosts, worker_hosts, job_name, cluster_file, secret_file, bind;
   int task_index = 0;
   bool sync_replicas = false;
   int replicas_to_aggregate = 0;
@@ -157,6 +157,7 @@ const std::vector<StrategyFlag>& strategy_flags() {
       {"--fusion_bytes", {"allreduce"}},
       {"--collective_timeout", {"allreduce"}},
       {"--inject_nonfinite_at", {"async", "sync", "allreduce"}},
+      {"--bind", {"async", "sync", "allreduce"}},
   };
   return flags;
 }
@@ -385,6 +386,7 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
   TrainConfig config = to_config(cmd, flags);
   if (std::optional<ClusterConfig> cluster = cluster_of(cmd, flags)) {
     refuse_launcher_flags(cmd);
+    cluster->bind_host = flags.bind;
     if (cmd.count("--strategy") > 0 && !is_ps_strategy(flags.strategy) &&
         flags.strategy != "allreduce") {
       throw UsageError(fmt::format(
@@ -440,6 +442,9 @@ void add_cluster_flags(CLI::App* cmd, TrainFlags* flags) {
   cmd->add_option("--worker_hosts", flags->worker_hosts,
                   "Cluster: workers, host:port,... (without --ps_hosts: an all-reduce ring)");
   cmd->add_option("--job_name", flags->job_name, "Cluster: this task's job, ps or worker");
+  cmd->add_option("--bind", flags->bind,
+                  "Cluster: the address this task listens on (default: its own address in the "
+                  "cluster spec when that is this host's, else every interface)");
   cmd->add_option("--task_index", flags->task_index, "Cluster: this task's index in its job")
       ->capture_default_str();
   cmd->add_option("--cluster", flags->cluster_file,

@@ -74,6 +74,8 @@ struct ClusterConfig {
   // This process. An evaluator task may be absent from cluster (the TFJob operator leaves the
   // evaluator out of TF_CONFIG's cluster): check cluster.has_task(task) before address(task).
   TaskId task;
+  // --bind: the address this task listens on; empty: cluster/bind_address.h decides.
+  std::string bind_host = {};
 };
 
 // --- Parsers. Each returns a validated result or throws UsageError with one line that names the

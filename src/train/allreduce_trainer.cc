@@ -17,6 +17,7 @@
 #include <span>
 
 #include "base/error.h"
+#include "cluster/bind_address.h"
 #include "collective/communicator.h"
 #include "collective/tcp_ring.h"
 #include "comm/crc32c.h"
@@ -122,9 +123,11 @@ class AllreduceStrategy final : public Strategy {
       buckets_.push_back(state.grads().flat().subspan(slice.begin, slice.size));
     settings_ = agreed_settings(train, config, state.model(), state.params(), input, total_steps_);
     const HostPort& own = config.cluster.cluster.address(config.cluster.task);
+    const BindAddress bind = bind_address_for(own, config.cluster.bind_host);
+    fmt::print(out_, "worker={}: listening on {}:{} ({})\n", rank_, bind.host, own.port, bind.why);
     ring_.emplace(TcpRingOptions{.size = size(),
                                  .rank = rank_,
-                                 .bind_host = "0.0.0.0",
+                                 .bind_host = bind.host,
                                  .port = own.port,
                                  .secret = config.secret,
                                  .fingerprint = fnv1a(settings_),

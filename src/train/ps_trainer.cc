@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "ckpt/checkpoint_manager.h"
+#include "cluster/bind_address.h"
 #include "nn/model_zoo.h"
 #include "ps/ps_client.h"
 #include "ps/ps_service.h"
@@ -86,7 +87,10 @@ int run_ps(const TrainConfig& train, const PsClusterConfig& config, std::ostream
   options.map = partition_for(layout, config);
   options.optimizer = train.optimizer;
   options.sync = resolve_sync(config);
-  options.server.port = config.cluster.cluster.address(config.cluster.task).port;
+  const HostPort& own = config.cluster.cluster.address(config.cluster.task);
+  const BindAddress bind = bind_address_for(own, config.cluster.bind_host);
+  options.server.bind_host = bind.host;
+  options.server.port = own.port;
   options.server.secret = config.secret;
   options.server.connection.liveness_timeout_ms = config.liveness_timeout_ms;
   options.sync_wait_ms = config.peer_timeout_ms;
@@ -95,6 +99,7 @@ int run_ps(const TrainConfig& train, const PsClusterConfig& config, std::ostream
   std::optional<PsRestoredState> restored = restored_shards(train, layout, ps, out);
   PsService service(options, restored ? &*restored : nullptr);
   restored.reset();  // the store holds it now
+  fmt::print(out, "ps{}: listening on {}:{} ({})\n", ps, bind.host, service.port(), bind.why);
   fmt::print(out, "ps{}: serving {} shards ({:.1f} KiB) of {} on port {}, {} for {} workers{}\n",
              ps, options.map.shards_of_ps[static_cast<size_t>(ps)].size(),
              options.map.bytes_on(ps) / 1024.0, model->name(), service.port(),
