@@ -383,9 +383,12 @@ void PsService::push(Connection& connection, const Connection::Incoming& in, Scr
           : store_->push_async(m.shard, m.worker, m.sequence, grad, m.lr);
   if (result.outcome == PushResult::Outcome::kRejected) {
     spdlog::warn(
-        "ps{}: rejected worker {}'s gradient for shard {} at step {}: it holds a NaN or "
-        "an infinity (the values are unchanged)",
-        options_.ps, m.worker, m.shard, result.step);
+        "ps{}: rejected worker {}'s gradient for shard {} at step {}: {} (the values are "
+        "unchanged)",
+        options_.ps, m.worker, m.shard, result.step,
+        usable_learning_rate(m.lr)
+            ? std::string("it holds a NaN or an infinity")
+            : fmt::format("its learning rate {} is not a finite number of at least 0", m.lr));
   }
   int64_t step = result.step;
   const bool counted = result.outcome == PushResult::Outcome::kAccepted ||

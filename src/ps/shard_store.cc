@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "base/error.h"
 #include "tensor/ops.h"
@@ -143,6 +144,10 @@ ShardStore::LocalShard& ShardStore::local(size_t shard) const {
   return local_[local_of_[shard]];
 }
 
+namespace {}  // namespace
+
+bool usable_learning_rate(float lr) { return std::isfinite(lr) && lr >= 0; }
+
 namespace {
 
 void check_size(size_t index, size_t expected, size_t given, std::string_view what) {
@@ -192,6 +197,12 @@ void ShardStore::initialize(size_t shard, std::span<const float> values, int64_t
                             std::span<const std::span<const float>> slots) {
   LocalShard& s = local(shard);
   check_size(s.index, s.size, values.size(), "initial values");
+  // A negative step would reach Adam's bias correction as a power of a negative count.
+  if (step < 0)
+    throw Error(fmt::format("shard {}: initialised at step {}, below 0", s.index, step));
+  if (!all_finite(values)) {
+    throw Error(fmt::format("shard {}: initial values hold a NaN or an infinity", s.index));
+  }
   if (!slots.empty() && slots.size() != slot_suffixes_.size()) {
     throw Error(fmt::format("shard {}: {} optimizer slots given, the optimizer keeps {}", s.index,
                             slots.size(), slot_suffixes_.size()));
@@ -262,7 +273,7 @@ PushResult ShardStore::push_async(size_t shard, int worker, uint64_t sequence,
   check_worker(s, worker);
   check_size(s.index, s.size, grad.size(), "a gradient");
   // Scanned before the lock is taken: the gradient is the caller's.
-  const bool finite = all_finite(grad);
+  const bool finite = all_finite(grad) && usable_learning_rate(lr);
   std::lock_guard lock(s.mutex);
   check_initialized(s.initialized, s.index, ps_);
   uint64_t& next = s.next_sequence[static_cast<size_t>(worker)];
@@ -288,7 +299,7 @@ PushResult ShardStore::push_sync(size_t shard, int worker, uint64_t sequence,
   check_size(s.index, s.size, grad.size(), "a gradient");
   const size_t w = static_cast<size_t>(worker);
   float* sum = accumulator_.data() + s.offset;
-  const bool finite = all_finite(grad);
+  const bool finite = all_finite(grad) && usable_learning_rate(lr);
   std::lock_guard lock(s.mutex);
   check_initialized(s.initialized, s.index, ps_);
   // A retry of anything already answered — counted, stale or duplicate — changes nothing.

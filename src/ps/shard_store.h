@@ -64,6 +64,10 @@ struct ShardCounters {
 // mutex, so pushes to different shards run in parallel; a second mutex guards the count of
 // initialised shards. No call ever holds two of these locks, so there is no lock order to keep.
 // Waits on condition variables always carry a deadline.
+// What a push's learning rate must be to be applied: finite and not negative. A push with another
+// is rejected and counted as a non-finite gradient is: a NaN would poison every value it touches.
+bool usable_learning_rate(float lr);
+
 class ShardStore {
  public:
   using Deadline = std::chrono::steady_clock::time_point;

@@ -4,6 +4,7 @@
 // gradients, and a worker built for another model is refused with a message naming the flags.
 #include "ps/ps_service.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <future>
@@ -18,7 +19,9 @@
 namespace dtrain {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::kLoopbackSecret;
+using ::testing::ThrowsMessage;
 
 // Two variables big enough to be split over two ps tasks and cut into several shards each.
 std::vector<ParamSpec> specs() { return {ParamSpec{"w", {64, 300}}, ParamSpec{"b", {300}}}; }
@@ -151,6 +154,47 @@ TEST(PsService, NonFiniteShardsAreRejectedCountedAndLeaveTheValuesAlone) {
     for (size_t shard : s->store().shards()) counted += s->store().counters(shard).rejected;
   }
   EXPECT_EQ(counted, 2);
+}
+
+// A peer holding the secret can still send numbers that are not gradients: a push's learning rate
+// and an initial step are checked as its gradient is, so they cannot poison the values.
+TEST(PsService, PushesWithAnUnusableLearningRateAreRejectedCountedAndLeaveTheValuesAlone) {
+  for (const bool sync : {false, true}) {
+    Cluster cluster(1, 1, sync);
+    ParamSet params(specs()), grads(specs()), pulled(specs());
+    fill_ramp(params);
+    PsClient client(params, cluster.map, cluster.client(0));
+    client.initialize(params, {}, 0);
+    fill(grads, 1.0f);
+    const int shards = static_cast<int>(cluster.map.shards.size());
+    int rejected = 0;
+    for (const float lr : {std::numeric_limits<float>::quiet_NaN(),
+                           -std::numeric_limits<float>::infinity(), -0.5f}) {
+      const RoundOutcome outcome = client.push_pull(grads, pulled, lr);
+      EXPECT_EQ(outcome.rejected, shards) << "lr " << lr << (sync ? ", sync" : ", async");
+      rejected += outcome.rejected;
+      ASSERT_TRUE(std::equal(pulled.flat().begin(), pulled.flat().end(), params.flat().begin()))
+          << "lr " << lr;
+    }
+    EXPECT_EQ(client.worker_done(true).rejected, rejected);
+    for (auto& s : cluster.services) s->run();
+  }
+}
+
+TEST(PsService, AnInitialisationBelowStepZeroOrWithNonFiniteValuesIsRefusedNamingIt) {
+  Cluster cluster(1, 1, /*sync=*/false);
+  ParamSet params(specs());
+  fill_ramp(params);
+  {
+    PsClient client(params, cluster.map, cluster.client(0));
+    EXPECT_THAT([&] { client.initialize(params, {}, -1); },
+                ThrowsMessage<Error>(HasSubstr("initialised at step -1, below 0")));
+  }
+  params.flat()[5] = std::numeric_limits<float>::quiet_NaN();
+  PsClient client(params, cluster.map, cluster.client(0));
+  EXPECT_THAT([&] { client.initialize(params, {}, 0); },
+              ThrowsMessage<Error>(HasSubstr("initial values hold a NaN or an infinity")));
+  EXPECT_FALSE(cluster.services[0]->store().wait_initialized(std::chrono::steady_clock::now()));
 }
 
 TEST(PsService, SyncRepliesCarryTheAverageOfBothWorkersGradients) {
