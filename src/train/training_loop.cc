@@ -237,7 +237,8 @@ class TrainingLoop {
     if (resumed) worker_log_.write({.step = first_step, .resumed = true});
     if (!place_.chief) return;
     std::string config;
-    for (std::string_view rest = train_config_json(c_).dump(2); !rest.empty();) {
+    const std::string settings = train_config_json(c_).dump(2);
+    for (std::string_view rest = settings; !rest.empty();) {
       const size_t end = rest.find('\n');
       config += fmt::format("    {}\n", rest.substr(0, end));  // a Markdown code block
       rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
