@@ -131,11 +131,11 @@ PsClient::PsClient(const ParamSet& layout, const PartitionMap& map, PsClientOpti
                             map.num_ps(), options_.ps.size()));
   }
   fingerprint_ = partition_fingerprint(layout, map);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(options_.connection.connect_timeout_ms);
   for (size_t p = 0; p < options_.ps.size(); ++p) {
     const int ps = static_cast<int>(p);
-    lanes_.push_back(
-        std::make_unique<Lane>(ps, connect(options_.ps[p].host, options_.ps[p].port,
-                                           options_.secret, connection_options(options_, ps))));
+    lanes_.push_back(std::make_unique<Lane>(ps, connect_retrying(ps, deadline)));
   }
   round([&](Lane& lane) { send_hello(lane); }, [&](Lane& lane) { receive_hello(lane); });
 }
@@ -171,6 +171,51 @@ void PsClient::report(const std::string& line) const {
   if (options_.report) options_.report(line);
 }
 
+std::unique_ptr<Connection> PsClient::connect_once(int ps,
+                                                   std::chrono::steady_clock::time_point deadline) {
+  const HostPort& address = options_.ps[static_cast<size_t>(ps)];
+  ConnectionOptions options = connection_options(options_, ps);
+  options.connect_timeout_ms =
+      static_cast<int>(std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                deadline - std::chrono::steady_clock::now())
+                                                .count()));
+  return connect(address.host, address.port, options_.secret, options);
+}
+
+std::unique_ptr<Connection> PsClient::connect_retrying(
+    int ps, std::chrono::steady_clock::time_point deadline) {
+  std::unique_ptr<Connection> connection;
+  retrying(ps, deadline, "connect", [&] { connection = connect_once(ps, deadline); });
+  return connection;
+}
+
+// connect() retries a refused connection by itself; this retries one that was accepted and then
+// broke: a dying ps's listening socket may accept a connection and then reset it, a restarting
+// one may be reached before it is ready, and a flooded one may drop it while it authenticates. A
+// wrong secret is final: no retry changes it.
+void PsClient::retrying(int ps, std::chrono::steady_clock::time_point deadline, const char* verb,
+                        const std::function<void()>& attempt) {
+  const HostPort& address = options_.ps[static_cast<size_t>(ps)];
+  auto backoff = std::chrono::milliseconds(50);
+  for (;;) {
+    try {
+      attempt();
+      return;
+    } catch (const AuthError&) {
+      throw;
+    } catch (const TransportError& error) {
+      if (std::chrono::steady_clock::now() + backoff >= deadline) {
+        throw TransportError(
+            fmt::format("could not {} to ps{} ({}:{}) within {} s: {}", verb, ps, address.host,
+                        address.port, options_.connection.connect_timeout_ms / 1000, error.what()));
+      }
+      // Pacing retries of a peer that is not ready; nothing is being synchronised with.
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+    }
+  }
+}
+
 void PsClient::reconnect(Lane& lane, const std::string& why) {
   const HostPort& address = options_.ps[static_cast<size_t>(lane.ps)];
   report(fmt::format("lost ps{} ({}:{}): {}; reconnecting for up to {} s", lane.ps, address.host,
@@ -178,31 +223,12 @@ void PsClient::reconnect(Lane& lane, const std::string& why) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(options_.connection.connect_timeout_ms);
-  // connect() retries a refused connection by itself; this loop retries one that was accepted
-  // and then broke: a dying ps's listening socket may accept a connection and then reset it, and
-  // a restarting one may be reached before it is ready.
-  auto backoff = std::chrono::milliseconds(50);
   int64_t step = 0;
-  for (;;) {
-    try {
-      ConnectionOptions options = connection_options(options_, lane.ps);
-      options.connect_timeout_ms = static_cast<int>(std::max<int64_t>(
-          1,
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
-      lane.connection = connect(address.host, address.port, options_.secret, options);
-      send_hello(lane);
-      step = receive_hello(lane);
-      break;
-    } catch (const TransportError& error) {
-      if (Clock::now() + backoff >= deadline) {
-        throw TransportError(fmt::format(
-            "could not reconnect to ps{} ({}:{}) within {} s: {}", lane.ps, address.host,
-            address.port, options_.connection.connect_timeout_ms / 1000, error.what()));
-      }
-      std::this_thread::sleep_for(backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
-    }
-  }
+  retrying(lane.ps, deadline, "reconnect", [&] {
+    lane.connection = connect_once(lane.ps, deadline);
+    send_hello(lane);
+    step = receive_hello(lane);
+  });
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!lane.initialized) {
     throw Error(fmt::format(

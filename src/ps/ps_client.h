@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -92,6 +93,15 @@ class PsClient {
   // lane at once, and waits for all; rethrows the first error.
   template <typename Send, typename Receive>
   void round(Send&& send, Receive&& receive);
+  // One connection to ps `ps`, handshake done, within deadline (connect() retries refusals).
+  std::unique_ptr<Connection> connect_once(int ps, std::chrono::steady_clock::time_point deadline);
+  // The same, retrying a connection that breaks before it is up, as reconnect() does.
+  std::unique_ptr<Connection> connect_retrying(int ps,
+                                               std::chrono::steady_clock::time_point deadline);
+  // Runs attempt until it succeeds, retrying TransportError but AuthError with backoff until
+  // deadline; then throws one naming ps and what it tried to do ("connect", "reconnect").
+  void retrying(int ps, std::chrono::steady_clock::time_point deadline, const char* verb,
+                const std::function<void()>& attempt);
   // A round whose replies carry counters (kDoneReply, kCountersReply), summed over the lanes.
   ps_protocol::DoneReply counters_round(uint16_t reply_type,
                                         const std::function<void(Lane&)>& request);
