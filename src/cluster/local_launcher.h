@@ -28,7 +28,7 @@ enum class RestartPolicy {
 };
 
 struct LaunchOptions {
-  std::filesystem::path binary;        // the program each task runs (this dtrain binary)
+  std::filesystem::path binary;  // the program each task runs (this dtrain binary)
   // "NAME=value" entries in every child's environment, replacing the launcher's own of that name.
   std::vector<std::string> extra_env;
   std::chrono::milliseconds grace{10000};  // after a stop, how long children get before SIGKILL
