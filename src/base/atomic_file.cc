@@ -44,30 +44,42 @@ void fsync_directory(const std::filesystem::path& file) {
 
 }  // namespace
 
-std::filesystem::path atomic_temp_path(const std::filesystem::path& path) {
+std::filesystem::path atomic_temp_path(const std::filesystem::path& path, int attempt) {
   std::filesystem::path temp = path;
-  temp += fmt::format(".tmp-{}", ::getpid());
+  temp += fmt::format(".tmp-{}-{}", ::getpid(), attempt);
   return temp;
 }
 
-bool parse_atomic_temp_name(std::string_view file_name, std::string_view* target_name) {
+bool parse_atomic_temp_name(std::string_view file_name, std::string_view* target_name, long* pid) {
   constexpr std::string_view kMarker = ".tmp-";
-  size_t pos = file_name.rfind(kMarker);
+  const size_t pos = file_name.rfind(kMarker);
   if (pos == std::string_view::npos || pos == 0) return false;
-  std::string_view pid = file_name.substr(pos + kMarker.size());
-  if (pid.empty() ||
-      !std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
+  const std::string_view suffix = file_name.substr(pos + kMarker.size());
+  const size_t dash = suffix.find('-');
+  const std::string_view pid_text = suffix.substr(0, dash);
+  const std::string_view attempt = dash == std::string_view::npos ? "0" : suffix.substr(dash + 1);
+  auto digits = [](std::string_view text) {
+    return !text.empty() && text.size() <= 18 &&
+           std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (!digits(pid_text) || !digits(attempt)) return false;
   *target_name = file_name.substr(0, pos);
+  *pid = std::stol(std::string(pid_text));
   return true;
 }
 
-AtomicFileWriter::AtomicFileWriter(std::filesystem::path path)
-    : path_(std::move(path)), temp_path_(atomic_temp_path(path_)) {
-  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+AtomicFileWriter::AtomicFileWriter(std::filesystem::path path) : path_(std::move(path)) {
+  int error = 0;
+  for (int attempt = 0; attempt < kAtomicTempAttempts; ++attempt) {
+    temp_path_ = atomic_temp_path(path_, attempt);
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd_ >= 0) break;
+    error = errno;
+    if (error != EEXIST) break;  // only a name in use is worth another try
+  }
   if (fd_ < 0) {
     throw IoError(fmt::format("{}: cannot create temporary file {}: {}", path_.string(),
-                              temp_path_.string(), errno_text(errno)));
+                              temp_path_.string(), errno_text(error)));
   }
   buffer_.reserve(kBufferBytes);
 }

@@ -12,11 +12,14 @@
 
 namespace dtrain {
 
-// Bytes go to "<path>.tmp-<pid>" through a large buffer; commit() flushes, fsyncs and closes that
-// file, renames it over path and fsyncs the directory so the rename itself survives a crash. A
-// writer destroyed without commit() (an exception on the way) removes its temporary file and leaves
-// path untouched. Every failure throws IoError naming the file. Not thread-safe; two writers of the
-// same path in one process would share the temporary name.
+// Bytes go to a temporary file "<path>.tmp-<pid>-<k>" through a large buffer; commit() flushes,
+// fsyncs and closes that file, renames it over path and fsyncs the directory so the rename itself
+// survives a crash. The temporary file is created exclusively (O_EXCL, O_NOFOLLOW): a name that
+// exists — another writer's, a crashed one's, a planted symlink — is never opened, and the next k
+// is tried. A writer destroyed without commit() (an exception on the way) removes its own
+// temporary file and leaves path untouched. Every failure throws IoError naming the file. One
+// writer is not thread-safe; writers of the same path, in one process or several, never share a
+// temporary file.
 class AtomicFileWriter {
  public:
   // Creates the temporary file (its directory must exist).
@@ -43,9 +46,12 @@ class AtomicFileWriter {
   std::vector<std::byte> buffer_;
 };
 
-// "<path>.tmp-<pid>" for this process.
-std::filesystem::path atomic_temp_path(const std::filesystem::path& path);
-// Whether file_name looks like "<target_name>.tmp-<digits>"; if so, sets *target_name.
-bool parse_atomic_temp_name(std::string_view file_name, std::string_view* target_name);
+// How many temporary names a writer tries before it gives up.
+inline constexpr int kAtomicTempAttempts = 16;
+// "<path>.tmp-<pid>-<attempt>": this process's temporary name for path at that attempt.
+std::filesystem::path atomic_temp_path(const std::filesystem::path& path, int attempt);
+// Whether file_name looks like "<target_name>.tmp-<pid>" or "<target_name>.tmp-<pid>-<k>"; if so,
+// sets *target_name and *pid.
+bool parse_atomic_temp_name(std::string_view file_name, std::string_view* target_name, long* pid);
 
 }  // namespace dtrain

@@ -2,8 +2,10 @@
 #include "ckpt/checkpoint_manager.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <nlohmann/json.hpp>
 #include <system_error>
@@ -18,10 +20,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A checkpoint's (or the index's) temporary file whose writer is gone: no process has its pid. A
+// live writer's — another process saving into this folder — is its own to finish or remove.
 bool is_leftover_temp(std::string_view file_name) {
   std::string_view target;
-  if (!parse_atomic_temp_name(file_name, &target)) return false;
-  return target == cf::kIndexFileName || CheckpointManager::step_of(target).has_value();
+  long pid = 0;
+  if (!parse_atomic_temp_name(file_name, &target, &pid)) return false;
+  if (target != cf::kIndexFileName && !CheckpointManager::step_of(target).has_value()) return false;
+  return pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH);
 }
 
 }  // namespace
@@ -132,8 +138,8 @@ void CheckpointManager::remove_stale(const std::vector<Entry>& doomed,
   };
   for (const Entry& e : doomed) remove(e.path, "old checkpoint");
 
-  // Temporary files of crashed writers. This process writes nothing right now, so every one is
-  // stale.
+  // Temporary files of crashed writers (this process writes nothing right now, and its failed
+  // writers removed their own).
   std::error_code ec;
   for (fs::directory_iterator it(dir_, ec); !ec && it != fs::directory_iterator();
        it.increment(ec)) {

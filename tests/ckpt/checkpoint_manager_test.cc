@@ -1,8 +1,11 @@
 // CheckpointManager: naming, index, retention, and restore of the newest checkpoint that validates.
 #include "ckpt/checkpoint_manager.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -218,15 +221,28 @@ TEST(CheckpointManagerTest, RestoreScansTheDirectoryInsteadOfTrustingTheIndex) {
   EXPECT_EQ(read_index(dir)["latest"], "model.ckpt-3.safetensors");
 }
 
+// The pid of a process that has exited and been reaped: no process has it (until pids wrap).
+pid_t dead_pid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
 TEST(CheckpointManagerTest, LeftoverTempFilesAreIgnoredByRestoreAndRemovedByTheNextSave) {
   TempDir dir;
   CheckpointManager manager(dir.path());
   save_step(manager, 2);
-  std::filesystem::path crashed = dir / "model.ckpt-9.safetensors.tmp-12345";
-  std::filesystem::path crashed_index = dir / "checkpoint.tmp-12345";
+  const pid_t crashed_writer = dead_pid();
+  std::filesystem::path crashed =
+      dir / fmt::format("model.ckpt-9.safetensors.tmp-{}-0", crashed_writer);
+  std::filesystem::path crashed_index = dir / fmt::format("checkpoint.tmp-{}", crashed_writer);
+  // A writer that is alive (pid 1 always is) may still finish: its file is not ours to remove.
+  std::filesystem::path live = dir / "model.ckpt-8.safetensors.tmp-1-0";
   std::filesystem::path unrelated = dir / "notes.tmp-1";
   write_bytes(crashed, "half a checkpoint");
   write_bytes(crashed_index, "{");
+  write_bytes(live, "being written");
   write_bytes(unrelated, "not ours");
 
   CheckpointManager::RestoreResult result = manager.restore_latest();
@@ -237,6 +253,7 @@ TEST(CheckpointManagerTest, LeftoverTempFilesAreIgnoredByRestoreAndRemovedByTheN
   save_step(manager, 3);
   EXPECT_FALSE(std::filesystem::exists(crashed));
   EXPECT_FALSE(std::filesystem::exists(crashed_index));
+  EXPECT_TRUE(std::filesystem::exists(live));
   EXPECT_TRUE(std::filesystem::exists(unrelated));
 }
 

@@ -469,8 +469,9 @@ TEST(CheckpointTest, FailedWriteLeavesTheExistingCheckpointIntactAndNamesThePath
   std::filesystem::path path = dir / "model.safetensors";
   write_checkpoint(path, sample_checkpoint());
   const std::string before = read_bytes(path);
-  // The writer cannot create its temporary file where a directory stands.
-  std::filesystem::create_directory(atomic_temp_path(path));
+  // The writer cannot create a temporary file where directories stand at every name it tries.
+  for (int attempt = 0; attempt < kAtomicTempAttempts; ++attempt)
+    std::filesystem::create_directory(atomic_temp_path(path, attempt));
 
   Checkpoint newer = sample_checkpoint();
   newer.global_step = 9999;
@@ -489,13 +490,15 @@ TEST(AtomicFileWriterTest, AbandonedWriteRemovesItsTemporaryFileAndLeavesTheTarg
   TempDir dir;
   std::filesystem::path path = dir / "f";
   write_bytes(path, "old");
+  std::filesystem::path temp;
   {
     AtomicFileWriter writer(path);
     writer.append("new contents");
-    EXPECT_TRUE(std::filesystem::exists(writer.temp_path()));
+    temp = writer.temp_path();
+    EXPECT_TRUE(std::filesystem::exists(temp));
   }
   EXPECT_EQ(read_bytes(path), "old");
-  EXPECT_FALSE(std::filesystem::exists(atomic_temp_path(path)));
+  EXPECT_FALSE(std::filesystem::exists(temp));
 }
 
 TEST(AtomicFileWriterTest, CommitReplacesTheTargetWithEverythingAppended) {
@@ -513,11 +516,49 @@ TEST(AtomicFileWriterTest, CommitReplacesTheTargetWithEverythingAppended) {
 
 TEST(AtomicFileWriterTest, TempNamesAreRecognised) {
   std::string_view target;
-  EXPECT_TRUE(parse_atomic_temp_name("model.ckpt-5.safetensors.tmp-123", &target));
+  long pid = 0;
+  EXPECT_TRUE(parse_atomic_temp_name("model.ckpt-5.safetensors.tmp-123-4", &target, &pid));
   EXPECT_EQ(target, "model.ckpt-5.safetensors");
-  EXPECT_FALSE(parse_atomic_temp_name("model.ckpt-5.safetensors", &target));
-  EXPECT_FALSE(parse_atomic_temp_name("x.tmp-", &target));
-  EXPECT_FALSE(parse_atomic_temp_name("x.tmp-12a", &target));
+  EXPECT_EQ(pid, 123);
+  EXPECT_TRUE(parse_atomic_temp_name("checkpoint.tmp-77", &target, &pid));  // older writers'
+  EXPECT_EQ(target, "checkpoint");
+  EXPECT_EQ(pid, 77);
+  EXPECT_FALSE(parse_atomic_temp_name("model.ckpt-5.safetensors", &target, &pid));
+  EXPECT_FALSE(parse_atomic_temp_name("x.tmp-", &target, &pid));
+  EXPECT_FALSE(parse_atomic_temp_name("x.tmp-12a", &target, &pid));
+  EXPECT_FALSE(parse_atomic_temp_name("x.tmp-12-", &target, &pid));
+}
+
+// Writers of one path, in one process or several, each write a temporary file of their own: one
+// never truncates another's, nor removes it.
+TEST(AtomicFileWriterTest, TwoWritersOfOnePathNeverShareATemporaryFile) {
+  TempDir dir;
+  const std::filesystem::path path = dir / "f";
+  AtomicFileWriter first(path);
+  AtomicFileWriter second(path);
+  EXPECT_NE(first.temp_path(), second.temp_path());
+  first.append("first");
+  second.append("second");
+  first.commit();
+  EXPECT_EQ(read_bytes(path), "first");
+  second.commit();
+  EXPECT_EQ(read_bytes(path), "second");
+}
+
+// A name that exists — here a symlink planted at the first name a writer tries — is never opened,
+// so nothing is written through it.
+TEST(AtomicFileWriterTest, AnExistingTemporaryNameIsNeverOpenedNorFollowed) {
+  TempDir dir;
+  const std::filesystem::path path = dir / "f";
+  write_bytes(dir / "victim", "keep me");
+  std::filesystem::create_symlink(dir / "victim", atomic_temp_path(path, 0));
+  AtomicFileWriter writer(path);
+  EXPECT_EQ(writer.temp_path(), atomic_temp_path(path, 1));
+  writer.append("new");
+  writer.commit();
+  EXPECT_EQ(read_bytes(dir / "victim"), "keep me");
+  EXPECT_EQ(read_bytes(path), "new");
+  EXPECT_TRUE(std::filesystem::is_symlink(atomic_temp_path(path, 0))) << "not ours to remove";
 }
 
 }  // namespace
