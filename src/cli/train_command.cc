@@ -2,6 +2,7 @@
 // Flags the user leaves out take the model's recipe (train/recipes.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +61,7 @@ struct TrainFlags {
   int ps = 1;
   int workers = 2;
   std::string ps_hosts, worker_hosts, job_name, cluster_file, secret_file, bind;
+  bool unauthenticated_frames = false;
   int task_index = 0;
   bool sync_replicas = false;
   int replicas_to_aggregate = 0;
@@ -158,6 +160,7 @@ const std::vector<StrategyFlag>& strategy_flags() {
       {"--collective_timeout", {"allreduce"}},
       {"--inject_nonfinite_at", {"async", "sync", "allreduce"}},
       {"--bind", {"async", "sync", "allreduce"}},
+      {"--unauthenticated_frames", {"async", "sync", "allreduce"}},
   };
   return flags;
 }
@@ -387,6 +390,13 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
   if (std::optional<ClusterConfig> cluster = cluster_of(cmd, flags)) {
     refuse_launcher_flags(cmd);
     cluster->bind_host = flags.bind;
+    cluster->authenticate_frames = !flags.unauthenticated_frames;
+    if (flags.unauthenticated_frames) {
+      spdlog::warn(
+          "{}: --unauthenticated_frames: frames after the handshake carry a CRC only, so anyone "
+          "on the network path can alter, replay or drop them undetected",
+          cluster->task.to_string());
+    }
     if (cmd.count("--strategy") > 0 && !is_ps_strategy(flags.strategy) &&
         flags.strategy != "allreduce") {
       throw UsageError(fmt::format(
@@ -451,6 +461,9 @@ void add_cluster_flags(CLI::App* cmd, TrainFlags* flags) {
                   "Cluster: a JSON file shaped like TF_CONFIG (TF_CONFIG itself is read too)");
   cmd->add_option("--secret_file", flags->secret_file,
                   "File holding the cluster secret (default: $DTRAIN_SECRET)");
+  cmd->add_flag("--unauthenticated_frames", flags->unauthenticated_frames,
+                "Cluster: skip the per-frame authentication tag (a CRC only) after the handshake; "
+                "every task must be given it, and each warns that its frames can be altered");
   cmd->add_flag("--sync_replicas", flags->sync_replicas,
                 "Synchronous updates: aggregate --replicas_to_aggregate gradients per step");
   cmd->add_option("--replicas_to_aggregate", flags->replicas_to_aggregate,

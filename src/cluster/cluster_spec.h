@@ -76,6 +76,9 @@ struct ClusterConfig {
   TaskId task;
   // --bind: the address this task listens on; empty: cluster/bind_address.h decides.
   std::string bind_host = {};
+  // Every frame after the handshake carries a tag (comm/frame_mac.h); false only with
+  // --unauthenticated_frames, which every task of the cluster must then be given.
+  bool authenticate_frames = true;
 };
 
 // --- Parsers. Each returns a validated result or throws UsageError with one line that names the

@@ -31,6 +31,8 @@ TcpRing::TcpRing(TcpRingOptions options) : options_(std::move(options)) {
   server.bind_host = options_.bind_host;
   server.port = options_.port;
   server.secret = options_.secret;
+  server.connection.authenticate_frames = options_.authenticate_frames;
+  server.connection.identity = rank_name(options_.rank);
   // Bounds the blocking part: the left neighbour's hello. Chunks are read without blocking.
   server.connection.io_timeout_ms = options_.timeout_ms;
   server.connection.idle_timeout_ms = options_.timeout_ms;
@@ -85,6 +87,8 @@ void TcpRing::connect(const HostPort& right) {
   options.idle_timeout_ms = options_.timeout_ms;
   options.liveness_timeout_ms = options_.timeout_ms;
   options.connect_timeout_ms = options_.timeout_ms;
+  options.authenticate_frames = options_.authenticate_frames;
+  options.identity = rank_name(options_.rank);
   try {
     right_ = dtrain::connect(right.host, right.port, options_.secret, options);
   } catch (const AuthError&) {

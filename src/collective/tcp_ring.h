@@ -39,7 +39,8 @@ struct TcpRingOptions {
   // Where to listen for the left neighbour; port 0 lets the system pick (TcpRing::port()).
   std::string bind_host = "0.0.0.0";
   uint16_t port = 0;
-  std::string secret;  // the cluster secret, raw bytes
+  std::string secret;               // the cluster secret, raw bytes
+  bool authenticate_frames = true;  // ConnectionOptions::authenticate_frames
   // Ranks whose fingerprint differs (another model, another layout) are refused by name.
   uint64_t fingerprint = 0;
   // How long to wait for the ring to form, and how long a neighbour may move no byte inside a

@@ -25,6 +25,8 @@ namespace {
 // Tensor bytes are received and checksummed in chunks of this size, so the CRC reads each chunk
 // while it is still in cache.
 constexpr size_t kReceiveChunkBytes = size_t{1} << 20;
+// A frame whose tag is computed as it is sent goes out in writes of this size.
+constexpr size_t kSendBatchBytes = size_t{256} << 10;
 
 FrameError bad_frame_from(const std::string& peer, const FrameError& error) {
   return FrameError(fmt::format("bad frame from {}: {}", peer, error.what()));
@@ -34,6 +36,10 @@ FrameError bad_frame_from(const std::string& peer, const FrameError& error) {
 
 Connection::Connection(std::unique_ptr<TcpStream> stream, ConnectionOptions options)
     : stream_(std::move(stream)), options_(std::move(options)) {
+  if (options_.identity.size() > kMaxIdentityBytes) {
+    throw std::invalid_argument(fmt::format("connection identity \"{}\" is over {} bytes",
+                                            options_.identity, kMaxIdentityBytes));
+  }
   stream_->set_task_name(options_.task_name);
   if (options_.liveness_timeout_ms > 0) stream_->set_liveness_timeout(options_.liveness_timeout_ms);
 }
@@ -118,12 +124,38 @@ void Connection::send(uint16_t type, uint64_t request_id, std::span<const std::b
 void Connection::send_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
                             std::span<const std::span<const float>> tensors,
                             const IoDeadline& deadline) {
-  prepare_frame(type, request_id, meta, tensors);
-  stream_->write_all(send_pieces_, deadline);
+  prepare_frame(type, request_id, meta, tensors, /*tag_now=*/false);
+  if (!send_mac_) {
+    stream_->write_all(send_pieces_, deadline);
+    return;
+  }
+  // Tagged as it goes out, a batch at a time: the peer reads and checks one batch while we tag
+  // the next, where tagging the whole frame first would keep both sides waiting on each other.
+  send_mac_->begin(frames_sent_++);
+  std::vector<std::span<const std::byte>>& batch = send_batch_;
+  batch.clear();
+  size_t batch_bytes = 0;
+  for (std::span<const std::byte> piece : send_pieces_) {
+    while (!piece.empty()) {
+      const auto part = piece.first(std::min(piece.size(), kSendBatchBytes - batch_bytes));
+      send_mac_->update(part);
+      batch.push_back(part);
+      batch_bytes += part.size();
+      piece = piece.subspan(part.size());
+      if (batch_bytes == kSendBatchBytes) {
+        stream_->write_all(batch, deadline);
+        batch.clear();
+        batch_bytes = 0;
+      }
+    }
+  }
+  send_tag_ = send_mac_->tag();
+  batch.push_back(send_tag_);
+  stream_->write_all(batch, deadline);
 }
 
 void Connection::prepare_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
-                               std::span<const std::span<const float>> tensors) {
+                               std::span<const std::span<const float>> tensors, bool tag_now) {
   uint64_t tensor_bytes = 0;
   for (auto tensor : tensors) tensor_bytes += tensor.size_bytes();
   const uint64_t payload_len = ff::kMetaLenBytes + meta.size() + tensor_bytes;
@@ -139,19 +171,25 @@ void Connection::prepare_frame(uint16_t type, uint64_t request_id, std::span<con
   encode_header({.type = type, .request_id = request_id, .payload_len = payload_len}, send_header_);
   ff::store_le(send_meta_len_, static_cast<uint32_t>(meta.size()));
 
-  // The CRC leads the frame but covers all of it, so it is chained over the pieces before any
-  // byte is written; the pieces then go out in one gathered write.
-  uint32_t crc = crc32c(send_meta_len_, header_crc(send_header_));
-  crc = crc32c(meta, crc);
   send_pieces_.clear();
   send_pieces_.push_back(send_header_);
   send_pieces_.push_back(send_meta_len_);
   send_pieces_.push_back(meta);
-  for (auto tensor : tensors) {
-    const auto bytes = std::as_bytes(tensor);
-    crc = crc32c(bytes, crc);
-    send_pieces_.push_back(bytes);
+  for (auto tensor : tensors) send_pieces_.push_back(std::as_bytes(tensor));
+
+  if (send_mac_) {
+    if (!tag_now) return;
+    // The tag trails the frame and covers its header (crc32c 0) and payload.
+    send_mac_->begin(frames_sent_++);
+    for (auto piece : send_pieces_) send_mac_->update(piece);
+    send_tag_ = send_mac_->tag();
+    send_pieces_.push_back(send_tag_);
+    return;
   }
+  // The CRC leads the frame but covers all of it, so it is chained over the pieces before any
+  // byte is written; the pieces then go out in one gathered write.
+  uint32_t crc = header_crc(send_header_);
+  for (auto piece : std::span(send_pieces_).subspan(1)) crc = crc32c(piece, crc);
   ff::store_le(std::span(send_header_).subspan(ff::kCrcOffset), crc);
 }
 
@@ -163,7 +201,7 @@ void Connection::start_send(uint16_t type, uint64_t request_id, std::span<const 
   }
   check_state(State::kOpen, "start_send");
   if (sending_) throw std::logic_error("Connection::start_send while a frame is being sent");
-  guarded([&] { prepare_frame(type, request_id, meta, tensors); });
+  guarded([&] { prepare_frame(type, request_id, meta, tensors, /*tag_now=*/true); });
   send_piece_ = 0;
   send_offset_ = 0;
   sending_ = true;
@@ -225,7 +263,10 @@ Connection::Incoming Connection::receive_frame(const IoDeadline& first_byte, con
   const PayloadLayout layout = accept_meta_len(meta_len);
   meta_.resize(layout.meta_len);  // keeps its capacity: no allocation once warmed up
   stream_->read_exact(meta_, rest);
-  return meta_received(header_bytes, meta_len);
+  absorb_opening(header_bytes, meta_len);
+  frame_unconsumed_ = true;
+  if (tensor_bytes_ == 0) finish_frame(rest);  // the whole frame is in
+  return incoming();
 }
 
 void Connection::accept_header(std::span<const std::byte, ff::kHeaderBytes> header_bytes,
@@ -259,12 +300,29 @@ PayloadLayout Connection::accept_meta_len(std::span<const std::byte, ff::kMetaLe
   return layout;
 }
 
-Connection::Incoming Connection::meta_received(
-    std::span<const std::byte, ff::kHeaderBytes> header_bytes,
-    std::span<const std::byte, ff::kMetaLenBytes> meta_len) {
-  receive_crc_ = crc32c(meta_, crc32c(meta_len, header_crc(header_bytes)));
-  frame_unconsumed_ = true;
-  if (tensor_bytes_ == 0) check_crc();  // the whole frame is in
+void Connection::absorb_opening(std::span<const std::byte, ff::kHeaderBytes> header_bytes,
+                                std::span<const std::byte, ff::kMetaLenBytes> meta_len) {
+  frame_checked_ = false;
+  tag_have_ = 0;
+  if (receive_mac_) {
+    receive_mac_->begin(frames_received_++);
+    receive_mac_->update(header_bytes);
+  } else {
+    receive_crc_ = header_crc(header_bytes);
+  }
+  absorb(meta_len);
+  absorb(meta_);
+}
+
+void Connection::absorb(std::span<const std::byte> bytes) {
+  if (receive_mac_) {
+    receive_mac_->update(bytes);
+  } else {
+    receive_crc_ = crc32c(bytes, receive_crc_);
+  }
+}
+
+Connection::Incoming Connection::incoming() const {
   return Incoming{receive_type_, receive_request_id_, meta_, tensor_bytes_};
 }
 
@@ -297,10 +355,17 @@ std::optional<Connection::Incoming> Connection::try_receive() {
       bytes_moved_ += n;
       if (meta_have_ < meta_.size()) return std::nullopt;
     }
+    if (!opening_absorbed_) {
+      absorb_opening(header_bytes, meta_len);
+      opening_absorbed_ = true;
+    }
+    if (tensor_bytes_ == 0 && !try_finish_frame()) return std::nullopt;  // the tag is not in
     prefix_have_ = 0;
     prefix_done_ = false;
+    opening_absorbed_ = false;
     tensors_have_ = 0;
-    return meta_received(header_bytes, meta_len);
+    frame_unconsumed_ = true;
+    return incoming();
   });
 }
 
@@ -323,13 +388,13 @@ bool Connection::try_receive_tensors(std::span<float> into) {
       const size_t want = std::min<uint64_t>(tensor_bytes_ - tensors_have_, kReceiveChunkBytes);
       const auto piece = bytes.subspan(tensors_have_, want);
       const size_t n = stream_->read_available(piece);
-      receive_crc_ = crc32c(piece.first(n), receive_crc_);
+      absorb(piece.first(n));
       tensors_have_ += n;
       bytes_moved_ += n;
       if (n < want) return false;  // the socket is drained; another read would find nothing
     }
+    if (!try_finish_frame()) return false;
     frame_unconsumed_ = false;
-    check_crc();
     return true;
   });
 }
@@ -350,7 +415,7 @@ void Connection::receive_tensors(std::span<const std::span<float>> into) {
     }
     frame_unconsumed_ = false;
     for (auto tensor : into) read_tensor_bytes(std::as_writable_bytes(tensor));
-    if (tensor_bytes_ > 0) check_crc();
+    finish_frame(io_deadline());
   });
 }
 
@@ -367,20 +432,55 @@ void Connection::discard_tensors() {
       read_tensor_bytes(std::span(discard_).first(n));
       left -= n;
     }
-    if (tensor_bytes_ > 0) check_crc();
+    finish_frame(io_deadline());
   });
 }
 
 void Connection::read_tensor_bytes(std::span<std::byte> into) {
   while (!into.empty()) {
-    const auto chunk = into.first(std::min(into.size(), kReceiveChunkBytes));
+    // Tagged frames in smaller chunks: the tag of one is computed while the next arrives, and
+    // little is left to tag once the last byte is in.
+    const size_t chunk_bytes = receive_mac_ ? kSendBatchBytes : kReceiveChunkBytes;
+    const auto chunk = into.first(std::min(into.size(), chunk_bytes));
     stream_->read_exact(chunk, io_deadline());
-    receive_crc_ = crc32c(chunk, receive_crc_);
+    absorb(chunk);
     into = into.subspan(chunk.size());
   }
 }
 
-void Connection::check_crc() const {
+void Connection::finish_frame(const IoDeadline& deadline) {
+  if (frame_checked_) return;
+  if (receive_mac_) {
+    stream_->read_exact(std::span(receive_tag_).subspan(tag_have_), deadline);
+    tag_have_ = receive_tag_.size();
+  }
+  check_frame();
+}
+
+bool Connection::try_finish_frame() {
+  if (frame_checked_) return true;
+  if (receive_mac_) {
+    const size_t n = stream_->read_available(std::span(receive_tag_).subspan(tag_have_));
+    tag_have_ += n;
+    bytes_moved_ += n;
+    if (tag_have_ < receive_tag_.size()) return false;
+  }
+  check_frame();
+  return true;
+}
+
+void Connection::check_frame() {
+  frame_checked_ = true;
+  if (receive_mac_) {
+    if (!receive_mac_->verify(receive_tag_)) {
+      throw FrameError(fmt::format(
+          "frame {} from {} (type {}, request {}) failed authentication: it was altered, "
+          "replayed, reordered or cut short on the way, or the sender does not hold the cluster "
+          "secret",
+          frames_received_ - 1, peer(), receive_type_, receive_request_id_));
+    }
+    return;
+  }
   if (receive_crc_ != expected_crc_) {
     throw FrameError(fmt::format(
         "bad CRC32C from {} (frame type {}, request {}): computed 0x{:08X}, header says 0x{:08X}",
@@ -390,7 +490,8 @@ void Connection::check_crc() const {
 
 // ---- handshake (protocol in comm/auth.h) ----
 
-std::span<const std::byte> Connection::expect_handshake_frame(uint16_t type, size_t meta_len,
+std::span<const std::byte> Connection::expect_handshake_frame(uint16_t type, size_t min_meta,
+                                                              size_t max_meta,
                                                               const IoDeadline& deadline) {
   // Until the peer has proved the secret, it may make us read only a tiny frame.
   const Incoming in =
@@ -399,11 +500,12 @@ std::span<const std::byte> Connection::expect_handshake_frame(uint16_t type, siz
     throw AuthError(fmt::format(
         "{} failed authentication (wrong cluster secret): it rejected our proof", peer()));
   }
-  if (in.type != type || in.meta.size() != meta_len || in.tensor_bytes != 0) {
+  if (in.type != type || in.meta.size() < min_meta || in.meta.size() > max_meta ||
+      in.tensor_bytes != 0) {
     throw AuthError(fmt::format(
-        "{} broke the handshake: expected frame type {} with {} meta bytes, got type {} with {} "
-        "meta and {} tensor bytes",
-        peer(), type, meta_len, in.type, in.meta.size(), in.tensor_bytes));
+        "{} broke the handshake: expected frame type {} with {}..{} meta bytes, got type {} with "
+        "{} meta and {} tensor bytes",
+        peer(), type, min_meta, max_meta, in.type, in.meta.size(), in.tensor_bytes));
   }
   return in.meta;
 }
@@ -417,33 +519,72 @@ void Connection::send_auth_failed_quietly(const IoDeadline& deadline) {
   }
 }
 
+HandshakeParams Connection::own_params() const {
+  return {.authenticate_frames = options_.authenticate_frames,
+          .incarnation = process_incarnation(),
+          .identity = options_.identity};
+}
+
+std::string Connection::mismatched_frames_error(const HandshakeParams& peer_said) const {
+  return fmt::format(
+      "{} {} its frames and this task {}: start every task of the cluster with "
+      "--unauthenticated_frames, or none",
+      peer(), peer_said.authenticate_frames ? "authenticates" : "does not authenticate",
+      options_.authenticate_frames ? "does" : "does not");
+}
+
+namespace {
+
+std::span<const std::byte> bytes_of(const std::vector<std::byte>& v) { return v; }
+
+}  // namespace
+
 void Connection::handshake_as_client(std::string_view secret) {
   if (secret.empty()) throw std::invalid_argument("Connection::handshake_as_client: empty secret");
   check_state(State::kHandshaking, "handshake_as_client");
   const IoDeadline deadline{
       .until = SteadyClock::now() + std::chrono::milliseconds(options_.handshake_timeout_ms),
       .stall_ms = options_.io_timeout_ms};
+  HandshakeParams server;
+  FrameKeys keys;
   guarded([&] {
     const Nonce client_nonce = random_nonce();
-    send_frame(ff::kTypeHello, 0, client_nonce, {}, deadline);
+    const std::vector<std::byte> client_params = encode_params(own_params());
+    std::vector<std::byte> hello(client_nonce.begin(), client_nonce.end());
+    hello.insert(hello.end(), client_params.begin(), client_params.end());
+    send_frame(ff::kTypeHello, 0, hello, {}, deadline);
 
     const auto challenge =
-        expect_handshake_frame(ff::kTypeChallenge, kNonceBytes + kProofBytes, deadline);
+        expect_handshake_frame(ff::kTypeChallenge, kNonceBytes + kProofBytes,
+                               kNonceBytes + kProofBytes + kMaxParamsBytes, deadline);
     Nonce server_nonce;
     Proof their_proof;
     std::memcpy(server_nonce.data(), challenge.data(), kNonceBytes);
     std::memcpy(their_proof.data(), challenge.data() + kNonceBytes, kProofBytes);
+    const auto server_params = challenge.subspan(kNonceBytes + kProofBytes);
     // The server proves itself first: we prove nothing to a peer that does not hold the secret.
-    if (!proofs_equal(their_proof, server_proof(secret, client_nonce, server_nonce))) {
+    if (!proofs_equal(their_proof, server_proof(secret, client_nonce, server_nonce,
+                                                bytes_of(client_params), server_params))) {
       send_auth_failed_quietly(deadline);
       throw AuthError(fmt::format(
           "{} failed authentication (wrong cluster secret): its proof does not match our secret",
           peer()));
     }
-    send_frame(ff::kTypeProof, 0, client_proof(secret, server_nonce, client_nonce), {}, deadline);
-    expect_handshake_frame(ff::kTypeAuthOk, 0, deadline);
+    server = decode_params(server_params);
+    if (server.authenticate_frames != options_.authenticate_frames) {
+      send_auth_failed_quietly(deadline);
+      throw AuthError(mismatched_frames_error(server));
+    }
+    send_frame(
+        ff::kTypeProof, 0,
+        client_proof(secret, server_nonce, client_nonce, bytes_of(client_params), server_params),
+        {}, deadline);
+    expect_handshake_frame(ff::kTypeAuthOk, 0, 0, deadline);
+    if (options_.authenticate_frames) {
+      keys = frame_keys(secret, client_nonce, server_nonce, bytes_of(client_params), server_params);
+    }
   });
-  open_after_handshake();
+  open_after_handshake(server, &keys.client_to_server, &keys.server_to_client);
 }
 
 void Connection::handshake_as_server(std::string_view secret) {
@@ -452,33 +593,66 @@ void Connection::handshake_as_server(std::string_view secret) {
   const IoDeadline deadline{
       .until = SteadyClock::now() + std::chrono::milliseconds(options_.handshake_timeout_ms),
       .stall_ms = options_.io_timeout_ms};
+  HandshakeParams client;
+  FrameKeys keys;
   guarded([&] {
-    const auto hello = expect_handshake_frame(ff::kTypeHello, kNonceBytes, deadline);
+    const auto hello = expect_handshake_frame(ff::kTypeHello, kNonceBytes,
+                                              kNonceBytes + kMaxParamsBytes, deadline);
     Nonce client_nonce;
     std::memcpy(client_nonce.data(), hello.data(), kNonceBytes);
+    // Copied: the next frame received reuses the buffer `hello` views.
+    const std::vector<std::byte> client_params(hello.begin() + kNonceBytes, hello.end());
+    client = decode_params(client_params);
 
     const Nonce server_nonce = random_nonce();
-    const Proof our_proof = server_proof(secret, client_nonce, server_nonce);
-    std::array<std::byte, kNonceBytes + kProofBytes> challenge;
-    std::memcpy(challenge.data(), server_nonce.data(), kNonceBytes);
-    std::memcpy(challenge.data() + kNonceBytes, our_proof.data(), kProofBytes);
+    const std::vector<std::byte> server_params = encode_params(own_params());
+    const Proof our_proof = server_proof(secret, client_nonce, server_nonce,
+                                         bytes_of(client_params), bytes_of(server_params));
+    std::vector<std::byte> challenge(server_nonce.begin(), server_nonce.end());
+    challenge.insert(challenge.end(), our_proof.begin(), our_proof.end());
+    challenge.insert(challenge.end(), server_params.begin(), server_params.end());
     send_frame(ff::kTypeChallenge, 0, challenge, {}, deadline);
 
-    const auto proof = expect_handshake_frame(ff::kTypeProof, kProofBytes, deadline);
+    // A client whose setting differs says so by refusing to go on (it checks once it knows we
+    // hold the secret); the reason is ours to log too.
+    const bool mismatched = client.authenticate_frames != options_.authenticate_frames;
+    std::span<const std::byte> proof;
+    try {
+      proof = expect_handshake_frame(ff::kTypeProof, kProofBytes, kProofBytes, deadline);
+    } catch (const AuthError&) {
+      if (mismatched) throw AuthError(mismatched_frames_error(client));
+      throw;
+    }
     Proof their_proof;
     std::memcpy(their_proof.data(), proof.data(), kProofBytes);
-    if (!proofs_equal(their_proof, client_proof(secret, server_nonce, client_nonce))) {
+    if (!proofs_equal(their_proof,
+                      client_proof(secret, server_nonce, client_nonce, bytes_of(client_params),
+                                   bytes_of(server_params)))) {
       send_auth_failed_quietly(deadline);
       throw AuthError(fmt::format(
           "{} failed authentication (wrong cluster secret): its proof does not match our secret",
           peer()));
     }
+    if (mismatched) {
+      send_auth_failed_quietly(deadline);
+      throw AuthError(mismatched_frames_error(client));
+    }
     send_frame(ff::kTypeAuthOk, 0, {}, {}, deadline);
+    if (options_.authenticate_frames) {
+      keys = frame_keys(secret, client_nonce, server_nonce, bytes_of(client_params),
+                        bytes_of(server_params));
+    }
   });
-  open_after_handshake();
+  open_after_handshake(client, &keys.server_to_client, &keys.client_to_server);
 }
 
-void Connection::open_after_handshake() {
+void Connection::open_after_handshake(const HandshakeParams& peer, const FrameKey* send_key,
+                                      const FrameKey* receive_key) {
+  peer_params_ = peer;
+  if (options_.authenticate_frames) {
+    send_mac_ = std::make_unique<FrameMac>(*send_key);
+    receive_mac_ = std::make_unique<FrameMac>(*receive_key);
+  }
   std::lock_guard lock(mutex_);
   // close() from another thread may have won; closed stays closed.
   if (state_ == State::kHandshaking) state_ = State::kOpen;

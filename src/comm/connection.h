@@ -15,8 +15,10 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/auth.h"
 #include "comm/frame.h"
 #include "comm/frame_format.h"
+#include "comm/frame_mac.h"
 #include "comm/tcp_stream.h"
 
 namespace dtrain {
@@ -43,6 +45,13 @@ struct ConnectionOptions {
   int connect_timeout_ms = 30'000;
   // The whole handshake, either side, must finish within this.
   int handshake_timeout_ms = 10'000;
+  // Who this end is, said in the handshake and bound to the connection ("worker 1", "ps 0"; empty
+  // for a tool): the other side reads it as peer_identity(). At most kMaxIdentityBytes of
+  // printable ASCII.
+  std::string identity;
+  // Every frame after the handshake carries a GMAC tag (comm/frame_mac.h) in place of the CRC.
+  // Both ends must agree, or the handshake fails saying so; off only by an explicit flag.
+  bool authenticate_frames = true;
 };
 
 // States move forward only: kHandshaking -> kOpen -> kClosed, or kHandshaking -> kClosed.
@@ -127,6 +136,12 @@ class Connection {
   // Whether the connection ended because the peer closed it between frames: a normal end.
   bool closed_by_peer() const;
 
+  // What the peer said of itself in the handshake (comm/auth.h), proved with the secret.
+  // REQUIRES: the handshake has succeeded.
+  const std::string& peer_identity() const { return peer_params_.identity; }
+  uint64_t peer_incarnation() const { return peer_params_.incarnation; }
+  bool frames_authenticated() const { return send_mac_ != nullptr; }
+
   // "10.0.0.7:2222", or "ps0 (10.0.0.7:2222)" with a task name.
   const std::string& peer() const { return stream_->peer(); }
   const std::string& address() const { return stream_->address(); }
@@ -137,28 +152,39 @@ class Connection {
 
   void send_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
                   std::span<const std::span<const float>> tensors, const IoDeadline& deadline);
-  // Checks a frame against the limits, and lays it out in send_pieces_ with its CRC in the header.
+  // Checks a frame against the limits, and lays it out in send_pieces_ with its CRC in the header,
+  // or, where frames are tagged and tag_now, with its tag as the last piece.
   void prepare_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
-                     std::span<const std::span<const float>> tensors);
+                     std::span<const std::span<const float>> tensors, bool tag_now);
   // The checks of a frame's opening, shared by receive_frame and try_receive: the header's (noting
   // the frame's type, request id, length and CRC), then the meta length's.
   void accept_header(std::span<const std::byte, frame_format::kHeaderBytes> header_bytes,
                      uint64_t max_payload_bytes, bool handshake);
   PayloadLayout accept_meta_len(std::span<const std::byte, frame_format::kMetaLenBytes> meta_len);
-  // Once the meta block is in: starts the CRC and marks the frame's tensors unread.
-  Connection::Incoming meta_received(
-      std::span<const std::byte, frame_format::kHeaderBytes> header_bytes,
-      std::span<const std::byte, frame_format::kMetaLenBytes> meta_len);
+  // Once the meta block is in: starts the frame's check (CRC or tag) over its opening.
+  void absorb_opening(std::span<const std::byte, frame_format::kHeaderBytes> header_bytes,
+                      std::span<const std::byte, frame_format::kMetaLenBytes> meta_len);
+  // The next received bytes of the frame, into its CRC or tag.
+  void absorb(std::span<const std::byte> bytes);
+  Incoming incoming() const;
   Incoming receive_frame(const IoDeadline& first_byte, const IoDeadline& rest,
                          uint64_t max_payload_bytes, bool handshake);
   void read_tensor_bytes(std::span<std::byte> into);
-  // FrameError "bad CRC32C from <peer>" unless the frame received matches its header's CRC.
-  void check_crc() const;
-  // A handshake frame of type `type` carrying exactly meta_len bytes of meta; throws otherwise.
-  std::span<const std::byte> expect_handshake_frame(uint16_t type, size_t meta_len,
+  // Once the whole payload is in: reads the tag, if frames carry one, and checks the frame
+  // (blocking, or as far as the socket allows now: false until the tag is in). FrameError "bad
+  // CRC32C from <peer>" or "frame N from <peer> failed authentication" if it does not match.
+  void finish_frame(const IoDeadline& deadline);
+  bool try_finish_frame();
+  void check_frame();
+  // A handshake frame of type `type` carrying min_meta..max_meta bytes of meta; throws otherwise.
+  std::span<const std::byte> expect_handshake_frame(uint16_t type, size_t min_meta, size_t max_meta,
                                                     const IoDeadline& deadline);
   void send_auth_failed_quietly(const IoDeadline& deadline);
-  void open_after_handshake();
+  HandshakeParams own_params() const;
+  // A peer whose setting for frame authentication differs from ours: what to tell the user.
+  std::string mismatched_frames_error(const HandshakeParams& peer) const;
+  void open_after_handshake(const HandshakeParams& peer, const FrameKey* send_key,
+                            const FrameKey* receive_key);
 
   // Throws the stored error if closed; else if the state is not `required`, std::logic_error.
   void check_state(State required, const char* call) const;
@@ -180,10 +206,19 @@ class Connection {
   std::exception_ptr error_;           // guarded by mutex_; set on the move to kClosed
   bool closed_by_peer_ = false;        // guarded by mutex_
 
+  // Set by the handshake: what the peer said, and the frames' keys when they are authenticated.
+  HandshakeParams peer_params_;
+  std::unique_ptr<FrameMac> send_mac_;     // sender thread only
+  std::unique_ptr<FrameMac> receive_mac_;  // receiver thread only
+  uint64_t frames_sent_ = 0;               // sender thread only: the next frame's number
+  uint64_t frames_received_ = 0;           // receiver thread only
+
   // Sender thread only: the frame being sent, its pieces reused so send() does not allocate.
   std::vector<std::span<const std::byte>> send_pieces_;
   std::array<std::byte, frame_format::kHeaderBytes> send_header_{};
   std::array<std::byte, frame_format::kMetaLenBytes> send_meta_len_{};
+  FrameTag send_tag_{};
+  std::vector<std::span<const std::byte>> send_batch_;  // send(): the pieces of one write
   size_t send_piece_ = 0;   // start_send: the first piece not wholly written
   size_t send_offset_ = 0;  // and the bytes of it that are
   bool sending_ = false;    // start_send has a frame not yet wholly written
@@ -195,6 +230,9 @@ class Connection {
   uint64_t tensor_bytes_ = 0;
   uint32_t receive_crc_ = 0;   // CRC-32C of the frame so far
   uint32_t expected_crc_ = 0;  // from its header
+  FrameTag receive_tag_{};     // the frame's tag, as it arrives
+  size_t tag_have_ = 0;
+  bool frame_checked_ = false;  // the frame's CRC or tag has been checked
   uint16_t receive_type_ = 0;
   uint64_t receive_request_id_ = 0;
   uint64_t receive_payload_len_ = 0;
@@ -204,6 +242,7 @@ class Connection {
   size_t prefix_have_ = 0;
   bool prefix_done_ = false;
   size_t meta_have_ = 0;
+  bool opening_absorbed_ = false;
   uint64_t tensors_have_ = 0;
 
   uint64_t bytes_moved_ = 0;

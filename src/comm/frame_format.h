@@ -9,6 +9,11 @@
 // little-endian float32, so they leave and land in the caller's buffers without a copy. crc32c is
 // the CRC-32C (comm/crc32c.h) of the 24 encoded header bytes before it followed by the whole
 // payload. Types 1-15 belong to the connection handshake (comm/auth.h); callers use 16 and up.
+//
+// On a connection whose frames are authenticated (the default, agreed in the handshake), every
+// frame after the handshake instead has 0 in crc32c and is followed by a 16-byte tag: the GMAC of
+// the header and payload under that direction's key, numbered by the frame's position in that
+// direction (comm/frame_mac.h). The tag also catches everything the CRC would.
 #pragma once
 
 #include <bit>
@@ -24,7 +29,7 @@ static_assert(std::endian::native == std::endian::little,
               "frames carry floats in host order, which must be little-endian");
 
 inline constexpr uint32_t kMagic = 0x4E525444;  // "DTRN" as little-endian bytes
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;         // 2: handshake params, frame tags
 
 // Header field offsets and sizes.
 inline constexpr size_t kMagicOffset = 0;
@@ -39,8 +44,8 @@ inline constexpr size_t kMetaLenBytes = 4;  // the u32 that opens every payload
 inline constexpr size_t kFloatBytes = 4;
 
 // Handshake frame types (comm/auth.h has the protocol). Their payloads carry only meta:
-inline constexpr uint16_t kTypeHello = 1;       // client: nonce_c (32 bytes)
-inline constexpr uint16_t kTypeChallenge = 2;   // server: nonce_s (32) | server proof (32)
+inline constexpr uint16_t kTypeHello = 1;       // client: nonce_c (32 bytes) | params
+inline constexpr uint16_t kTypeChallenge = 2;   // server: nonce_s (32) | server proof (32) | params
 inline constexpr uint16_t kTypeProof = 3;       // client: client proof (32)
 inline constexpr uint16_t kTypeAuthOk = 4;      // server: empty
 inline constexpr uint16_t kTypeAuthFailed = 5;  // either side, before it hangs up: empty

@@ -10,6 +10,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -116,6 +117,8 @@ namespace {
 ConnectionOptions connection_options(const PsClientOptions& options, int ps) {
   ConnectionOptions connection = options.connection;
   connection.task_name = fmt::format("ps{}", ps);
+  // The ps binds this worker's pushes and done report to the connections that say it.
+  if (options.worker >= 0) connection.identity = fmt::format("worker {}", options.worker);
   return connection;
 }
 
@@ -216,13 +219,18 @@ void PsClient::retrying(int ps, std::chrono::steady_clock::time_point deadline, 
   }
 }
 
-void PsClient::reconnect(Lane& lane, const std::string& why) {
+void PsClient::reconnect(Lane& lane, const std::string& why,
+                         std::chrono::steady_clock::time_point deadline, int losses) {
   const HostPort& address = options_.ps[static_cast<size_t>(lane.ps)];
-  report(fmt::format("lost ps{} ({}:{}): {}; reconnecting for up to {} s", lane.ps, address.host,
-                     address.port, why, options_.connection.connect_timeout_ms / 1000));
+  if (losses == 1) {
+    report(fmt::format("lost ps{} ({}:{}): {}; reconnecting for up to {} s", lane.ps, address.host,
+                       address.port, why, options_.connection.connect_timeout_ms / 1000));
+  } else {
+    report(fmt::format("lost ps{} ({}:{}) again, {} times in this operation: {}; reconnecting",
+                       lane.ps, address.host, address.port, losses, why));
+  }
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  const auto deadline = start + std::chrono::milliseconds(options_.connection.connect_timeout_ms);
   int64_t step = 0;
   retrying(lane.ps, deadline, "reconnect", [&] {
     lane.connection = connect_once(lane.ps, deadline);
@@ -253,6 +261,9 @@ template <typename Send, typename Receive>
 void PsClient::round(Send&& send, Receive&& receive) {
   std::vector<Lane*> pending;
   for (auto& lane : lanes_) pending.push_back(lane.get());
+  std::optional<std::chrono::steady_clock::time_point> give_up_at;
+  int losses = 0;
+  auto backoff = std::chrono::milliseconds(50);
   while (!pending.empty()) {
     for (Lane* l : pending) {
       l->sender.post([&send, l] { send(*l); });
@@ -287,8 +298,29 @@ void PsClient::round(Send&& send, Receive&& receive) {
     }
     if (first) std::rethrow_exception(first);
     pending.clear();
+    if (lost.empty()) break;
+    // A lane lost again right after it reconnected (a path that alters every frame, a ps that
+    // drops each request) is retried with backoff until connect_timeout_ms after the first loss
+    // of this operation, then given up: never a tight loop of reconnections.
+    ++losses;
+    const auto now = std::chrono::steady_clock::now();
+    if (!give_up_at) {
+      give_up_at = now + std::chrono::milliseconds(options_.connection.connect_timeout_ms);
+    } else {
+      if (now + backoff >= *give_up_at) {
+        const Lane& lane = *lost.front().first;
+        throw TransportError(fmt::format(
+            "lost ps{} {} times in one operation, each time right after reconnecting, for {} s; "
+            "giving up: {}",
+            lane.ps, losses - 1, options_.connection.connect_timeout_ms / 1000,
+            lost.front().second));
+      }
+      // Pacing reconnections to a peer that keeps dropping us; nothing is synchronised with.
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+    }
     for (auto& [lane, why] : lost) {
-      reconnect(*lane, why);
+      reconnect(*lane, why, *give_up_at, losses);
       pending.push_back(lane);
     }
   }

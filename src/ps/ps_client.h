@@ -109,9 +109,11 @@ class PsClient {
   void send_hello(Lane& lane);
   // Reads a hello reply; returns the ps's step.
   int64_t receive_hello(Lane& lane);
-  // A new connection and hello in place of a lost one; throws TransportError once
-  // connect_timeout_ms has passed, Error if the ps came back without its variables.
-  void reconnect(Lane& lane, const std::string& why);
+  // A new connection and hello in place of a lost one, the lane's `losses`-th in this operation;
+  // throws TransportError once deadline has passed, Error if the ps came back without its
+  // variables.
+  void reconnect(Lane& lane, const std::string& why, std::chrono::steady_clock::time_point deadline,
+                 int losses);
   void report(const std::string& line) const;
 
   const PartitionMap& map_;

@@ -130,6 +130,7 @@ class AllreduceStrategy final : public Strategy {
                                  .bind_host = bind.host,
                                  .port = own.port,
                                  .secret = config.secret,
+                                 .authenticate_frames = config.cluster.authenticate_frames,
                                  .fingerprint = fnv1a(settings_),
                                  .timeout_ms = config.collective_timeout_ms,
                                  .spin_us = ring_spin_us(workers_on_host(own.host)),

@@ -93,6 +93,8 @@ int run_ps(const TrainConfig& train, const PsClusterConfig& config, std::ostream
   options.server.port = own.port;
   options.server.secret = config.secret;
   options.server.connection.liveness_timeout_ms = config.liveness_timeout_ms;
+  options.server.connection.authenticate_frames = config.cluster.authenticate_frames;
+  options.server.connection.identity = fmt::format("ps {}", ps);
   options.sync_wait_ms = config.peer_timeout_ms;
   options.worker_timeout_ms = config.worker_timeout_ms;
   options.on_worker_loss = config.on_worker_loss;
@@ -157,6 +159,7 @@ class PsStrategy final : public Strategy {
     options.secret = config_.secret;
     options.connection.connect_timeout_ms = config_.peer_timeout_ms;
     options.connection.liveness_timeout_ms = config_.liveness_timeout_ms;
+    options.connection.authenticate_frames = config_.cluster.authenticate_frames;
     options.worker = rank_;
     options.report = [this](const std::string& line) {
       fmt::print(out_, "{}: {}\n", name(), line);

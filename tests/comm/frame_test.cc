@@ -56,7 +56,7 @@ TEST(FrameFormat, MagicSpellsDtrnOnTheWire) {
 
 TEST(FrameFormat, HeaderFieldsAreLittleEndianAtFixedOffsets) {
   const auto frame = sample_frame();
-  EXPECT_EQ(frame[ff::kVersionOffset], std::byte{1});
+  EXPECT_EQ(frame[ff::kVersionOffset], std::byte{2});
   EXPECT_EQ(frame[ff::kVersionOffset + 1], std::byte{0});
   EXPECT_EQ(frame[ff::kTypeOffset], std::byte{17});
   EXPECT_EQ(frame[ff::kRequestIdOffset], std::byte{0x08});
@@ -101,9 +101,9 @@ TEST(Frame, DecodeRejectsBadMagicShowingWhatCame) {
 
 TEST(Frame, DecodeRejectsAnotherVersion) {
   auto frame = sample_frame();
-  patch<uint16_t>(frame, ff::kVersionOffset, 2);
+  patch<uint16_t>(frame, ff::kVersionOffset, 3);
   EXPECT_THAT([&] { decode(frame); },
-              ::testing::ThrowsMessage<FrameError>(HasSubstr("unsupported frame version 2")));
+              ::testing::ThrowsMessage<FrameError>(HasSubstr("unsupported frame version 3")));
 }
 
 TEST(Frame, DecodeRejectsAPayloadOverTheLimitFromTheHeaderAlone) {

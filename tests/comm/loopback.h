@@ -16,6 +16,7 @@
 #include "comm/auth.h"
 #include "comm/connection.h"
 #include "comm/frame.h"
+#include "comm/frame_mac.h"
 #include "comm/server.h"
 #include "comm/tcp_stream.h"
 
@@ -98,16 +99,41 @@ class RawPeer {
     stream_->write_all(pieces, deadline());
   }
 
-  void authenticate(std::string_view secret) {
+  // The client's side of the handshake, by hand. With authenticate_frames, seal() then tags
+  // frames as the server expects.
+  void authenticate(std::string_view secret, bool authenticate_frames = true) {
     const Nonce client_nonce = random_nonce();
-    write(encode_frame(frame_format::kTypeHello, 0, client_nonce, {}));
+    const auto client_params = encode_params(
+        {.authenticate_frames = authenticate_frames, .incarnation = 7, .identity = "raw peer"});
+    std::vector<std::byte> hello(client_nonce.begin(), client_nonce.end());
+    hello.insert(hello.end(), client_params.begin(), client_params.end());
+    write(encode_frame(frame_format::kTypeHello, 0, hello, {}));
     const auto challenge = read_frame();
     Nonce server_nonce;
     std::memcpy(server_nonce.data(), challenge.data() + meta_offset(), kNonceBytes);
-    write(encode_frame(frame_format::kTypeProof, 0,
-                       client_proof(secret, server_nonce, client_nonce), {}));
+    const std::vector<std::byte> server_params(
+        challenge.begin() + meta_offset() + kNonceBytes + kProofBytes, challenge.end());
+    write(encode_frame(
+        frame_format::kTypeProof, 0,
+        client_proof(secret, server_nonce, client_nonce, client_params, server_params), {}));
     const auto ok = read_frame();
     ASSERT_EQ(decode_frame(ok, 1024, 1024).header.type, frame_format::kTypeAuthOk);
+    if (authenticate_frames) {
+      mac_ = std::make_unique<FrameMac>(
+          frame_keys(secret, client_nonce, server_nonce, client_params, server_params)
+              .client_to_server);
+    }
+  }
+
+  // A frame from encode_frame as an authenticated connection sends it: crc32c 0 and the next
+  // frame's tag after it. REQUIRES: authenticate() with frames authenticated.
+  std::vector<std::byte> seal(std::vector<std::byte> frame) {
+    frame_format::store_le(std::span(frame).subspan(frame_format::kCrcOffset), uint32_t{0});
+    mac_->begin(frames_sealed_++);
+    mac_->update(frame);
+    const FrameTag tag = mac_->tag();
+    frame.insert(frame.end(), tag.begin(), tag.end());
+    return frame;
   }
 
   // One whole frame (header and payload), validated.
@@ -118,6 +144,18 @@ class RawPeer {
     frame.resize(frame_format::kHeaderBytes + header.payload_len);
     stream_->read_exact(std::span(frame).subspan(frame_format::kHeaderBytes), deadline());
     decode_frame(frame, 1024, 1024);
+    return frame;
+  }
+
+  // An authenticated connection's frame, header and payload, its tag read and not checked.
+  std::vector<std::byte> read_tagged_frame() {
+    std::vector<std::byte> frame(frame_format::kHeaderBytes);
+    stream_->read_exact(frame, deadline());
+    const auto header =
+        decode_header(std::span(frame).first<frame_format::kHeaderBytes>(), 1 << 20);
+    frame.resize(frame_format::kHeaderBytes + header.payload_len + kFrameTagBytes);
+    stream_->read_exact(std::span(frame).subspan(frame_format::kHeaderBytes), deadline());
+    frame.resize(frame.size() - kFrameTagBytes);
     return frame;
   }
 
@@ -140,6 +178,8 @@ class RawPeer {
   static IoDeadline deadline() { return {.until = SteadyClock::now() + kPatience}; }
 
   std::unique_ptr<TcpStream> stream_;
+  std::unique_ptr<FrameMac> mac_;
+  uint64_t frames_sealed_ = 0;
 };
 
 // Routes spdlog's default logger into memory for the lifetime of the object. Create it before

@@ -107,7 +107,11 @@ TEST(Server, PeerWithTheWrongProofIsToldAndRejected) {
   LogCapture log;
   Server server(loopback_options(), echo);
   RawPeer forger(server.port());
-  forger.write(encode_frame(frame_format::kTypeHello, 0, random_nonce(), {}));
+  const Nonce nonce = random_nonce();
+  std::vector<std::byte> hello(nonce.begin(), nonce.end());
+  const auto params = encode_params(HandshakeParams{});
+  hello.insert(hello.end(), params.begin(), params.end());
+  forger.write(encode_frame(frame_format::kTypeHello, 0, hello, {}));
   forger.read_frame();                                                   // the challenge
   forger.write(encode_frame(frame_format::kTypeProof, 0, Proof{}, {}));  // a guess
   const auto answer = forger.read_frame();
@@ -117,12 +121,35 @@ TEST(Server, PeerWithTheWrongProofIsToldAndRejected) {
   EXPECT_THAT(log.text(), HasSubstr("its proof does not match our secret"));
 }
 
-TEST(Server, BadCrcClosesThatConnectionOnly) {
+TEST(Server, AlteredFrameFailsAuthenticationAndClosesThatConnectionOnly) {
   LogCapture log;
   Server server(loopback_options(), echo);
   auto honest = connect_to(server);
   RawPeer corrupter(server.port());
   corrupter.authenticate(kLoopbackSecret);
+  const std::vector<float> values(1000, 0.5f);
+  const std::span<const float> tensors[] = {values};
+  corrupter.write(corrupter.seal(encode_frame(kEchoType, 1, {}, tensors)));
+  EXPECT_EQ(corrupter.read_tagged_frame().size(),
+            frame_format::kHeaderBytes + frame_format::kMetaLenBytes + 4000);  // the echo
+  auto frame = corrupter.seal(encode_frame(kEchoType, 2, {}, tensors));
+  frame[frame.size() - 100] ^= std::byte{0x10};  // one bit of one float
+  corrupter.write(frame);
+  EXPECT_TRUE(corrupter.closed_by_other_side());
+  ASSERT_TRUE(wait_for_failed(server, 1));
+  EXPECT_THAT(log.text(), AllOf(HasSubstr("closed connection: frame 1 from 127.0.0.1:"),
+                                HasSubstr("failed authentication")));
+  expect_echo_works(*honest);
+  expect_echo_works(*connect_to(server));
+}
+
+TEST(Server, BadCrcClosesThatConnectionOnlyWhereFramesAreNotAuthenticated) {
+  LogCapture log;
+  auto options = loopback_options();
+  options.connection.authenticate_frames = false;
+  Server server(options, echo);
+  RawPeer corrupter(server.port());
+  corrupter.authenticate(kLoopbackSecret, /*authenticate_frames=*/false);
   const std::vector<float> values(1000, 0.5f);
   const std::span<const float> tensors[] = {values};
   auto frame = encode_frame(kEchoType, 1, {}, tensors);
@@ -131,8 +158,6 @@ TEST(Server, BadCrcClosesThatConnectionOnly) {
   EXPECT_TRUE(corrupter.closed_by_other_side());
   ASSERT_TRUE(wait_for_failed(server, 1));
   EXPECT_THAT(log.text(), HasSubstr("closed connection: bad CRC32C from 127.0.0.1:"));
-  expect_echo_works(*honest);
-  expect_echo_works(*connect_to(server));
 }
 
 TEST(Server, OversizeFrameClosesThatConnectionBeforeReadingItsPayload) {

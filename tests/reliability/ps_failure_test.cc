@@ -186,9 +186,13 @@ struct SyncLoss {
     // never lost, only absent. Its first step line shows that it connected.
     const auto& victim_task = this->workers[static_cast<size_t>(victim)];
     const bool joined = !victim_task->wait_for_line("local_step=1,").empty();
-    // The chief's step lines: every global step is one of them (a backup's may be stale).
-    const std::string line =
-        this->workers[0]->wait_for_line(fmt::format("global_step={},", kill_at));
+    // The chief's step lines. With a spare, the chief is sometimes the backup whose gradient is
+    // stale, and its next line skips a step: the first line at or past kill_at, not that step's.
+    const std::string line = this->workers[0]->wait_for_line_where([&](const std::string& text) {
+      const size_t at = text.find("global_step=");
+      return at != std::string::npos &&
+             std::stoll(text.substr(at + std::string_view("global_step=").size())) >= kill_at;
+    });
     killed = joined && !line.empty();
     victim_task->send_signal(SIGKILL);
     victim_task->wait();

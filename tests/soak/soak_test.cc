@@ -164,11 +164,14 @@ class RawPeer {
   // Once the challenge has come, the ps has accepted us and one of its threads serves us.
   void say_hello() {
     const Nonce nonce = random_nonce();
-    write(encode_frame(frame_format::kTypeHello, 0, nonce, {}));
-    std::array<std::byte,
-               frame_format::kHeaderBytes + frame_format::kMetaLenBytes + kNonceBytes + kProofBytes>
-        challenge;
-    stream_->read_exact(challenge, patient_deadline());
+    const auto params = encode_params(HandshakeParams{});
+    std::vector<std::byte> hello(nonce.begin(), nonce.end());
+    hello.insert(hello.end(), params.begin(), params.end());
+    write(encode_frame(frame_format::kTypeHello, 0, hello, {}));
+    std::array<std::byte, frame_format::kHeaderBytes> header;
+    stream_->read_exact(header, patient_deadline());
+    std::vector<std::byte> payload(decode_header(header, 1024).payload_len);
+    stream_->read_exact(payload, patient_deadline());
   }
 
   // The whole handshake, through a Connection over a second descriptor of the same socket.

@@ -204,12 +204,18 @@ void DtrainProcess::drain(int out_fd, int err_fd) {
 
 std::string DtrainProcess::wait_for_line(const std::string& needle,
                                          std::chrono::milliseconds patience) {
+  return wait_for_line_where(
+      [&](const std::string& line) { return line.find(needle) != std::string::npos; }, patience);
+}
+
+std::string DtrainProcess::wait_for_line_where(
+    const std::function<bool(const std::string&)>& matches, std::chrono::milliseconds patience) {
   std::string found;
-  auto line_with_needle = [&] {
+  auto line_matches = [&] {
     // Only whole lines: the text up to the last newline.
     std::istringstream in(out_.substr(0, out_.rfind('\n') + 1));
     for (std::string line; std::getline(in, line);) {
-      if (line.find(needle) != std::string::npos) {
+      if (matches(line)) {
         found = line;
         return true;
       }
@@ -217,7 +223,7 @@ std::string DtrainProcess::wait_for_line(const std::string& needle,
     return output_ended_;
   };
   std::unique_lock lock(mutex_);
-  output_changed_.wait_for(lock, patience, line_with_needle);
+  output_changed_.wait_for(lock, patience, line_matches);
   return found;
 }
 

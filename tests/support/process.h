@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -64,6 +65,9 @@ class DtrainProcess {
   // stdout ends first or patience runs out.
   std::string wait_for_line(const std::string& needle,
                             std::chrono::milliseconds patience = kPatience);
+  // The same for the first whole line that `matches`.
+  std::string wait_for_line_where(const std::function<bool(const std::string&)>& matches,
+                                  std::chrono::milliseconds patience = kPatience);
   // The last whole line of stdout so far that contains needle, or "" if none; does not wait. For
   // following a child's progress while it runs.
   std::string last_line_containing(const std::string& needle) const;

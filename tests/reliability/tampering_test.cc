@@ -1,0 +1,62 @@
+// A relay on the path between a worker and a ps that does not hold the cluster secret: it passes
+// the handshake through, then negates the gradient in every push and recomputes the CRC
+// (support/tamper_relay.h). Frame tags catch the first rewritten push; without them the same
+// relay ruins training unnoticed, which is what shows it really tampers.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "support/ps_cluster.h"
+#include "support/tamper_relay.h"
+
+namespace dtrain::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct TamperedRun {
+  ProcessResult worker, ps;
+  int rewritten = 0;
+};
+
+TamperedRun train_through_a_tampering_relay(const std::vector<std::string>& extra) {
+  HandStartedCluster cluster(1, 1);
+  const std::vector<std::string> flags = concat(
+      softmax_flags(),
+      concat({"--train_steps", "200", "--peer_timeout", "5", "--worker_timeout", "1"}, extra));
+  const auto ps = cluster.start("ps", 0, flags);
+  TamperRelay relay(cluster.ps_port(0));
+  cluster.route_workers_to_ps(0, relay.port());
+  TamperedRun run;
+  run.worker = cluster.start("worker", 0, flags)->wait();
+  run.ps = ps->wait();
+  run.rewritten = relay.pushes_rewritten();
+  return run;
+}
+
+TEST(Tampering, PushesRewrittenOnTheWayAreCaughtByTheirTagsAndNeverApplied) {
+  const TamperedRun run = train_through_a_tampering_relay({});
+  EXPECT_GE(run.rewritten, 1);
+  EXPECT_NE(run.worker.exit_code, 0) << all_output(run.worker);
+  EXPECT_THAT(all_output(run.ps), HasSubstr("failed authentication")) << all_output(run.ps);
+  const auto summary = ps_summary(run.ps.out);
+  ASSERT_TRUE(summary) << all_output(run.ps);
+  EXPECT_EQ(summary->applied, 0);
+  EXPECT_GE(summary->failed, 1);
+}
+
+TEST(Tampering, WithoutFrameTagsTheSameRelayRuinsTrainingUnnoticed) {
+  const TamperedRun run = train_through_a_tampering_relay({"--unauthenticated_frames"});
+  EXPECT_GE(run.rewritten, 200);
+  ASSERT_EQ(run.worker.exit_code, 0) << all_output(run.worker);
+  EXPECT_LT(test_accuracy(0, run.worker.out), 0.5) << all_output(run.worker);
+  EXPECT_THAT(all_output(run.ps), Not(HasSubstr("failed authentication")));
+  // Every task says its frames can be altered.
+  for (const ProcessResult* task : {&run.worker, &run.ps}) {
+    EXPECT_THAT(all_output(*task), HasSubstr("--unauthenticated_frames: frames after the handshake "
+                                             "carry a CRC only"));
+  }
+}
+
+}  // namespace
+}  // namespace dtrain::testing
