@@ -59,12 +59,14 @@ double median(std::vector<float> values) {
 }
 
 void print_header(const AllreduceBenchConfig& config, std::ostream& out) {
-  fmt::print(out,
-             "all-reduce (sum, float32, algorithm {}) over {} ranks: local processes, loopback "
-             "TCP, chunks of {}\nbusbw = algbw x 2(n-1)/n, the convention of NCCL's and Gloo's "
-             "benchmarks; "
-             "GB/s = 1e9 bytes/s\n",
-             algorithm_name(config.algorithm), config.ranks, format_bytes(config.chunk_bytes));
+  fmt::print(
+      out,
+      "all-reduce (sum, float32, algorithm {}) over {} ranks: local processes, loopback "
+      "TCP, chunks of {}, frames {}\nbusbw = algbw x 2(n-1)/n, the convention of NCCL's and Gloo's "
+      "benchmarks; "
+      "GB/s = 1e9 bytes/s\n",
+      algorithm_name(config.algorithm), config.ranks, format_bytes(config.chunk_bytes),
+      config.authenticate_frames ? "tagged (GMAC)" : "with a CRC32C (unauthenticated)");
   fmt::print(out, "{:>10} {:>8} {:>11} {:>11} {:>11}\n", "bytes", "iters", "median_ms",
              "algbw_GB/s", "busbw_GB/s");
   out.flush();
@@ -148,6 +150,7 @@ int run_allreduce_bench(const AllreduceBenchConfig& config, std::ostream& out) {
                  std::to_string(config.spin_us),
                  "--algorithm",
                  algorithm_name(config.algorithm)};
+    if (!config.authenticate_frames) task.args.push_back("--unauthenticated_frames");
     tasks.push_back(std::move(task));
   }
   LaunchOptions options;
@@ -172,6 +175,7 @@ void run_allreduce_bench_rank(const AllreduceBenchConfig& config, int rank,
   options.bind_host = "127.0.0.1";
   options.port = ports[rank];
   options.secret = secret;
+  options.authenticate_frames = config.authenticate_frames;
   options.timeout_ms = config.timeout_ms;
   options.job = "rank";
   options.spin_us = config.spin_us >= 0 ? config.spin_us : ring_spin_us(config.ranks);

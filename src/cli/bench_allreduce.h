@@ -24,6 +24,7 @@ struct AllreduceBenchConfig {
   int timeout_ms = 60'000;  // --collective_timeout
   int spin_us = -1;         // TcpRingOptions::spin_us; -1: ring_spin_us()'s choice
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
+  bool authenticate_frames = true;  // ConnectionOptions::authenticate_frames
 };
 
 // "auto", "ring", "halving_doubling": the --algorithm names.

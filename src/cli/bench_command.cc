@@ -16,11 +16,19 @@
 namespace dtrain::cli {
 namespace {
 
+// What a frame's tag costs is measured by turning tags off, as training's flag of the same name.
+void add_frames_flag(CLI::App& command, bool& unauthenticated_frames) {
+  command.add_flag("--unauthenticated_frames", unauthenticated_frames,
+                   "Frames carry a CRC32C instead of a tag after the handshake (to measure the "
+                   "tags' cost)");
+}
+
 // The sizes stay text until the action runs, so a bad one is a UsageError naming its flag.
 struct PsBenchFlags {
   PsBenchConfig config;
   std::vector<std::string> model_bytes;  // empty: the config's default sizes
   std::string max_shard_bytes = "1MiB";
+  bool unauthenticated_frames = false;
 };
 
 PsBenchConfig resolve(const PsBenchFlags& flags) {
@@ -31,6 +39,7 @@ PsBenchConfig resolve(const PsBenchFlags& flags) {
       config.model_bytes.push_back(parse_byte_size(size, "--model_bytes"));
   }
   config.max_shard_bytes = parse_byte_size(flags.max_shard_bytes, "--max_shard_bytes");
+  config.authenticate_frames = !flags.unauthenticated_frames;
   return config;
 }
 
@@ -54,6 +63,7 @@ void add_bench_ps_command(CLI::App& bench, Action& action) {
       ->capture_default_str();
   ps->add_option("--min_rounds", flags->config.min_rounds, "Least rounds timed per size")
       ->capture_default_str();
+  add_frames_flag(*ps, flags->unauthenticated_frames);
   ps->callback([flags, &action] {
     action = [flags] {
       run_ps_bench(resolve(*flags), std::cout);
@@ -72,6 +82,7 @@ struct AllreduceBenchFlags {
   double timeout_s = 60;
   int rank = -1;
   std::vector<uint16_t> ports;
+  bool unauthenticated_frames = false;
 };
 
 AllreduceBenchConfig resolve(const AllreduceBenchFlags& flags) {
@@ -90,6 +101,7 @@ AllreduceBenchConfig resolve(const AllreduceBenchFlags& flags) {
     throw UsageError(fmt::format("--collective_timeout {}: must be positive", flags.timeout_s));
   }
   config.timeout_ms = static_cast<int>(flags.timeout_s * 1000);
+  config.authenticate_frames = !flags.unauthenticated_frames;
   return config;
 }
 
@@ -120,6 +132,7 @@ void add_bench_allreduce_command(CLI::App& bench, Action& action) {
                    "auto, ring or halving_doubling (four ranks only; others use the ring)")
       ->check(CLI::IsMember({"auto", "ring", "halving_doubling"}))
       ->capture_default_str();
+  add_frames_flag(*allreduce, flags->unauthenticated_frames);
   allreduce->add_option("--rank", flags->rank)->group("");
   allreduce->add_option("--ports", flags->ports)->delimiter(',')->group("");
   allreduce->callback([flags, &action] {

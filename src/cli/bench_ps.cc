@@ -72,7 +72,7 @@ struct PsTasks {
 };
 
 PsTasks start_ps_tasks(const std::vector<ParamSpec>& specs, const PartitionMap& map, int workers,
-                       const std::string& secret) {
+                       const std::string& secret, bool authenticate_frames) {
   PsTasks tasks;
   for (int p = 0; p < map.num_ps(); ++p) {
     PsServiceOptions options;
@@ -82,6 +82,7 @@ PsTasks start_ps_tasks(const std::vector<ParamSpec>& specs, const PartitionMap& 
     options.sync.total_num_replicas = workers;
     options.server.bind_host = "127.0.0.1";
     options.server.secret = secret;
+    options.server.connection.authenticate_frames = authenticate_frames;
     tasks.services.push_back(std::make_unique<PsService>(std::move(options)));
     tasks.addresses.push_back({"127.0.0.1", tasks.services.back()->port()});
   }
@@ -195,10 +196,11 @@ SizeResult bench_size(const PsBenchConfig& config, uint64_t requested_bytes,
   const std::vector<ParamSpec> specs = bench_layout(requested_bytes);
   const PartitionMap map = make_partition(ParamSet(specs), config.ps, Placement::kBalanced,
                                           kMinShardBytes, config.max_shard_bytes);
-  PsTasks tasks = start_ps_tasks(specs, map, config.workers, secret);
+  PsTasks tasks = start_ps_tasks(specs, map, config.workers, secret, config.authenticate_frames);
   PsClientOptions client;
   client.ps = tasks.addresses;
   client.secret = secret;
+  client.connection.authenticate_frames = config.authenticate_frames;
   SizeRun run{config, specs, map, std::move(client), std::barrier<>(config.workers)};
   std::vector<WorkerTimes> workers(static_cast<size_t>(config.workers));
   {
@@ -229,9 +231,11 @@ void print_header(const PsBenchConfig& config, std::ostream& out) {
           ? "shards not cut"
           : fmt::format("shards cut at {}", format_bytes(config.max_shard_bytes));
   fmt::print(out,
-             "dtrain bench ps: {} ps, {} worker(s), async sgd over loopback TCP, {}; per size at "
-             "least {} rounds and {:g} s\n",
-             config.ps, config.workers, shards, config.min_rounds, config.seconds_per_size);
+             "dtrain bench ps: {} ps, {} worker(s), async sgd over loopback TCP, {}, frames {}; "
+             "per size at least {} rounds and {:g} s\n",
+             config.ps, config.workers, shards,
+             config.authenticate_frames ? "tagged (GMAC)" : "with a CRC32C (unauthenticated)",
+             config.min_rounds, config.seconds_per_size);
   fmt::print(out,
              "round_ms: each worker's median push_pull round; GB/s/worker = 2 x model_bytes / "
              "round; GB/s total: the sum over workers\n");

@@ -22,6 +22,8 @@ struct PsBenchConfig {
   // Each size runs at least min_rounds timed rounds and at least seconds_per_size.
   double seconds_per_size = 1.0;
   int min_rounds = 10;
+  // Frames tagged after the handshake (ConnectionOptions::authenticate_frames), as in training.
+  bool authenticate_frames = true;
 };
 
 // Runs every size of the config in turn and prints one line per size. Throws UsageError for a bad
