@@ -500,6 +500,14 @@ std::span<const std::byte> Connection::expect_handshake_frame(uint16_t type, siz
     throw AuthError(fmt::format(
         "{} failed authentication (wrong cluster secret): it rejected our proof", peer()));
   }
+  if (in.type == ff::kTypeRefused && type == ff::kTypeAuthOk) {
+    std::string reason;
+    for (std::byte b : in.meta) {
+      const auto c = static_cast<unsigned char>(b);
+      reason += c >= 0x20 && c <= 0x7E ? static_cast<char>(c) : '?';
+    }
+    throw AuthError(fmt::format("{} refused this connection: {}", peer(), reason));
+  }
   if (in.type != type || in.meta.size() < min_meta || in.meta.size() > max_meta ||
       in.tensor_bytes != 0) {
     throw AuthError(fmt::format(
@@ -521,8 +529,19 @@ void Connection::send_auth_failed_quietly(const IoDeadline& deadline) {
 
 HandshakeParams Connection::own_params() const {
   return {.authenticate_frames = options_.authenticate_frames,
-          .incarnation = process_incarnation(),
+          .incarnation = options_.incarnation != 0 ? options_.incarnation : process_incarnation(),
           .identity = options_.identity};
+}
+
+void Connection::refuse(const std::string& reason, const IoDeadline& deadline) {
+  // Cut to what a handshake frame carries; the whole reason is in our own log.
+  const std::string_view sent =
+      std::string_view(reason).substr(0, ff::kMaxHandshakePayloadBytes - ff::kMetaLenBytes);
+  try {
+    send_frame(ff::kTypeRefused, 0, std::as_bytes(std::span(sent)), {}, deadline);
+  } catch (const TransportError&) {
+  }
+  throw AuthError(fmt::format("refused {}: {}", peer(), reason));
 }
 
 std::string Connection::mismatched_frames_error(const HandshakeParams& peer_said) const {
@@ -587,7 +606,7 @@ void Connection::handshake_as_client(std::string_view secret) {
   open_after_handshake(server, &keys.client_to_server, &keys.server_to_client);
 }
 
-void Connection::handshake_as_server(std::string_view secret) {
+void Connection::handshake_as_server(std::string_view secret, const Admission& admit) {
   if (secret.empty()) throw std::invalid_argument("Connection::handshake_as_server: empty secret");
   check_state(State::kHandshaking, "handshake_as_server");
   const IoDeadline deadline{
@@ -636,6 +655,9 @@ void Connection::handshake_as_server(std::string_view secret) {
     if (mismatched) {
       send_auth_failed_quietly(deadline);
       throw AuthError(mismatched_frames_error(client));
+    }
+    if (admit) {
+      if (const std::string reason = admit(client); !reason.empty()) refuse(reason, deadline);
     }
     send_frame(ff::kTypeAuthOk, 0, {}, {}, deadline);
     if (options_.authenticate_frames) {

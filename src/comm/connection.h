@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -52,7 +53,14 @@ struct ConnectionOptions {
   // Every frame after the handshake carries a GMAC tag (comm/frame_mac.h) in place of the CRC.
   // Both ends must agree, or the handshake fails saying so; off only by an explicit flag.
   bool authenticate_frames = true;
+  // Said in the handshake beside the identity: which process this end is. 0: this process's
+  // process_incarnation(); tests that play several processes in one set their own.
+  uint64_t incarnation = 0;
 };
+
+// A server's say, during the handshake, over a client that has proved the secret: "" admits it,
+// anything else is the reason it is refused (sent to it in a REFUSED frame, and thrown).
+using Admission = std::function<std::string(const HandshakeParams& client)>;
 
 // States move forward only: kHandshaking -> kOpen -> kClosed, or kHandshaking -> kClosed.
 //
@@ -74,10 +82,10 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   // The two ends of the handshake in comm/auth.h; `secret` is the cluster secret's raw bytes.
-  // Throw AuthError if the peer fails it or rejects us, TransportError / FrameError otherwise.
-  // REQUIRES: kHandshaking.
+  // Throw AuthError if the peer fails it or rejects us (a client refused by `admit` included),
+  // TransportError / FrameError otherwise. REQUIRES: kHandshaking.
   void handshake_as_client(std::string_view secret);
-  void handshake_as_server(std::string_view secret);
+  void handshake_as_server(std::string_view secret, const Admission& admit = {});
 
   // Sends one frame: the meta block, then each tensor's floats in order, gathered into a single
   // write straight from the caller's memory (nothing is copied; the CRC is chained over the
@@ -180,6 +188,8 @@ class Connection {
   std::span<const std::byte> expect_handshake_frame(uint16_t type, size_t min_meta, size_t max_meta,
                                                     const IoDeadline& deadline);
   void send_auth_failed_quietly(const IoDeadline& deadline);
+  // Tells a client that proved the secret why it may not connect, then throws AuthError.
+  [[noreturn]] void refuse(const std::string& reason, const IoDeadline& deadline);
   HandshakeParams own_params() const;
   // A peer whose setting for frame authentication differs from ours: what to tell the user.
   std::string mismatched_frames_error(const HandshakeParams& peer) const;

@@ -49,6 +49,9 @@ inline constexpr uint16_t kTypeChallenge = 2;   // server: nonce_s (32) | server
 inline constexpr uint16_t kTypeProof = 3;       // client: client proof (32)
 inline constexpr uint16_t kTypeAuthOk = 4;      // server: empty
 inline constexpr uint16_t kTypeAuthFailed = 5;  // either side, before it hangs up: empty
+// server, in place of AUTH_OK to a client that proved the secret but may not connect now (its
+// identity is another live connection's): the reason, as text
+inline constexpr uint16_t kTypeRefused = 6;
 inline constexpr uint16_t kFirstUserType = 16;  // types below this are reserved for comm/
 
 // A handshake frame is tiny, so a peer that has not yet authenticated can make the other side

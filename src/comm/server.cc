@@ -159,7 +159,8 @@ void Server::shed_unauthenticated(size_t how_many, const char* why) {
 void Server::serve(Peer& peer) {
   Connection& connection = *peer.connection;
   try {
-    connection.handshake_as_server(options_.secret);
+    connection.handshake_as_server(
+        options_.secret, [&](const HandshakeParams& client) { return admit(peer, client); });
   } catch (const std::exception& error) {
     // Nothing more is read from a peer that has not proved the secret.
     connection.close();
@@ -193,6 +194,25 @@ void Server::serve(Peer& peer) {
                   error.what());
     finish(peer, &ServerStats::failed);
   }
+}
+
+std::string Server::admit(Peer& peer, const HandshakeParams& client) {
+  std::lock_guard lock(mutex_);
+  if (!client.identity.empty()) {
+    for (const Peer& other : peers_) {
+      // A reconnection of the same process is let in: its old connection may not have been
+      // found dead yet (a cut link), and that process knows which one it uses.
+      if (&other == &peer || other.done || other.identity != client.identity ||
+          other.incarnation == client.incarnation) {
+        continue;
+      }
+      return fmt::format("{} is already connected from {}", client.identity,
+                         other.connection->address());
+    }
+  }
+  peer.identity = client.identity;
+  peer.incarnation = client.incarnation;
+  return "";
 }
 
 void Server::finish(Peer& peer, uint64_t ServerStats::*counter) {

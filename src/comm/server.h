@@ -1,6 +1,8 @@
 // Accepts connections, authenticates each one, and runs a handler on a thread per authenticated
-// connection. One peer's failure (bad secret, garbage, a bad frame, a dead socket) closes that
-// peer's connection with a logged reason; the server keeps serving everyone else.
+// connection. A task's identity (comm/auth.h) is held by one live connection at a time: another
+// process claiming it is refused, naming where the first is connected from. One peer's failure (bad
+// secret, garbage, a bad frame, a dead socket) closes that peer's connection with a logged reason;
+// the server keeps serving everyone else.
 #pragma once
 
 #include <atomic>
@@ -79,6 +81,10 @@ class Server {
     bool done = false;           // guarded by mutex_
     bool authenticated = false;  // guarded by mutex_
     bool dropped = false;        // guarded by mutex_; shed, its thread on its way out
+    // What the client said of itself, once admitted (guarded by mutex_): one live connection per
+    // identity, save reconnections of the same process.
+    std::string identity;
+    uint64_t incarnation = 0;
   };
 
   // Acceptor thread: arms the next asynchronous accept; hands an accepted socket its own thread.
@@ -91,6 +97,9 @@ class Server {
   size_t unauthenticated() const;  // REQUIRES: mutex_ held
   // A connection's thread: handshake, then the handler.
   void serve(Peer& peer);
+  // The handshake's admission of `peer`'s client: refused while another process holds a live
+  // connection under the same identity. Takes mutex_.
+  std::string admit(Peer& peer, const HandshakeParams& client);
   void finish(Peer& peer, uint64_t ServerStats::*counter);  // counts and marks the peer done
 
   const ServerOptions options_;

@@ -118,7 +118,7 @@ ConnectionOptions connection_options(const PsClientOptions& options, int ps) {
   ConnectionOptions connection = options.connection;
   connection.task_name = fmt::format("ps{}", ps);
   // The ps binds this worker's pushes and done report to the connections that say it.
-  if (options.worker >= 0) connection.identity = fmt::format("worker {}", options.worker);
+  if (options.worker >= 0) connection.identity = proto::worker_identity(options.worker);
   return connection;
 }
 

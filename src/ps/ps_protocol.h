@@ -6,6 +6,7 @@
 // clang-format off
 //   request                          meta                                tensors         reply
 //   kHello                           fingerprint u64, worker i32         -               kHelloReply
+//     (worker -1: a client that never pushes; else the worker its handshake's identity names)
 //     (kHelloReply: ps i32, initialized u8, next_sequence u64, step i64 of its first shard)
 //   kInit (chief)                    shard u32, step i64, slots u32      values, slots   kAck
 //   kWaitReady                       timeout_ms u32                      -               kReady
@@ -54,6 +55,11 @@ inline constexpr uint16_t kDoneReply = 29;
 inline constexpr uint16_t kError = 30;
 inline constexpr uint16_t kCounters = 31;
 inline constexpr uint16_t kCountersReply = 32;
+
+// What each task says it is in its connections' handshakes (ConnectionOptions::identity): a ps
+// binds a worker's pushes and done report to the connection whose handshake proved this.
+inline std::string worker_identity(int worker) { return "worker " + std::to_string(worker); }
+inline std::string ps_identity(int ps) { return "ps " + std::to_string(ps); }
 
 // The meta fields travel through comm/meta_codec.h.
 using ::dtrain::MetaReader;

@@ -262,6 +262,16 @@ void PsService::handle(Connection& connection, const Connection::Incoming& in, S
   }
 }
 
+void PsService::check_own_worker(const Connection& connection, int worker, const Scratch& scratch,
+                                 const char* what) const {
+  if (worker == scratch.worker && worker >= 0) return;
+  throw Error(scratch.worker < 0
+                  ? fmt::format("{} sent {} as worker {} without saying hello as that worker",
+                                connection.peer(), what, worker)
+                  : fmt::format("{} sent {} as worker {} on the connection of worker {}",
+                                connection.peer(), what, worker, scratch.worker));
+}
+
 size_t PsService::held_shard(uint32_t shard) const {
   if (shard >= options_.map.shards.size() || options_.map.shards[shard].ps != options_.ps) {
     throw Error(fmt::format("shard {} is not held by this task", shard));
@@ -283,6 +293,15 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
   if (worker >= options_.sync.total_num_replicas) {
     throw Error(fmt::format("{} says it is worker {}; this task expects workers 0..{}",
                             connection.peer(), worker, options_.sync.total_num_replicas - 1));
+  }
+  // Who a connection is was proved in its handshake; a hello can only repeat it.
+  if (worker >= 0 && connection.peer_identity() != proto::worker_identity(worker)) {
+    throw Error(fmt::format("{} says hello as worker {} but connected as \"{}\"", connection.peer(),
+                            worker, connection.peer_identity()));
+  }
+  if (scratch.worker >= 0 && worker != scratch.worker) {
+    throw Error(fmt::format("{} said hello as worker {} and now as worker {}", connection.peer(),
+                            scratch.worker, worker));
   }
   if (worker >= 0 && scratch.worker < 0) {
     scratch.worker = worker;
@@ -367,6 +386,7 @@ void PsService::push(Connection& connection, const Connection::Incoming& in, Scr
   const proto::PushMeta m = proto::read_push(r);
   try {
     held_shard(m.shard);
+    check_own_worker(connection, m.worker, scratch, "a push");
     if (const auto reason = store_->aborted()) throw Error(*reason);
   } catch (const Error&) {
     connection.discard_tensors();
@@ -451,6 +471,7 @@ void PsService::worker_done(Connection& connection, const Connection::Incoming& 
     throw Error(fmt::format("worker {} reported done; this task expects workers 0..{}", worker,
                             options_.sync.total_num_replicas - 1));
   }
+  check_own_worker(connection, worker, scratch, "a done report");
   // Sync: the last step is done, so a step still short of its R gradients never gets them;
   // release the backups waiting on it.
   if (finished) store_->finish();

@@ -92,6 +92,10 @@ class PsService {
   void send_counters(Connection& connection, uint16_t type, uint64_t request_id, Scratch& scratch);
   // The shard named by a request, checked to be held here; throws Error otherwise.
   size_t held_shard(uint32_t shard) const;
+  // A worker's pushes and done report count only on the connection that said hello as it, which
+  // its handshake proved to be that worker (worker_identity); throws Error otherwise.
+  void check_own_worker(const Connection& connection, int worker, const Scratch& scratch,
+                        const char* what) const;
 
   const PsServiceOptions options_;
   const uint64_t fingerprint_;

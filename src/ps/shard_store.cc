@@ -177,6 +177,21 @@ void ShardStore::check_worker(const LocalShard& s, int worker) const {
   }
 }
 
+void ShardStore::check_sequence(const LocalShard& s, int worker, uint64_t sequence,
+                                uint64_t next) const {
+  // A worker numbers its rounds, one a round, so a push is never past the next one expected.
+  // Until this task has heard from the worker (it is new, or restored from a checkpoint, which
+  // keeps no sequences) it takes the worker's number as it comes; below the cap, so that the
+  // number after it never wraps.
+  const bool too_far =
+      next > 0 ? sequence - std::min(sequence, next) > kMaxSequenceAhead : sequence > kMaxSequence;
+  if (!too_far) return;
+  throw Error(fmt::format(
+      "push to shard {} from worker {} carries sequence {}, far beyond the next one expected ({}): "
+      "refused, or the worker's own pushes would be taken for retries",
+      s.index, worker, sequence, next));
+}
+
 size_t ShardStore::shard_size(size_t shard) const { return local(shard).size; }
 
 // REQUIRES: s.mutex is held.
@@ -277,6 +292,7 @@ PushResult ShardStore::push_async(size_t shard, int worker, uint64_t sequence,
   std::lock_guard lock(s.mutex);
   check_initialized(s.initialized, s.index, ps_);
   uint64_t& next = s.next_sequence[static_cast<size_t>(worker)];
+  check_sequence(s, worker, sequence, next);
   if (sequence < next) {
     ++s.counters.duplicates;
     return {PushResult::Outcome::kDuplicate, s.step};
@@ -302,6 +318,7 @@ PushResult ShardStore::push_sync(size_t shard, int worker, uint64_t sequence,
   const bool finite = all_finite(grad) && usable_learning_rate(lr);
   std::lock_guard lock(s.mutex);
   check_initialized(s.initialized, s.index, ps_);
+  check_sequence(s, worker, sequence, s.next_sequence[w]);
   // A retry of anything already answered — counted, stale or duplicate — changes nothing.
   if (sequence < s.next_sequence[w]) {
     ++s.counters.duplicates;

@@ -31,6 +31,11 @@ struct SyncOptions {
   int replicas_to_aggregate = 0;
 };
 
+// A worker's sequence grows by one a round; how far past the next expected one a push may be,
+// and the highest a ps takes from a worker it has not heard from yet (far from wrapping).
+inline constexpr uint64_t kMaxSequenceAhead = 1024;
+inline constexpr uint64_t kMaxSequence = uint64_t{1} << 62;
+
 // The answer to a push. Every expected outcome is a value; only a broken request throws.
 struct PushResult {
   enum class Outcome {
@@ -123,6 +128,9 @@ class ShardStore {
   // above the last one this worker had handled on this shard is a kDuplicate and changes nothing,
   // so sequences must increase per (worker, shard) — one counter per worker over all shards will
   // do. Returns kApplied with the step after the update, or kDuplicate with the current step.
+  // Both modes throw Error for a sequence more than kMaxSequenceAhead past the next one expected
+  // (once the worker has pushed here), or above kMaxSequence: one such push would make every
+  // later push of the worker a kDuplicate.
   // REQUIRES: not sync_replicas; 0 <= worker < total_num_replicas; grad.size() == shard_size.
   PushResult push_async(size_t shard, int worker, uint64_t sequence, std::span<const float> grad,
                         float lr);
@@ -164,6 +172,8 @@ class ShardStore {
   struct LocalShard;
   LocalShard& local(size_t shard) const;
   void check_worker(const LocalShard& s, int worker) const;
+  // REQUIRES: s.mutex held. Throws Error for a sequence far beyond `next` (see push_async).
+  void check_sequence(const LocalShard& s, int worker, uint64_t sequence, uint64_t next) const;
   void apply(LocalShard& s, std::span<const float> grad, float lr);
   void apply_step(LocalShard& s);
 

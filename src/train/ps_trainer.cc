@@ -13,6 +13,7 @@
 #include "cluster/bind_address.h"
 #include "nn/model_zoo.h"
 #include "ps/ps_client.h"
+#include "ps/ps_protocol.h"
 #include "ps/ps_service.h"
 #include "tensor/blas.h"
 #include "tensor/ops.h"
@@ -94,7 +95,7 @@ int run_ps(const TrainConfig& train, const PsClusterConfig& config, std::ostream
   options.server.secret = config.secret;
   options.server.connection.liveness_timeout_ms = config.liveness_timeout_ms;
   options.server.connection.authenticate_frames = config.cluster.authenticate_frames;
-  options.server.connection.identity = fmt::format("ps {}", ps);
+  options.server.connection.identity = ps_protocol::ps_identity(ps);
   options.sync_wait_ms = config.peer_timeout_ms;
   options.worker_timeout_ms = config.worker_timeout_ms;
   options.on_worker_loss = config.on_worker_loss;
@@ -166,6 +167,9 @@ class PsStrategy final : public Strategy {
       out_ << std::flush;
     };
     client_.emplace(state.params(), map_, options);
+    fmt::print(out_, "{}: connected to {} ps task(s) as worker {}\n", name(), options.ps.size(),
+               rank_);
+    out_ << std::flush;
     bool restored = false;
     if (chief_) {
       restored = initialize_or_restore(state, restore);

@@ -121,6 +121,40 @@ TEST(Server, PeerWithTheWrongProofIsToldAndRejected) {
   EXPECT_THAT(log.text(), HasSubstr("its proof does not match our secret"));
 }
 
+// A client of `server` that says it is `identity`, from process `incarnation`.
+std::unique_ptr<Connection> connect_as(const Server& server, const std::string& identity,
+                                       uint64_t incarnation) {
+  ConnectionOptions options = testing::client_options();
+  options.identity = identity;
+  options.incarnation = incarnation;
+  return connect("127.0.0.1", server.port(), kLoopbackSecret, options);
+}
+
+TEST(Server, AnIdentityLiveInAnotherProcessIsRefusedNamingWhereItIsConnectedFrom) {
+  LogCapture log;
+  Server server(loopback_options(), echo);
+  auto first = connect_as(server, "worker 1", 1);
+  EXPECT_EQ(first->peer_identity(), "");  // the server says nothing of itself here
+  EXPECT_THAT([&] { connect_as(server, "worker 1", 2); },
+              ::testing::ThrowsMessage<AuthError>(
+                  HasSubstr("refused this connection: worker 1 is already connected from "
+                            "127.0.0.1:")));
+  ASSERT_TRUE(wait_for_rejected(server, 1));
+  EXPECT_THAT(log.text(), HasSubstr("worker 1 is already connected from 127.0.0.1:"));
+  // The same process again (a reconnection whose old connection may not look dead yet), another
+  // identity, and a client without one are all let in.
+  auto again = connect_as(server, "worker 1", 1);
+  auto other = connect_as(server, "worker 2", 2);
+  auto tool = connect_as(server, "", 2);
+  expect_echo_works(*again);
+  expect_echo_works(*first);
+  // Once the first process's connections are gone, another process may be worker 1.
+  first.reset();
+  again.reset();
+  ASSERT_TRUE(server.wait_for([](const ServerStats& s) { return s.finished == 2; }, kPatience));
+  expect_echo_works(*connect_as(server, "worker 1", 3));
+}
+
 TEST(Server, AlteredFrameFailsAuthenticationAndClosesThatConnectionOnly) {
   LogCapture log;
   Server server(loopback_options(), echo);

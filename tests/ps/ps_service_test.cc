@@ -225,6 +225,92 @@ TEST(PsService, SyncRepliesCarryTheAverageOfBothWorkersGradients) {
   }
 }
 
+// A process of its own that holds the cluster secret and speaks the ps protocol by hand: what a
+// task with the secret could send.
+class HandSpokenPeer {
+ public:
+  HandSpokenPeer(const PsService& service, const std::string& identity, uint64_t incarnation) {
+    ConnectionOptions options = testing::client_options();
+    options.identity = identity;
+    options.incarnation = incarnation;
+    connection_ = connect("127.0.0.1", service.port(), kLoopbackSecret, options);
+  }
+
+  // The reply's type, and its text if it is a kError.
+  std::pair<uint16_t, std::string> request(uint16_t type, const ps_protocol::MetaWriter& meta,
+                                           std::span<const std::span<const float>> tensors = {}) {
+    connection_->send(type, 0, meta.bytes(), tensors);
+    const auto in = connection_->receive();
+    std::string text;
+    if (in.type == ps_protocol::kError) text = ps_protocol::MetaReader(in.meta).rest_as_string();
+    connection_->discard_tensors();
+    return {in.type, text};
+  }
+  std::pair<uint16_t, std::string> hello(uint64_t fingerprint, int worker) {
+    ps_protocol::MetaWriter meta;
+    meta.put(fingerprint).put(static_cast<int32_t>(worker));
+    return request(ps_protocol::kHello, meta);
+  }
+  std::pair<uint16_t, std::string> push(int worker, uint64_t sequence,
+                                        std::span<const float> grad) {
+    ps_protocol::MetaWriter meta;
+    ps_protocol::write(meta, ps_protocol::PushMeta{
+                                 .shard = 0, .worker = worker, .sequence = sequence, .lr = 0.1f});
+    const std::span<const float> tensors[] = {grad};
+    return request(ps_protocol::kPush, meta, tensors);
+  }
+  std::pair<uint16_t, std::string> done(int worker) {
+    ps_protocol::MetaWriter meta;
+    meta.put(static_cast<int32_t>(worker)).put(uint8_t{1});
+    return request(ps_protocol::kWorkerDone, meta);
+  }
+
+ private:
+  std::unique_ptr<Connection> connection_;
+};
+
+TEST(PsService, AWorkersPushesAndDoneReportCountOnlyOnTheConnectionItsHandshakeProved) {
+  Cluster cluster(1, 2, /*sync=*/false);
+  PsService& ps = *cluster.services[0];
+  ParamSet params(specs()), grads(specs());
+  PsClient worker0(params, cluster.map, cluster.client(0));
+  worker0.initialize(params, {}, 0);
+  fill(grads, 1.0f);
+  worker0.push_pull(grads, params, 0.1f);
+  const uint64_t fingerprint = partition_fingerprint(ParamSet(specs()), cluster.map);
+  const std::vector<float> gradient(ps.store().shard_size(0), 1.0f);
+
+  // A process with the secret that connected as worker 1 (which has not started).
+  HandSpokenPeer forger(ps, "worker 1", 99);
+  auto [type, text] = forger.hello(fingerprint, 0);
+  EXPECT_EQ(type, ps_protocol::kError);
+  EXPECT_THAT(text, HasSubstr("says hello as worker 0 but connected as \"worker 1\""));
+  std::tie(type, text) = forger.push(0, 1'000'000, gradient);
+  EXPECT_EQ(type, ps_protocol::kError);
+  EXPECT_THAT(text, HasSubstr("a push as worker 0 without saying hello as that worker"));
+  ASSERT_EQ(forger.hello(fingerprint, 1).first, ps_protocol::kHelloReply);
+  std::tie(type, text) = forger.push(0, 1'000'000, gradient);
+  EXPECT_EQ(type, ps_protocol::kError);
+  EXPECT_THAT(text, HasSubstr("a push as worker 0 on the connection of worker 1"));
+  std::tie(type, text) = forger.done(0);
+  EXPECT_EQ(type, ps_protocol::kError);
+  EXPECT_THAT(text, HasSubstr("a done report as worker 0 on the connection of worker 1"));
+  EXPECT_EQ(ps.store().counters(0).applied, 1);
+
+  // Nor can it take worker 0's place while worker 0 is connected.
+  EXPECT_THAT([&] { HandSpokenPeer(ps, "worker 0", 98); },
+              ThrowsMessage<AuthError>(HasSubstr("worker 0 is already connected from")));
+
+  // Worker 0 goes on as if nothing had happened: its round is applied, not taken for a retry.
+  const RoundOutcome outcome = worker0.push_pull(grads, params, 0.1f);
+  EXPECT_EQ(outcome.duplicates, 0);
+  EXPECT_EQ(outcome.applied, static_cast<int>(cluster.map.shards.size()));
+  worker0.worker_done(true);
+  EXPECT_EQ(forger.done(1).first, ps_protocol::kDoneReply);
+  ps.run();
+  EXPECT_EQ(ps.store().counters(0).duplicates, 0);
+}
+
 TEST(PsService, AWorkerWithAnotherModelIsRefusedWithTheFlagsToCheck) {
   Cluster cluster(1, 1, /*sync=*/false);
   const std::vector<ParamSpec> other = {ParamSpec{"w", {64, 301}}, ParamSpec{"b", {301}}};

@@ -126,6 +126,34 @@ TEST(ShardStoreTest, AsyncDuplicateSequenceIsNotAppliedTwice) {
   EXPECT_EQ(counters.step, 3);
 }
 
+TEST(ShardStoreTest, ASequenceFarBeyondTheNextExpectedIsRefusedInBothModes) {
+  const auto specs = small_specs();
+  const std::vector<float> grad(3, 1.0f);
+  ShardStore async(specs, one_ps_map(specs), 0, {.name = "sgd"}, {.total_num_replicas = 2});
+  initialize_all(async, 1.0f);
+  // A store that has not heard from the worker (new, or restored from a checkpoint) takes its
+  // numbering as it comes: the worker's rounds outlive the ps.
+  EXPECT_EQ(async.push_async(1, 0, 5000, grad, 0.5f).outcome, Outcome::kApplied);
+  EXPECT_EQ(async.push_async(1, 0, 5001 + kMaxSequenceAhead, grad, 0.5f).outcome,
+            Outcome::kApplied);
+  EXPECT_THROW(async.push_async(1, 0, 5002 + 2 * kMaxSequenceAhead + 1, grad, 0.5f), Error);
+  // Not even a first push may come near wrapping the count.
+  EXPECT_THROW(async.push_async(1, 1, kMaxSequence + 1, grad, 0.5f), Error);
+  EXPECT_EQ(async.push_async(1, 1, kMaxSequence, grad, 0.5f).outcome, Outcome::kApplied);
+  EXPECT_EQ(async.counters(1).applied, 3);
+  EXPECT_EQ(read(async, 1), std::vector<float>(3, -0.5f));
+  // The refused pushes spent nothing: the worker's next real round is not a duplicate.
+  EXPECT_EQ(async.push_async(1, 0, 5002 + kMaxSequenceAhead, grad, 0.5f).outcome,
+            Outcome::kApplied);
+
+  ShardStore sync(specs, one_ps_map(specs), 0, {.name = "sgd"}, sync_options(2, 2));
+  initialize_all(sync, 1.0f);
+  EXPECT_EQ(sync.push_sync(1, 0, 7, 0, grad, 0.5f).outcome, Outcome::kAccepted);
+  EXPECT_THROW(sync.push_sync(1, 0, 8 + kMaxSequenceAhead + 1, 0, grad, 0.5f), Error);
+  EXPECT_EQ(sync.push_sync(1, 1, 0, 0, grad, 0.5f).outcome, Outcome::kApplied);
+  EXPECT_EQ(sync.counters(1).step, 1);
+}
+
 TEST(ShardStoreTest, SyncWithTwoReplicasAveragesAndAppliesOnce) {
   const auto specs = small_specs();
   ShardStore store(specs, one_ps_map(specs), 0, {.name = "sgd"}, sync_options(2, 2));
