@@ -1,6 +1,8 @@
 // The ps task's request handlers. Each connection's thread receives a request, acts on the store
-// and answers before reading the next, so replies keep request order; a gradient is applied only
-// after its frame's CRC has been checked.
+// and answers it, so replies keep request order; a gradient is applied only after its frame has
+// been checked. Sync: a push whose reply must wait for its step hands that reply to the
+// connection's replier thread, and so do the pushes after it until the replier has caught up; the
+// connection's thread reads on meanwhile.
 #include "ps/ps_service.h"
 
 #include <fmt/format.h>
@@ -10,6 +12,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
+#include <exception>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
@@ -30,12 +35,102 @@ void send_error(Connection& connection, const std::string& message) {
 
 }  // namespace
 
+// A push's reply, to be sent once the shard's step is past computed_at_step (if wait) or at
+// once, in its turn.
+struct PsService::DeferredReply {
+  uint64_t request_id = 0;
+  uint32_t shard = 0;
+  uint8_t outcome = 0;
+  int64_t step = 0;  // the shard's step after the push
+  int64_t computed_at_step = 0;
+  bool wait = false;
+  bool want_values = false;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+// The sender of one connection's deferred replies, in the order they were deferred. The
+// connection's own thread sends its replies itself only while nothing is deferred (idle()), so
+// the connection always has one sender at a time.
+class PsService::Replier {
+ public:
+  Replier(PsService& service, Connection& connection, size_t buffer_floats)
+      : service_(service),
+        connection_(connection),
+        buffer_(buffer_floats),
+        thread_([this](std::stop_token stop) { loop(stop); }) {}
+  ~Replier() {
+    thread_.request_stop();
+    changed_.notify_all();
+  }
+  Replier(const Replier&) = delete;
+  Replier& operator=(const Replier&) = delete;
+
+  bool idle() {
+    std::lock_guard lock(mutex_);
+    rethrow_failure();
+    return queue_.empty();
+  }
+  void defer(const DeferredReply& reply) {
+    {
+      std::lock_guard lock(mutex_);
+      rethrow_failure();
+      queue_.push_back(reply);
+    }
+    changed_.notify_all();
+  }
+  // Blocks until every deferred reply has been sent.
+  void drain() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return queue_.empty() || failure_; });
+    rethrow_failure();
+  }
+
+ private:
+  void loop(std::stop_token stop) {
+    std::unique_lock lock(mutex_);
+    while (!stop.stop_requested()) {
+      changed_.wait(lock, stop, [&] { return !queue_.empty(); });
+      if (queue_.empty()) continue;
+      const DeferredReply reply = queue_.front();  // stays queued until sent: idle() is false
+      lock.unlock();
+      try {
+        service_.send_push_reply(connection_, reply, buffer_, meta_, stop);
+      } catch (...) {
+        lock.lock();
+        failure_ = std::current_exception();
+        changed_.notify_all();
+        // Wakes the connection's thread, blocked in a read, so that the connection ends.
+        connection_.close();
+        return;
+      }
+      lock.lock();
+      queue_.pop_front();
+      changed_.notify_all();
+    }
+  }
+  // REQUIRES: mutex_ held.
+  void rethrow_failure() const {
+    if (failure_) std::rethrow_exception(failure_);
+  }
+
+  PsService& service_;
+  Connection& connection_;
+  FloatBuffer buffer_;  // the values of the reply being sent
+  proto::MetaWriter meta_;
+  std::mutex mutex_;
+  std::condition_variable_any changed_;
+  std::deque<DeferredReply> queue_;  // guarded by mutex_
+  std::exception_ptr failure_;       // guarded by mutex_
+  std::jthread thread_;              // last: it uses everything above
+};
+
 // Per connection, sized once for the largest shard held (values plus every slot).
 struct PsService::Scratch {
   explicit Scratch(size_t floats) : buffer(floats) {}
   FloatBuffer buffer;
   proto::MetaWriter meta;
-  int worker = -1;  // the training worker that said hello on this connection, if any
+  int worker = -1;             // the training worker that said hello on this connection, if any
+  Replier* replier = nullptr;  // sync mode
 };
 
 PsService::PsService(PsServiceOptions options, const PsRestoredState* restored)
@@ -210,6 +305,11 @@ void PsService::print_summary(std::ostream& out) const {
 
 void PsService::serve(Connection& connection) {
   Scratch scratch(max_shard_size_ * (1 + store_->slot_suffixes().size()));
+  std::optional<Replier> replier;
+  if (options_.sync.sync_replicas) {
+    replier.emplace(*this, connection, max_shard_size_);
+    scratch.replier = &*replier;
+  }
   // The connection ends only by an exception (its peer closed it, or broke the format); either
   // way a worker that said hello on it is gone from this connection.
   struct Presence {
@@ -222,6 +322,8 @@ void PsService::serve(Connection& connection) {
   for (;;) {
     const Connection::Incoming in = connection.receive();
     try {
+      // Only pushes queue behind a deferred reply; anything else is answered after those.
+      if (scratch.replier != nullptr && in.type != proto::kPush) scratch.replier->drain();
       handle(connection, in, scratch);
     } catch (const TransportError&) {
       throw;
@@ -410,36 +512,70 @@ void PsService::push(Connection& connection, const Connection::Incoming& in, Scr
             ? std::string("it holds a NaN or an infinity")
             : fmt::format("its learning rate {} is not a finite number of at least 0", m.lr));
   }
-  int64_t step = result.step;
   const bool counted = result.outcome == PushResult::Outcome::kAccepted ||
                        result.outcome == PushResult::Outcome::kDuplicate;
-  if (options_.sync.sync_replicas && m.want_values && counted && step == m.computed_at_step) {
-    // The token: the worker continues once this step has its R gradients.
-    step = store_->wait_step_past(
-        m.shard, m.computed_at_step,
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.sync_wait_ms));
-    if (const auto reason = store_->aborted()) throw Error(*reason);
-    if (step <= m.computed_at_step && !store_->finished()) {
-      throw Error(fmt::format(
+  const DeferredReply reply{.request_id = in.request_id,
+                            .shard = m.shard,
+                            .outcome = static_cast<uint8_t>(result.outcome),
+                            .step = result.step,
+                            .computed_at_step = m.computed_at_step,
+                            // The token: the worker continues once this step has its R gradients.
+                            .wait = options_.sync.sync_replicas && m.want_values && counted &&
+                                    result.step == m.computed_at_step,
+                            .want_values = m.want_values != 0,
+                            .deadline = std::chrono::steady_clock::now() +
+                                        std::chrono::milliseconds(options_.sync_wait_ms)};
+  if (scratch.replier != nullptr && (reply.wait || !scratch.replier->idle())) {
+    scratch.replier->defer(reply);
+    return;
+  }
+  // The gradient is spent; its buffer takes the values.
+  send_push_reply(connection, reply, std::span(scratch.buffer).first(size), scratch.meta, {});
+}
+
+void PsService::send_push_reply(Connection& connection, const DeferredReply& reply,
+                                std::span<float> buffer, proto::MetaWriter& meta,
+                                const std::stop_token& stop) {
+  int64_t step = reply.step;
+  if (reply.wait) {
+    // In slices, so that a connection that ends stops its wait at once.
+    constexpr auto kSlice = std::chrono::milliseconds(200);
+    while (!stop.stop_requested()) {
+      const auto until = std::min(reply.deadline, std::chrono::steady_clock::now() + kSlice);
+      step = store_->wait_step_past(reply.shard, reply.computed_at_step, until);
+      if (step > reply.computed_at_step || store_->finished() || store_->aborted() ||
+          std::chrono::steady_clock::now() >= reply.deadline) {
+        break;
+      }
+    }
+    if (stop.stop_requested()) return;
+    std::optional<std::string> error = store_->aborted();
+    if (!error && step <= reply.computed_at_step && !store_->finished()) {
+      error = fmt::format(
           "step {} of shard {} did not get its {} gradients within {} s: too few workers are "
           "pushing",
-          m.computed_at_step, m.shard, store_->replicas_to_aggregate(),
-          options_.sync_wait_ms / 1000));
+          reply.computed_at_step, reply.shard, store_->replicas_to_aggregate(),
+          options_.sync_wait_ms / 1000);
+    }
+    if (error) {
+      spdlog::warn("ps{}: refused a request from {}: {}", options_.ps, connection.peer(), *error);
+      send_error(connection, fmt::format("ps{}: {}", options_.ps, *error));
+      return;
     }
   }
   std::span<const float> values[1];
   size_t count = 0;
-  if (m.want_values) {
-    step = store_->read(m.shard, grad);  // the gradient is spent; its buffer takes the values
-    values[count++] = grad;
+  if (reply.want_values) {
+    const auto shard_values = buffer.first(store_->shard_size(reply.shard));
+    step = store_->read(reply.shard, shard_values);
+    values[count++] = shard_values;
   }
-  scratch.meta.clear();
-  proto::write(scratch.meta,
-               proto::ShardReply{.shard = m.shard,
-                                 .outcome = static_cast<uint8_t>(result.outcome),
-                                 .step = step,
-                                 .finished = static_cast<uint8_t>(store_->finished())});
-  connection.send(proto::kPushReply, in.request_id, scratch.meta.bytes(), std::span(values, count));
+  meta.clear();
+  proto::write(meta, proto::ShardReply{.shard = reply.shard,
+                                       .outcome = reply.outcome,
+                                       .step = step,
+                                       .finished = static_cast<uint8_t>(store_->finished())});
+  connection.send(proto::kPushReply, reply.request_id, meta.bytes(), std::span(values, count));
 }
 
 void PsService::send_counters(Connection& connection, uint16_t type, uint64_t request_id,

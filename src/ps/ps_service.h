@@ -1,6 +1,9 @@
 // A parameter-server task on the wire: a ShardStore behind an authenticated comm::Server, one
 // thread per worker connection, speaking ps/ps_protocol.h. Unlike TensorFlow's server.join(), it
-// knows when training is over: run() returns once every training worker has reported done.
+// knows when training is over: run() returns once every training worker has reported done. In
+// sync mode each connection also has a replier thread, which sends the replies that wait for a
+// step while the connection's own thread goes on reading the worker's pushes: a ps that stopped
+// reading would leave the worker's data unacknowledged, and the worker would take it for dead.
 #pragma once
 
 #include <chrono>
@@ -10,9 +13,12 @@
 #include <mutex>
 #include <optional>
 #include <ostream>
+#include <span>
+#include <stop_token>
 #include <string>
 #include <vector>
 
+#include "comm/meta_codec.h"
 #include "comm/server.h"
 #include "nn/param_set.h"
 #include "ps/partition.h"
@@ -79,6 +85,8 @@ class PsService {
 
  private:
   struct Scratch;  // a connection's buffers, sized once
+  class Replier;   // sync: a connection's replies that wait for a step
+  struct DeferredReply;
 
   void serve(Connection& connection);
   void handle(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
@@ -87,6 +95,10 @@ class PsService {
   void wait_ready(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
   void pull(Connection& connection, bool with_slots, Scratch& scratch);
   void push(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
+  // The reply to a push once its step allows: the shard's values (if asked) and step, or an error
+  // saying why the step will not come. Blocks up to the reply's deadline; stop ends the wait.
+  void send_push_reply(Connection& connection, const DeferredReply& reply, std::span<float> buffer,
+                       MetaWriter& meta, const std::stop_token& stop);
   void worker_done(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
   // The counters summed over this task's shards, as a reply of this type.
   void send_counters(Connection& connection, uint16_t type, uint64_t request_id, Scratch& scratch);
