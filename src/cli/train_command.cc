@@ -14,6 +14,7 @@
 #include "base/cpu.h"
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/shutdown.h"
 #include "cluster/cluster_spec.h"
 #include "cluster/local_launcher.h"
 #include "data/data_files.h"
@@ -54,6 +55,7 @@ struct TrainFlags {
   int64_t save_steps = 0;
   double save_secs = 0;
   int keep_checkpoints = 5;
+  double shutdown_timeout = 20;
   int64_t eval_every = 0;
   double target_accuracy = 0;
   bool progress = true;
@@ -116,6 +118,7 @@ TrainConfig to_config(const CLI::App& cmd, const TrainFlags& f) {
   c.save_steps = f.save_steps;
   c.save_secs = f.save_secs;
   c.keep_checkpoints = f.keep_checkpoints;
+  c.shutdown_timeout_ms = static_cast<int>(std::lround(f.shutdown_timeout * 1000));
   c.eval_every = f.eval_every;
   // Without --eval_every, a target is checked four times an epoch (train/training_loop.h).
   if (given("--target_accuracy")) c.target_accuracy = f.target_accuracy;
@@ -355,6 +358,8 @@ int launch_local_cluster(const CLI::App& cmd, const TrainFlags& f) {
   options.binary = "/proc/self/exe";
   options.max_restarts = f.max_restarts;
   options.restart = allreduce ? RestartPolicy::kGroup : RestartPolicy::kTask;
+  // The tasks stop by themselves within the same time; SIGKILL is for one that cannot.
+  options.grace = std::chrono::milliseconds(std::lround(f.shutdown_timeout * 1000));
   options.extra_env.push_back("DTRAIN_SECRET=" + new_cluster_secret());
   if (allreduce) {
     fmt::print("dtrain train: strategy allreduce, {} workers on this machine ({})\n", f.workers,
@@ -405,12 +410,17 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
           flags.strategy, cluster->cluster.to_string()));
     }
     config.progress_bar = false;
-    if (runs_allreduce(flags, cluster->cluster)) {
-      refuse_flags_foreign_to(cmd, "allreduce");
+    const bool allreduce = runs_allreduce(flags, cluster->cluster);
+    refuse_flags_foreign_to(cmd, allreduce                                         ? "allreduce"
+                                 : flags.sync_replicas || flags.strategy == "sync" ? "sync"
+                                                                                   : "async");
+    validate_train_config(config);
+    const GracefulShutdown shutdown(std::chrono::milliseconds(config.shutdown_timeout_ms),
+                                    fmt::format("{}{}", cluster->task.job, cluster->task.index));
+    config.stop = &shutdown.request();
+    if (allreduce) {
       return run_allreduce_task(config, allreduce_config(flags, std::move(*cluster)), std::cout);
     }
-    refuse_flags_foreign_to(cmd,
-                            flags.sync_replicas || flags.strategy == "sync" ? "sync" : "async");
     return run_ps_task(config, ps_config(flags, std::move(*cluster)), std::cout);
   }
   if (task_only) {
@@ -430,8 +440,12 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
   if (flags.strategy == "local" && config.towers > 1) {
     throw UsageError(fmt::format("--towers {} needs --strategy towers", config.towers));
   }
-  train_local(config, std::cout);
-  return 0;
+  validate_train_config(config);
+  const GracefulShutdown shutdown(std::chrono::milliseconds(config.shutdown_timeout_ms),
+                                  "dtrain train");
+  config.stop = &shutdown.request();
+  const TrainResult result = train_local(config, std::cout);
+  return result.halt_signal != 0 ? 128 + result.halt_signal : 0;
 }
 
 }  // namespace
@@ -571,6 +585,10 @@ void add_training_flags(CLI::App* cmd, TrainFlags* flags) {
                   "Checkpoint every N steps (0: at the end only)")
       ->capture_default_str();
   cmd->add_option("--save_secs", flags->save_secs, "Checkpoint every S seconds (0: off)");
+  cmd->add_option("--shutdown_timeout", flags->shutdown_timeout,
+                  "On SIGTERM, SIGHUP or SIGINT: stop at the next step, the chief checkpoints, and "
+                  "every task exits within this many seconds (a second signal: at once)")
+      ->capture_default_str();
   cmd->add_option("--keep_checkpoints", flags->keep_checkpoints, "Checkpoints kept (0: all)")
       ->capture_default_str();
   cmd->add_option("--eval_every", flags->eval_every,

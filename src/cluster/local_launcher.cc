@@ -37,7 +37,9 @@ void on_signal(int signal) {
   [[maybe_unused]] ssize_t ignored = write(signal_pipe[1], &byte, 1);
 }
 
-// Installs the SIGINT/SIGTERM handlers for one launch and puts the old ones back.
+// Installs the SIGINT/SIGTERM/SIGHUP handlers for one launch and puts the old ones back. SIGHUP
+// too: a launcher that died of its terminal's hangup would take its children with it (their
+// parent-death signal), before any could write its last checkpoint.
 class SignalRelay {
  public:
   SignalRelay() {
@@ -48,10 +50,12 @@ class SignalRelay {
     sigemptyset(&action.sa_mask);
     sigaction(SIGINT, &action, &old_int_);
     sigaction(SIGTERM, &action, &old_term_);
+    sigaction(SIGHUP, &action, &old_hup_);
   }
   ~SignalRelay() {
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGHUP, &old_hup_, nullptr);
     close(signal_pipe[0]);
     close(signal_pipe[1]);
     signal_pipe[0] = signal_pipe[1] = -1;
@@ -71,6 +75,7 @@ class SignalRelay {
  private:
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
+  struct sigaction old_hup_ {};
 };
 
 struct Child {

@@ -1,7 +1,7 @@
 // The embedded default of `dtrain train --ps P --workers W`: the whole cluster as child processes
 // of this one, on loopback. Children's output is prefixed with their task name ([ps0],
-// [worker1]), Ctrl-C and SIGTERM are passed on, every child is reaped, and the launcher fails if
-// any task failed.
+// [worker1]), Ctrl-C, SIGTERM and SIGHUP are passed on (as SIGTERM, which each task answers by
+// stopping at its next step), every child is reaped, and the launcher fails if any task failed.
 #pragma once
 
 #include <chrono>
@@ -39,7 +39,7 @@ struct LaunchOptions {
 struct LaunchResult {
   int exit_code = 0;                // 0 if every task exited 0; else the first failure's code
   std::vector<std::string> failed;  // one line per failed task: "worker1 exited with code 1"
-  bool interrupted = false;         // the launcher received SIGINT or SIGTERM
+  bool interrupted = false;         // the launcher received SIGINT, SIGTERM or SIGHUP
   int restarts = 0;                 // crashes survived by restarting
 };
 
@@ -48,7 +48,7 @@ struct LaunchResult {
 // options.max_restarts allows, with a "[launcher]" line saying so. If a task fails or the
 // launcher is interrupted, the others get SIGTERM, then SIGKILL after options.grace. Children die
 // with the launcher even if it is killed (the kernel's parent-death signal). Installs
-// SIGINT/SIGTERM handlers for its duration. Thread-safety: one call at a time per process.
+// SIGINT/SIGTERM/SIGHUP handlers for its duration. Thread-safety: one call at a time per process.
 LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const LaunchOptions& options,
                                std::ostream& out);
 

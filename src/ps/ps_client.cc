@@ -330,6 +330,7 @@ void PsClient::note_reply(const proto::ShardReply& reply) {
   // Each lane writes only its own shards' entries.
   shard_step_[reply.shard] = reply.step;
   if (reply.finished) finished_ = true;
+  if (reply.halting) halting_ = true;
 }
 
 bool PsClient::wait_ready(int timeout_ms) {

@@ -84,6 +84,8 @@ class PsClient {
   int64_t global_step() const;
   // A ps reported that training is over (sync: the last step was reached).
   bool finished() const { return finished_; }
+  // A ps task said it is stopping (a signal asked it to): the worker should stop too.
+  bool halting() const { return halting_; }
   uint64_t next_sequence() const { return sequence_; }
 
  private:
@@ -123,6 +125,7 @@ class PsClient {
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<int64_t> shard_step_;  // each lane's receiver writes only its own shards' entries
   std::atomic<bool> finished_ = false;
+  std::atomic<bool> halting_ = false;
   std::mutex mutex_;  // guards what the lanes' receivers sum into: the fields below, and totals
   bool initialized_at_hello_ = true;
   uint64_t sequence_ = 0;

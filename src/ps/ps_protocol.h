@@ -14,6 +14,7 @@
 //   kPush                            PushMeta                            gradient        kPushReply
 //   kPullState (chief, checkpoints)  -                                   -               kState per shard held
 //   kWorkerDone                      worker i32, finished u8             -               kDoneReply
+//     (finished 0: the worker stops before the end, for a signal; it is then as good as lost)
 //     (kDoneReply: step i64, applied i64, stale i64, duplicates i64, rejected i64)
 //   kCounters (chief, run log)       -                                   -               kCountersReply
 //     (kCountersReply: as kDoneReply, so far)
@@ -90,16 +91,18 @@ inline PushMeta read_push(MetaReader& r) {
   return m;
 }
 
-// kPushReply and kValues: a shard's step after the request, and whether training is over.
+// kPushReply and kValues: a shard's step after the request, whether training is over, and
+// whether the ps task is stopping (it was asked to by a signal: its workers stop too).
 struct ShardReply {
   uint32_t shard = 0;
   uint8_t outcome = 0;  // kPushReply: PushResult::Outcome
   int64_t step = 0;
   uint8_t finished = 0;
+  uint8_t halting = 0;
 };
 
 inline void write(MetaWriter& w, const ShardReply& m) {
-  w.put(m.shard).put(m.outcome).put(m.step).put(m.finished);
+  w.put(m.shard).put(m.outcome).put(m.step).put(m.finished).put(m.halting);
 }
 inline ShardReply read_shard_reply(MetaReader& r) {
   ShardReply m;
@@ -107,6 +110,7 @@ inline ShardReply read_shard_reply(MetaReader& r) {
   m.outcome = r.get<uint8_t>();
   m.step = r.get<int64_t>();
   m.finished = r.get<uint8_t>();
+  m.halting = r.get<uint8_t>();
   return m;
 }
 

@@ -150,7 +150,7 @@ PsService::~PsService() { server_->stop(); }
 
 void PsService::run() {
   std::unique_lock lock(workers_mutex_);
-  while (!all_workers_accounted_for() && !store_->aborted()) {
+  while (!all_workers_accounted_for() && !store_->aborted() && !stopped()) {
     // Woken by every connection, loss and report; the slice bounds how late a worker's timeout
     // is noticed.
     workers_changed_.wait_for(lock, std::chrono::milliseconds(500));
@@ -169,6 +169,25 @@ void PsService::run() {
   server_->stop();
   if (const auto reason = store_->aborted())
     throw Error(fmt::format("ps{}: {}", options_.ps, *reason));
+}
+
+bool PsService::stopped() {
+  if (options_.stop == nullptr || !options_.stop->requested()) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (!stop_deadline_) {
+    // A second short of the process's own limit (cli/shutdown.h), to end in order.
+    stop_deadline_ =
+        now + std::chrono::milliseconds(std::max(0, options_.shutdown_timeout_ms - 1000));
+    store_->halt();
+    spdlog::info(
+        "ps{}: stopping ({}) at step {}: every worker is told to stop; waiting up to {} s for them "
+        "to leave",
+        options_.ps, signal_name(options_.stop->signal()), current_step(),
+        options_.shutdown_timeout_ms / 1000);
+  }
+  const bool none_connected = std::all_of(workers_.begin(), workers_.end(),
+                                          [](const WorkerState& w) { return w.connections == 0; });
+  return none_connected || now >= *stop_deadline_;
 }
 
 int64_t PsService::current_step() const {
@@ -478,7 +497,8 @@ void PsService::pull(Connection& connection, bool with_slots, Scratch& scratch) 
     proto::write(scratch.meta,
                  proto::ShardReply{.shard = static_cast<uint32_t>(shard),
                                    .step = step,
-                                   .finished = static_cast<uint8_t>(store_->finished())});
+                                   .finished = static_cast<uint8_t>(store_->finished()),
+                                   .halting = static_cast<uint8_t>(store_->halting())});
     connection.send(with_slots ? proto::kState : proto::kValues, 0, scratch.meta.bytes(), tensors);
   }
 }
@@ -543,14 +563,14 @@ void PsService::send_push_reply(Connection& connection, const DeferredReply& rep
     while (!stop.stop_requested()) {
       const auto until = std::min(reply.deadline, std::chrono::steady_clock::now() + kSlice);
       step = store_->wait_step_past(reply.shard, reply.computed_at_step, until);
-      if (step > reply.computed_at_step || store_->finished() || store_->aborted() ||
-          std::chrono::steady_clock::now() >= reply.deadline) {
+      if (step > reply.computed_at_step || store_->finished() || store_->halting() ||
+          store_->aborted() || std::chrono::steady_clock::now() >= reply.deadline) {
         break;
       }
     }
     if (stop.stop_requested()) return;
     std::optional<std::string> error = store_->aborted();
-    if (!error && step <= reply.computed_at_step && !store_->finished()) {
+    if (!error && step <= reply.computed_at_step && !store_->finished() && !store_->halting()) {
       error = fmt::format(
           "step {} of shard {} did not get its {} gradients within {} s: too few workers are "
           "pushing",
@@ -574,7 +594,8 @@ void PsService::send_push_reply(Connection& connection, const DeferredReply& rep
   proto::write(meta, proto::ShardReply{.shard = reply.shard,
                                        .outcome = reply.outcome,
                                        .step = step,
-                                       .finished = static_cast<uint8_t>(store_->finished())});
+                                       .finished = static_cast<uint8_t>(store_->finished()),
+                                       .halting = static_cast<uint8_t>(store_->halting())});
   connection.send(proto::kPushReply, reply.request_id, meta.bytes(), std::span(values, count));
 }
 
@@ -613,6 +634,13 @@ void PsService::worker_done(Connection& connection, const Connection::Incoming& 
   if (finished) store_->finish();
 
   send_counters(connection, proto::kDoneReply, in.request_id, scratch);
+  if (!finished) {
+    // Stopped by a signal before the end: it may come back (a rescheduled pod), so it is as good
+    // as lost when its connections close, not done.
+    spdlog::info("ps{}: worker {} is stopping before the end of training, at step {}", options_.ps,
+                 worker, current_step());
+    return;
+  }
   {
     std::lock_guard lock(workers_mutex_);
     workers_[static_cast<size_t>(worker)].done = true;

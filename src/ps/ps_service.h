@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "base/stop_request.h"
 #include "comm/meta_codec.h"
 #include "comm/server.h"
 #include "nn/param_set.h"
@@ -47,6 +48,10 @@ struct PsServiceOptions {
   // step, applies on_worker_loss).
   int worker_timeout_ms = 60'000;
   WorkerLossPolicy on_worker_loss = WorkerLossPolicy::kStop;
+  // Set by a signal: the task stops — it tells its workers in every reply, and run() returns once
+  // none is connected any more, or shutdown_timeout_ms after the request at the latest.
+  const StopRequest* stop = nullptr;
+  int shutdown_timeout_ms = 20'000;
 };
 
 // A checkpoint's values, optimizer slots (one ParamSet per slot, in the store's order) and step:
@@ -77,8 +82,9 @@ class PsService {
   void initialize_from(const ParamSet& params, const std::vector<ParamSet>& slots, int64_t step);
 
   // Blocks until every training worker (0..total_num_replicas-1) has reported done, been given
-  // up as lost, or was lost and training has finished; then stops the server. Throws Error naming
-  // the lost worker when the sync policy is kStop and a step can no longer complete.
+  // up as lost, or was lost and training has finished — or, once a stop is requested, until no
+  // worker is connected; then stops the server. Throws Error naming the lost worker when the sync
+  // policy is kStop and a step can no longer complete.
   void run();
   // Prints what this task did: steps, applied updates, stale and duplicate pushes, connections.
   void print_summary(std::ostream& out) const;
@@ -130,6 +136,10 @@ class PsService {
   // waited for up to worker_timeout_ms (saying so), then given up: a ps never waits silently.
   void check_absent_workers();
   bool all_workers_accounted_for() const;
+  // REQUIRES: workers_mutex_ held. A stop was requested, and no worker is connected any more or
+  // the shutdown timeout is near; the first call that sees the request halts the store.
+  bool stopped();
+  std::optional<std::chrono::steady_clock::time_point> stop_deadline_;  // guarded by workers_mutex_
   // The step of this task's first shard (0 if it holds none): what its messages report.
   int64_t current_step() const;
 

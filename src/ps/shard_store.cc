@@ -391,7 +391,8 @@ std::optional<std::string> ShardStore::aborted() const {
 int64_t ShardStore::wait_step_past(size_t shard, int64_t step, Deadline deadline) const {
   const LocalShard& s = local(shard);
   std::unique_lock lock(s.mutex);
-  s.step_advanced.wait_until(lock, deadline, [&] { return s.step > step || finished_; });
+  s.step_advanced.wait_until(lock, deadline,
+                             [&] { return s.step > step || finished_ || halting_; });
   return s.step;
 }
 
@@ -406,6 +407,18 @@ void ShardStore::finish() {
 }
 
 bool ShardStore::finished() const { return finished_; }
+
+void ShardStore::halt() {
+  halting_ = true;
+  for (size_t shard : shards_) {
+    LocalShard& s = local(shard);
+    // As in finish(): under the lock, so that no waiter misses it.
+    std::lock_guard lock(s.mutex);
+    s.step_advanced.notify_all();
+  }
+}
+
+bool ShardStore::halting() const { return halting_; }
 
 uint64_t ShardStore::next_sequence(size_t shard, int worker) const {
   const LocalShard& s = local(shard);

@@ -157,6 +157,11 @@ class ShardStore {
   // a step short of its R gradients will never get them.
   void finish();
   bool finished() const;
+  // The task is stopping (a signal asked it to) before training is over: wakes every
+  // wait_step_past for good, as finish() does, but the run is not over; replies say so, and the
+  // workers stop too.
+  void halt();
+  bool halting() const;
   // Training cannot go on (a sync step will never get its gradients): wakes every wait_step_past
   // for good, as finish() does; aborted() then says why.
   void abort(std::string reason);
@@ -194,6 +199,7 @@ class ShardStore {
   size_t local_values_ = 0;
 
   std::atomic<bool> finished_ = false;
+  std::atomic<bool> halting_ = false;
   mutable std::mutex abort_mutex_;
   std::optional<std::string> abort_reason_;  // guarded by abort_mutex_
 

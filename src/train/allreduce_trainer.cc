@@ -13,6 +13,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <optional>
 #include <span>
 
@@ -199,6 +200,16 @@ class AllreduceStrategy final : public Strategy {
     return {shared[1] != 0, shared[0]};
   }
 
+  // A 12-byte all-reduce a step (about 10 us on loopback): which of the signals reached any rank.
+  int agree_to_halt(int own_signal) override {
+    for (size_t i = 0; i < kHaltSignals.size(); ++i)
+      halt_votes_[i] = own_signal == kHaltSignals[i] ? 1.0f : 0.0f;
+    communicator_->allreduce(halt_votes_, ReduceOp::kSum);
+    for (size_t i = 0; i < kHaltSignals.size(); ++i)
+      if (halt_votes_[i] > 0) return kHaltSignals[i];
+    return 0;
+  }
+
   std::string counters() const override {
     return fmt::format("{} updates skipped for a non-finite gradient", skipped_steps_);
   }
@@ -270,7 +281,9 @@ class AllreduceStrategy final : public Strategy {
   const int rank_;
   const std::vector<TaskId> workers_;      // in rank order
   std::vector<std::span<float>> buckets_;  // views of the state's gradient arena
-  std::string settings_;                   // what the fingerprint hashes
+  static constexpr std::array<int, 3> kHaltSignals = {SIGTERM, SIGHUP, SIGINT};
+  std::array<float, kHaltSignals.size()> halt_votes_{};
+  std::string settings_;  // what the fingerprint hashes
   int64_t total_steps_ = 0;
   std::optional<TcpRing> ring_;
   std::optional<Communicator> communicator_;  // after ring_: uses it
@@ -314,12 +327,12 @@ int run_allreduce_task(const TrainConfig& train, const AllreduceClusterConfig& c
   TrainingState state(train);
   AllreduceStrategy strategy(train, config, state, input, out);
   try {
-    run_training_loop(train, input, state, strategy, out);
+    const TrainResult result = run_training_loop(train, input, state, strategy, out);
+    return result.halt_signal != 0 ? 128 + result.halt_signal : 0;
   } catch (const std::exception& error) {
     strategy.abort(error.what());
     throw;
   }
-  return 0;
 }
 
 }  // namespace dtrain

@@ -5,6 +5,7 @@
 #include <fmt/ostream.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <optional>
 
@@ -99,6 +100,8 @@ int run_ps(const TrainConfig& train, const PsClusterConfig& config, std::ostream
   options.sync_wait_ms = config.peer_timeout_ms;
   options.worker_timeout_ms = config.worker_timeout_ms;
   options.on_worker_loss = config.on_worker_loss;
+  options.stop = train.stop;
+  options.shutdown_timeout_ms = train.shutdown_timeout_ms;
   std::optional<PsRestoredState> restored = restored_shards(train, layout, ps, out);
   PsService service(options, restored ? &*restored : nullptr);
   restored.reset();  // the store holds it now
@@ -113,7 +116,10 @@ int run_ps(const TrainConfig& train, const PsClusterConfig& config, std::ostream
   out << std::flush;
   service.run();
   service.print_summary(out);
-  return 0;
+  if (train.stop == nullptr || !train.stop->requested()) return 0;
+  fmt::print(out, "ps{}: stopped by {}\n", ps, signal_name(train.stop->signal()));
+  out << std::flush;
+  return 128 + train.stop->signal();
 }
 
 // One worker of the ps strategies. A step is compute (on this worker's slice of the global batch)
@@ -210,6 +216,12 @@ class PsStrategy final : public Strategy {
   // The last values (and, for the chief's checkpoint, slots) before saying done: the ps tasks exit
   // once every worker has. Telling them at once matters for a chief that stopped at its target:
   // the others stop when the ps tasks pass the word on, at their next push.
+  // The ps tasks stopping (a signal of theirs) stop this worker too, as SIGTERM would.
+  int agree_to_halt(int own_signal) override {
+    if (own_signal != 0) return own_signal;
+    return client_->halting() ? SIGTERM : 0;
+  }
+
   void finish(TrainingState& state, bool reached_end) override {
     if (chief_) {
       client_->pull_state(state.params(), state.optimizer().slots());
@@ -346,8 +358,8 @@ int run_ps_task(const TrainConfig& train, const PsClusterConfig& config, std::os
   const TrainingInput input(train);
   TrainingState state(train);
   PsStrategy strategy(train, config, state, out);
-  run_training_loop(train, input, state, strategy, out);
-  return 0;
+  const TrainResult result = run_training_loop(train, input, state, strategy, out);
+  return result.halt_signal != 0 ? 128 + result.halt_signal : 0;
 }
 
 }  // namespace dtrain

@@ -79,11 +79,16 @@ class Strategy {
   // The chief's verdict after an evaluation (the others pass an empty one), made everyone's.
   // Every worker calls it at the same global steps, and only when a target accuracy is set.
   virtual StopVerdict agree_to_stop(StopVerdict chief_verdict) { return chief_verdict; }
+  // After every step: the signal that stops the run here (0: go on), given this process's own
+  // (0 if none came). Under all-reduce every worker's answer is the same, so all stop at the same
+  // step; a ps worker also stops when its ps tasks are stopping.
+  virtual int agree_to_halt(int own_signal) { return own_signal; }
   // Before the chief checkpoints: brings the state's tensors up to date (the ps hold them).
   virtual void before_checkpoint(TrainingState& /*state*/) {}
-  // This worker is done (reached_end: the last step or the target, for everyone): brings the
-  // state up to date — on the chief, everything a checkpoint holds — and tells the peers. The loop
-  // then writes the last checkpoint and evaluates from exactly this state.
+  // This worker is done (reached_end: the last step or the target, for everyone; else it was
+  // stopped by a signal): brings the state up to date — on the chief, everything a checkpoint
+  // holds — and tells the peers. The loop then writes the last checkpoint and, unless stopped,
+  // evaluates from exactly this state.
   virtual void finish(TrainingState& /*state*/, bool /*reached_end*/) {}
   // Scalars the chief adds to the run log at each step line: the ps tasks' counts of stale,
   // duplicate and non-finite gradients so far.

@@ -42,6 +42,9 @@ void validate_train_config(const TrainConfig& c) {
   check(c.save_steps >= 0, fmt::format("--save_steps {}: must not be negative", c.save_steps));
   check(c.save_secs >= 0 && std::isfinite(c.save_secs),
         fmt::format("--save_secs {}: must not be negative", c.save_secs));
+  check(c.shutdown_timeout_ms >= 1000,
+        fmt::format("--shutdown_timeout {}: must be at least 1 second",
+                    c.shutdown_timeout_ms / 1000.0));
   check(c.validation_size >= 0,
         fmt::format("--validation_size {}: must not be negative", c.validation_size));
   check(c.train_data.empty() == c.test_data.empty(),

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/stop_request.h"
 #include "data/data_options.h"
 #include "nn/model_zoo.h"
 #include "optim/optimizer.h"
@@ -61,6 +62,10 @@ struct TrainConfig {
   // its gradient gets a NaN before it leaves, so that tests can watch the ps or the all-reduce
   // step refuse it.
   std::vector<int64_t> nonfinite_gradient_steps;
+  // Set by a signal (cli/shutdown.h): the run stops at its next step boundary, the chief writes a
+  // last checkpoint, and a ps waits at most shutdown_timeout_ms for its workers to leave.
+  const StopRequest* stop = nullptr;
+  int shutdown_timeout_ms = 20'000;
 };
 
 // What a run achieved.
@@ -72,6 +77,8 @@ struct TrainResult {
   double test_accuracy = 0;
   double final_loss = 0;
   std::optional<double> seconds_to_target;
+  // The signal that stopped the run before its end (this process's, or a peer's), 0 if none.
+  int halt_signal = 0;
 };
 
 // Throws UsageError naming the first flag of config that is out of range, and the strategy when a

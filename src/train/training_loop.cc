@@ -76,6 +76,8 @@ class TrainingLoop {
     bool stopped_at_target = false;
     while (state_.step < total_steps_ && !strategy_.finished()) {
       train_one_step();
+      result_.halt_signal = strategy_.agree_to_halt(c_.stop != nullptr ? c_.stop->signal() : 0);
+      if (result_.halt_signal != 0) break;
       if (histograms_due()) write_histograms();
       if (log_due()) {
         bar.clear();
@@ -355,6 +357,7 @@ class TrainingLoop {
     // evaluation reads, so `dtrain eval` of that checkpoint reports the same accuracy.
     strategy_.finish(state_, reached_end);
     if (checkpoints_) write_checkpoint();
+    if (!reached_end && result_.halt_signal != 0) return halted();
     result_.global_step = state_.step;
     result_.steps_run = local_steps_;
     result_.train_seconds = seconds(train_time_);
@@ -371,6 +374,30 @@ class TrainingLoop {
     run_log_.close();
     worker_log_.close();
     print_closing_lines(first_step);
+    return result_;
+  }
+
+  // Stopped by a signal: what was kept, and what a restart resumes from. No evaluation: a stopping
+  // task has its scheduler's grace period and no more.
+  TrainResult halted() {
+    result_.global_step = state_.step;
+    result_.steps_run = local_steps_;
+    result_.train_seconds = seconds(train_time_);
+    result_.final_loss = loss_;
+    run_log_.close();
+    worker_log_.close();
+    std::string kept;
+    if (checkpoints_) {
+      kept = fmt::format(
+          "; checkpoint of step {} written to {}: a restart with the same "
+          "--train_dir resumes from it",
+          state_.step, c_.train_dir.string());
+    } else if (place_.chief) {
+      kept = "; nothing was saved (no --train_dir): a restart starts over";
+    }
+    fmt::print(out_, "{}stopped by {} at global step {} after {} steps{}\n", prefix(),
+               signal_name(result_.halt_signal), state_.step, local_steps_, kept);
+    out_ << std::flush;
     return result_;
   }
 

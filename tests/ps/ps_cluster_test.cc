@@ -382,10 +382,11 @@ TEST(PsCluster, WorkerWithTheWrongSecretFailsNamingAuthentication) {
   EXPECT_EQ(testing::count_lines_containing(worker.err, "dtrain: error:"), 1) << worker.err;
   EXPECT_THAT(worker.err, HasSubstr("failed authentication (wrong cluster secret)"));
 
-  // The ps still waits for its worker: it ends only by the signal.
+  // The ps still waits for its worker: it ends only by the signal, in order.
   ps->send_signal(SIGTERM);
   const ProcessResult ps_result = ps->wait();
-  EXPECT_EQ(ps_result.signal, SIGTERM) << all_output(ps_result);
+  EXPECT_EQ(ps_result.exit_code, 128 + SIGTERM) << all_output(ps_result);
+  EXPECT_THAT(ps_result.out, HasSubstr("ps0: stopped by SIGTERM"));
 }
 
 TEST(PsCluster, TaskIndexOutsideItsJobIsAUsageErrorNamingTheFlag) {

@@ -1,0 +1,107 @@
+// The handler only stores the signal and writes one byte to a pipe, the two things a handler may
+// do; the watcher thread reads the pipe, says what happens next, and enforces the timeout.
+#include "cli/shutdown.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace dtrain::cli {
+namespace {
+
+constexpr std::array kSignals = {SIGTERM, SIGHUP, SIGINT};
+constexpr char kQuit = 0;  // from the destructor: the watcher ends
+
+// Process-wide by nature: a signal handler has no other way to reach the instance.
+std::atomic<StopRequest*> active_request{nullptr};
+int wake_pipe[2] = {-1, -1};
+struct sigaction previous[kSignals.size()];
+
+void on_signal(int signal) {
+  if (StopRequest* request = active_request.load(); request != nullptr) {
+    // The first signal names the stop; a later one only hurries it.
+    if (!request->requested()) request->request(signal);
+  }
+  const char byte = static_cast<char>(signal);
+  const int saved = errno;
+  [[maybe_unused]] const ssize_t ignored = write(wake_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+// Lines from a thread while others print: one write each, straight to stderr.
+void say(const std::string& line) {
+  const std::string text = line + "\n";
+  [[maybe_unused]] const ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
+}
+
+}  // namespace
+
+GracefulShutdown::GracefulShutdown(std::chrono::milliseconds timeout, std::string who)
+    : timeout_(timeout), who_(std::move(who)) {
+  if (pipe2(wake_pipe, O_CLOEXEC) != 0) {
+    throw IoError(fmt::format("cannot watch for signals: pipe: {}", std::strerror(errno)));
+  }
+  active_request.store(&request_);
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &action, &previous[i]);
+  watcher_ = std::jthread([this] { watch(); });
+}
+
+GracefulShutdown::~GracefulShutdown() {
+  for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &previous[i], nullptr);
+  active_request.store(nullptr);
+  const char quit = kQuit;
+  [[maybe_unused]] const ssize_t ignored = write(wake_pipe[1], &quit, 1);
+  watcher_.join();
+  close(wake_pipe[0]);
+  close(wake_pipe[1]);
+  wake_pipe[0] = wake_pipe[1] = -1;
+}
+
+void GracefulShutdown::watch() {
+  char byte = 0;
+  for (;;) {
+    const ssize_t n = read(wake_pipe[0], &byte, 1);
+    if (n == 1) break;
+    if (n < 0 && errno == EINTR) continue;
+    return;
+  }
+  if (byte == kQuit) return;
+  const int signal = request_.signal();
+  const int status = 128 + signal;
+  say(fmt::format(
+      "{}: received {}: stopping at the next step boundary (the chief writes a checkpoint first); "
+      "exiting within {} s (--shutdown_timeout)",
+      who_, signal_name(signal), timeout_.count() / 1000.0));
+  pollfd fd{wake_pipe[0], POLLIN, 0};
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      say(fmt::format("{}: did not stop within {} s (--shutdown_timeout); exiting now with {}",
+                      who_, timeout_.count() / 1000.0, status));
+      _exit(status);
+    }
+    const int ready = poll(&fd, 1, static_cast<int>(left.count()));
+    if (ready <= 0) continue;
+    if (read(wake_pipe[0], &byte, 1) != 1) continue;
+    if (byte == kQuit) return;
+    say(fmt::format("{}: a second signal: exiting now with {}", who_, status));
+    _exit(status);
+  }
+}
+
+}  // namespace dtrain::cli
