@@ -188,11 +188,7 @@ struct SyncLoss {
     const bool joined = !victim_task->wait_for_line("local_step=1,").empty();
     // The chief's step lines. With a spare, the chief is sometimes the backup whose gradient is
     // stale, and its next line skips a step: the first line at or past kill_at, not that step's.
-    const std::string line = this->workers[0]->wait_for_line_where([&](const std::string& text) {
-      const size_t at = text.find("global_step=");
-      return at != std::string::npos &&
-             std::stoll(text.substr(at + std::string_view("global_step=").size())) >= kill_at;
-    });
+    const std::string line = wait_for_global_step(*this->workers[0], kill_at);
     killed = joined && !line.empty();
     victim_task->send_signal(SIGKILL);
     victim_task->wait();
@@ -284,6 +280,44 @@ TEST(Reliability, SyncWithoutSparesStopsWithAnErrorNamingTheLostWorkerByDefault)
 }
 
 // ---- 3. a killed chief comes back without re-initialising ----
+
+TEST(Reliability, APsRestartedFromALargeCheckpointServesNoWorkerBeforeItIsRestored) {
+  // 40 MB of checkpoint (a 3.2 M-parameter model and Adam's two slots): restoring it takes a
+  // while, and the workers, reconnecting every few tens of milliseconds, knock throughout. A ps
+  // that listened before it had restored told them it held no variables, and they gave up.
+  testing::TempDir train_dir;
+  HandStartedCluster cluster(1, 2);
+  const std::vector<std::string> flags =
+      concat(with_flag(with_flag(softmax_flags(), "--model", "mlp"), "--log_every", "1"),
+             {"--hidden_units", "4096", "--optimizer", "adam", "--train_steps", "24", "--train_dir",
+              train_dir.path().string(), "--save_steps", "8", "--peer_timeout", "60"});
+  auto ps = cluster.start("ps", 0, flags);
+  std::vector<std::unique_ptr<DtrainProcess>> workers;
+  for (int i = 0; i < 2; ++i) workers.push_back(cluster.start("worker", i, flags));
+  // Past the checkpoint of step 8: it is on disk.
+  ASSERT_FALSE(wait_for_global_step(*workers[0], 10).empty());
+  ps->send_signal(SIGKILL);
+  EXPECT_EQ(ps->wait().signal, SIGKILL);
+  ps = cluster.start("ps", 0, flags);
+
+  std::vector<ProcessResult> results;
+  for (auto& w : workers) results.push_back(w->wait());
+  const ProcessResult ps_result = ps->wait();
+  for (size_t i = 0; i < results.size(); ++i) {
+    ASSERT_EQ(results[i].exit_code, 0)
+        << "worker " << i << ": " << all_output(results[i]) << "\nps: " << all_output(ps_result);
+    EXPECT_THAT(results[i].out, HasSubstr("ps0 is back after"));
+    EXPECT_THAT(all_output(results[i]), Not(HasSubstr("without its variables")));
+  }
+  ASSERT_EQ(ps_result.exit_code, 0) << all_output(ps_result);
+  const auto restored = numbers_in(
+      ps_result.out, R"(ps0: restored .*model\.ckpt-[0-9]+\.safetensors at global step ([0-9]+))");
+  ASSERT_TRUE(restored) << all_output(ps_result);
+  EXPECT_GT((*restored)[0], 0);
+  const auto summary = testing::ps_summary(ps_result.out);
+  ASSERT_TRUE(summary) << all_output(ps_result);
+  EXPECT_GE(summary->step, 24);
+}
 
 TEST(Reliability, KilledChiefComesBackWithoutReinitialisingTheVariables) {
   constexpr int kSteps = 600;

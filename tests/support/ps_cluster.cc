@@ -22,6 +22,14 @@ std::vector<std::string> softmax_flags() {
           "--log_every", "0"};
 }
 
+std::string wait_for_global_step(DtrainProcess& worker, int64_t step) {
+  static constexpr std::string_view kField = "global_step=";
+  return worker.wait_for_line_where([step](const std::string& line) {
+    const size_t at = line.find(kField);
+    return at != std::string::npos && std::stoll(line.substr(at + kField.size())) >= step;
+  });
+}
+
 std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;

@@ -80,6 +80,10 @@ std::optional<PsSummary> ps_summary(const std::string& out, int ps = 0);
 // The test accuracy a worker reports at its end; -1 if it did not.
 double test_accuracy(int worker, const std::string& out);
 
+// Waits for a worker's first step line at global step `step` or past it (a worker's lines may skip
+// steps: another worker's pushes, a stale gradient); returns it, or "" as wait_for_line does.
+std::string wait_for_global_step(DtrainProcess& worker, int64_t step);
+
 // The local steps a ps worker reports at its end; -1 if it did not.
 int64_t local_steps_of(int worker, const std::string& out);
 
