@@ -83,5 +83,41 @@ TEST(PsFlood, AfterSeventySilentConnectionsAgainstA64DescriptorPsAWorkerStillTra
   ASSERT_EQ(ps_result.exit_code, 0) << all_output(ps_result);
 }
 
+TEST(PsFlood, AfterAFloodBeyondItsThreadLimitAPsStillServesAWorker) {
+  // RLIMIT_NPROC, the limit on a user's threads, does not bind root: the ps runs as nobody, from a
+  // copy of the binary that nobody may run wherever the build is.
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to run the ps as nobody";
+  TempDir dir;
+  std::filesystem::permissions(
+      dir.path(), std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                      std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                      std::filesystem::perms::others_exec);
+  const std::filesystem::path binary = dir / "dtrain";
+  std::filesystem::copy_file(DTRAIN_BINARY, binary);
+  HandStartedCluster cluster(1, 1);
+  const std::vector<std::string> flags = concat(softmax_flags(), {"--train_steps", "50"});
+  // Twelve threads for nobody: the ps's own few, then a handful of handshakes. (LeakSanitizer's
+  // exit check would need a thread beyond them: off in this process alone.)
+  const auto ps = cluster.start("ps", 0, flags, kSecret,
+                                {"env", "ASAN_OPTIONS=detect_leaks=0", "setpriv", "--reuid=nobody",
+                                 "--regid=nogroup", "--clear-groups", "prlimit", "--nproc=12:12",
+                                 "--", "sh", "-c", "shift; exec \"$0\" \"$@\"", binary.string()});
+  const uint16_t port = cluster.ps_port(0);
+  wait_until_listening(port);
+  {
+    std::vector<std::unique_ptr<SilentPeer>> flood;
+    for (int i = 0; i < 70; ++i) flood.push_back(std::make_unique<SilentPeer>(port));
+    // Held until the ps has run out of threads for them.
+    EXPECT_THAT(ps->wait_for_line("cannot start a thread for it"),
+                HasSubstr("Resource temporarily unavailable"));
+  }  // they leave
+
+  const ProcessResult worker = cluster.start("worker", 0, flags)->wait();
+  const ProcessResult ps_result = ps->wait();
+  ASSERT_EQ(worker.exit_code, 0) << all_output(worker) << all_output(ps_result);
+  EXPECT_THAT(worker.out, HasSubstr("worker=0: test accuracy = 0."));
+  ASSERT_EQ(ps_result.exit_code, 0) << all_output(ps_result);
+}
+
 }  // namespace
 }  // namespace dtrain::testing
