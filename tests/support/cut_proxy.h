@@ -5,8 +5,9 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <stop_token>
-#include <thread>
+#include <memory>
+
+#include "support/forwarder.h"
 
 namespace dtrain::testing {
 
@@ -17,23 +18,14 @@ class CutProxy {
   // crossed that mark are dropped and both sides closed; next_cut() is asked again for each
   // connection, and returns 0 for "never".
   CutProxy(uint16_t target, std::function<uint64_t()> next_cut);
-  ~CutProxy();  // stops accepting and joins every connection's thread
-  CutProxy(const CutProxy&) = delete;
-  CutProxy& operator=(const CutProxy&) = delete;
 
-  uint16_t port() const { return port_; }
-  int cuts() const { return cuts_; }
+  uint16_t port() const { return forwarder_->port(); }
+  int cuts() const { return *cuts_; }
 
  private:
-  void accept_loop(std::stop_token stop);
-  void pump(int client, uint64_t cut_at, std::stop_token stop);
-
-  uint16_t target_;
   std::function<uint64_t()> next_cut_;  // called on the accepting thread only
-  int listener_ = -1;
-  uint16_t port_ = 0;
-  std::atomic<int> cuts_ = 0;
-  std::jthread acceptor_;  // last: it uses everything above
+  std::shared_ptr<std::atomic<int>> cuts_ = std::make_shared<std::atomic<int>>(0);
+  std::unique_ptr<Forwarder> forwarder_;  // last: its threads use everything above
 };
 
 }  // namespace dtrain::testing

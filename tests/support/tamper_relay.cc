@@ -1,13 +1,6 @@
 #include "support/tamper_relay.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cstring>
-#include <stdexcept>
 #include <vector>
 
 #include "comm/crc32c.h"
@@ -19,32 +12,14 @@ namespace {
 
 namespace ff = frame_format;
 
-sockaddr_in loopback(uint16_t port) {
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(port);
-  return address;
-}
-
-bool write_all(int fd, const std::byte* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 // The client's stream, cut into frames. The HELLO says whether frames after the handshake carry a
 // tag (comm/auth.h: the params' flag byte follows the 32-byte nonce).
 class ClientStream {
  public:
-  // Appends what arrived; returns the bytes to forward now (whole frames, pushes rewritten).
-  std::vector<std::byte> take(const std::byte* data, size_t size, std::atomic<int>& rewritten) {
-    pending_.insert(pending_.end(), data, data + size);
-    std::vector<std::byte> out;
+  // Takes what arrived; appends to out what to forward now (whole frames, pushes rewritten).
+  void take(std::span<const std::byte> in, std::vector<std::byte>& out,
+            std::atomic<int>& rewritten) {
+    pending_.insert(pending_.end(), in.begin(), in.end());
     for (;;) {
       if (pending_.size() < ff::kHeaderBytes) break;
       const auto payload_len =
@@ -63,7 +38,6 @@ class ClientStream {
       out.insert(out.end(), frame.begin(), frame.end());
       pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(frame_size));
     }
-    return out;
   }
 
  private:
@@ -87,73 +61,29 @@ class ClientStream {
   bool tagged_ = false;
 };
 
+// What the server sends passes as it is.
+class Rewriter final : public Forwarder::Filter {
+ public:
+  explicit Rewriter(std::shared_ptr<std::atomic<int>> rewritten)
+      : rewritten_(std::move(rewritten)) {}
+  bool from_client(std::span<const std::byte> in, std::vector<std::byte>& out) override {
+    stream_.take(in, out, *rewritten_);
+    return true;
+  }
+  bool from_server(std::span<const std::byte> in, std::vector<std::byte>& out) override {
+    out.insert(out.end(), in.begin(), in.end());
+    return true;
+  }
+
+ private:
+  ClientStream stream_;
+  std::shared_ptr<std::atomic<int>> rewritten_;
+};
+
 }  // namespace
 
-TamperRelay::TamperRelay(uint16_t target) : target_(target) {
-  listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address = loopback(0);
-  socklen_t length = sizeof address;
-  if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
-      ::listen(listener_, 64) != 0 ||
-      ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    if (listener_ >= 0) ::close(listener_);
-    throw std::runtime_error("TamperRelay: cannot listen on loopback");
-  }
-  port_ = ntohs(address.sin_port);
-  acceptor_ = std::jthread([this](std::stop_token stop) { accept_loop(stop); });
-}
-
-TamperRelay::~TamperRelay() {
-  acceptor_.request_stop();
-  acceptor_.join();
-  ::close(listener_);
-}
-
-void TamperRelay::accept_loop(std::stop_token stop) {
-  std::vector<std::jthread> pumps;
-  while (!stop.stop_requested()) {
-    pollfd fd{listener_, POLLIN, 0};
-    // The slice bounds how late a stop is noticed.
-    if (::poll(&fd, 1, 100) <= 0) continue;
-    const int client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (client < 0) continue;
-    pumps.emplace_back([this, client](std::stop_token s) { pump(client, s); });
-  }
-}
-
-void TamperRelay::pump(int client, std::stop_token stop) {
-  const int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const sockaddr_in address = loopback(target_);
-  if (server < 0 ||
-      ::connect(server, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    if (server >= 0) ::close(server);
-    ::close(client);
-    return;
-  }
-  ClientStream from_client;
-  std::vector<std::byte> buffer(1 << 16);
-  bool open = true;
-  while (open && !stop.stop_requested()) {
-    pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
-    if (::poll(fds, 2, 100) <= 0) continue;
-    for (int i = 0; i < 2 && open; ++i) {
-      if (fds[i].revents == 0) continue;
-      const int from = fds[i].fd;
-      const ssize_t n = ::recv(from, buffer.data(), buffer.size(), 0);
-      if (n <= 0) {
-        open = false;
-        break;
-      }
-      if (from == server) {
-        open = write_all(client, buffer.data(), static_cast<size_t>(n));
-      } else {
-        const auto out = from_client.take(buffer.data(), static_cast<size_t>(n), rewritten_);
-        open = write_all(server, out.data(), out.size());
-      }
-    }
-  }
-  ::close(server);
-  ::close(client);
-}
+TamperRelay::TamperRelay(uint16_t target)
+    : forwarder_(std::make_unique<Forwarder>(
+          target, [this] { return std::make_unique<Rewriter>(rewritten_); })) {}
 
 }  // namespace dtrain::testing

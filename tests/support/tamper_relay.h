@@ -6,8 +6,9 @@
 
 #include <atomic>
 #include <cstdint>
-#include <stop_token>
-#include <thread>
+#include <memory>
+
+#include "support/forwarder.h"
 
 namespace dtrain::testing {
 
@@ -15,22 +16,13 @@ class TamperRelay {
  public:
   // Listens on a free loopback port and forwards each connection to `target`.
   explicit TamperRelay(uint16_t target);
-  ~TamperRelay();  // stops accepting and joins every connection's thread
-  TamperRelay(const TamperRelay&) = delete;
-  TamperRelay& operator=(const TamperRelay&) = delete;
 
-  uint16_t port() const { return port_; }
-  int pushes_rewritten() const { return rewritten_; }
+  uint16_t port() const { return forwarder_->port(); }
+  int pushes_rewritten() const { return *rewritten_; }
 
  private:
-  void accept_loop(std::stop_token stop);
-  void pump(int client, std::stop_token stop);
-
-  uint16_t target_;
-  int listener_ = -1;
-  uint16_t port_ = 0;
-  std::atomic<int> rewritten_ = 0;
-  std::jthread acceptor_;  // last: it uses everything above
+  std::shared_ptr<std::atomic<int>> rewritten_ = std::make_shared<std::atomic<int>>(0);
+  std::unique_ptr<Forwarder> forwarder_;  // last: its threads use everything above
 };
 
 }  // namespace dtrain::testing
