@@ -6,6 +6,7 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -149,13 +150,14 @@ class RawPeer {
 
   // An authenticated connection's frame, header and payload, its tag read and not checked.
   std::vector<std::byte> read_tagged_frame() {
-    std::vector<std::byte> frame(frame_format::kHeaderBytes);
-    stream_->read_exact(frame, deadline());
-    const auto header =
-        decode_header(std::span(frame).first<frame_format::kHeaderBytes>(), 1 << 20);
-    frame.resize(frame_format::kHeaderBytes + header.payload_len + kFrameTagBytes);
+    std::array<std::byte, frame_format::kHeaderBytes> header;
+    stream_->read_exact(header, deadline());
+    const uint64_t payload_len = decode_header(header, 1 << 20).payload_len;
+    std::vector<std::byte> frame(header.begin(), header.end());
+    frame.resize(frame_format::kHeaderBytes + payload_len);
     stream_->read_exact(std::span(frame).subspan(frame_format::kHeaderBytes), deadline());
-    frame.resize(frame.size() - kFrameTagBytes);
+    FrameTag tag;
+    stream_->read_exact(tag, deadline());
     return frame;
   }
 
