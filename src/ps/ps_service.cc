@@ -558,9 +558,10 @@ void PsService::send_push_reply(Connection& connection, const DeferredReply& rep
                                 const std::stop_token& stop) {
   int64_t step = reply.step;
   if (reply.wait) {
-    // In slices, so that a connection that ends stops its wait at once.
+    // In slices, so that a connection that ends (its peer gone, or the server stopping) stops
+    // its wait soon.
     constexpr auto kSlice = std::chrono::milliseconds(200);
-    while (!stop.stop_requested()) {
+    while (!stop.stop_requested() && connection.is_open()) {
       const auto until = std::min(reply.deadline, std::chrono::steady_clock::now() + kSlice);
       step = store_->wait_step_past(reply.shard, reply.computed_at_step, until);
       if (step > reply.computed_at_step || store_->finished() || store_->halting() ||
@@ -568,7 +569,7 @@ void PsService::send_push_reply(Connection& connection, const DeferredReply& rep
         break;
       }
     }
-    if (stop.stop_requested()) return;
+    if (stop.stop_requested() || !connection.is_open()) return;
     std::optional<std::string> error = store_->aborted();
     if (!error && step <= reply.computed_at_step && !store_->finished() && !store_->halting()) {
       error = fmt::format(
