@@ -103,7 +103,9 @@ TEST(Reliability, KilledPsComesBackFromTheNewestCheckpointAndTheLostStepsAreRepo
     // answered for them: then the ps had got one step further than the last step line.)
     EXPECT_GE((*lost)[1], last - checkpoint) << "worker " << i;
     EXPECT_LE((*lost)[1], last + 1 - checkpoint) << "worker " << i;
-    EXPECT_GE(last, kill_at);
+    // Worker 0 printed kill_at before the kill; worker 1's reply of that step may still have been
+    // on its way when the ps died.
+    EXPECT_GE(last, i == 0 ? kill_at : kill_at - 1) << "worker " << i;
   }
   // After the restore, each of the remaining steps was applied once on each of softmax's two
   // shards: the pushes retried over the new connections were not applied twice.
