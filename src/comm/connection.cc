@@ -212,24 +212,27 @@ void Connection::start_send(uint16_t type, uint64_t request_id, std::span<const 
 bool Connection::continue_send() {
   check_state(State::kOpen, "continue_send");
   if (!sending_) return true;
-  return guarded([&] {
-    size_t written =
-        stream_->write_available(std::span(send_pieces_).subspan(send_piece_), send_offset_);
-    bytes_moved_ += written;
-    // Advance over what was written, which may end inside any piece; empty pieces are passed.
-    while (send_piece_ < send_pieces_.size()) {
-      const size_t left = send_pieces_[send_piece_].size() - send_offset_;
-      if (written < left) {
-        send_offset_ += written;
-        break;
-      }
-      written -= left;
-      ++send_piece_;
-      send_offset_ = 0;
+  return guarded([&] { return pump_send(); });
+}
+
+bool Connection::pump_send() {
+  if (!sending_) return true;
+  size_t written =
+      stream_->write_available(std::span(send_pieces_).subspan(send_piece_), send_offset_);
+  bytes_moved_ += written;
+  // Advance over what was written, which may end inside any piece; empty pieces are passed.
+  while (send_piece_ < send_pieces_.size()) {
+    const size_t left = send_pieces_[send_piece_].size() - send_offset_;
+    if (written < left) {
+      send_offset_ += written;
+      break;
     }
-    sending_ = send_piece_ < send_pieces_.size();
-    return !sending_;
-  });
+    written -= left;
+    ++send_piece_;
+    send_offset_ = 0;
+  }
+  sending_ = send_piece_ < send_pieces_.size();
+  return !sending_;
 }
 
 // ---- receiving ----
@@ -336,39 +339,48 @@ std::optional<Connection::Incoming> Connection::try_receive() {
         "discarded",
         peer()));
   }
-  return guarded([&]() -> std::optional<Incoming> {
-    const auto header_bytes = std::span(prefix_).first<ff::kHeaderBytes>();
-    const auto meta_len = std::span(prefix_).last<ff::kMetaLenBytes>();
-    if (!prefix_done_) {
-      // The header and the meta length in one read: every payload opens with the meta length,
-      // so this never reads past the frame.
-      const size_t n = stream_->read_available(std::span(prefix_).subspan(prefix_have_));
-      prefix_have_ += n;
-      bytes_moved_ += n;
-      if (prefix_have_ < prefix_.size()) return std::nullopt;
-      accept_header(header_bytes, options_.max_payload_bytes, /*handshake=*/false);
-      meta_.resize(accept_meta_len(meta_len).meta_len);
-      prefix_done_ = true;
-      meta_have_ = 0;
+  return guarded(
+      [&] { return try_receive_frame(options_.max_payload_bytes, /*handshake=*/false); });
+}
+
+std::optional<Connection::Incoming> Connection::try_receive_frame(uint64_t max_payload_bytes,
+                                                                  bool handshake) {
+  const auto header_bytes = std::span(prefix_).first<ff::kHeaderBytes>();
+  const auto meta_len = std::span(prefix_).last<ff::kMetaLenBytes>();
+  if (!prefix_done_) {
+    // The header and the meta length in one read: every payload opens with the meta length,
+    // so this never reads past the frame.
+    const size_t n = stream_->read_available(std::span(prefix_).subspan(prefix_have_));
+    prefix_have_ += n;
+    bytes_moved_ += n;
+    // The header is checked as soon as it is in: a stray client's junk may be all it sends.
+    if (!header_accepted_ && prefix_have_ >= ff::kHeaderBytes) {
+      accept_header(header_bytes, max_payload_bytes, handshake);
+      header_accepted_ = true;
     }
-    if (meta_have_ < meta_.size()) {
-      const size_t n = stream_->read_available(std::span(meta_).subspan(meta_have_));
-      meta_have_ += n;
-      bytes_moved_ += n;
-      if (meta_have_ < meta_.size()) return std::nullopt;
-    }
-    if (!opening_absorbed_) {
-      absorb_opening(header_bytes, meta_len);
-      opening_absorbed_ = true;
-    }
-    if (tensor_bytes_ == 0 && !try_finish_frame()) return std::nullopt;  // the tag is not in
-    prefix_have_ = 0;
-    prefix_done_ = false;
-    opening_absorbed_ = false;
-    tensors_have_ = 0;
-    frame_unconsumed_ = true;
-    return incoming();
-  });
+    if (prefix_have_ < prefix_.size()) return std::nullopt;
+    meta_.resize(accept_meta_len(meta_len).meta_len);
+    prefix_done_ = true;
+    meta_have_ = 0;
+  }
+  if (meta_have_ < meta_.size()) {
+    const size_t n = stream_->read_available(std::span(meta_).subspan(meta_have_));
+    meta_have_ += n;
+    bytes_moved_ += n;
+    if (meta_have_ < meta_.size()) return std::nullopt;
+  }
+  if (!opening_absorbed_) {
+    absorb_opening(header_bytes, meta_len);
+    opening_absorbed_ = true;
+  }
+  if (tensor_bytes_ == 0 && !try_finish_frame()) return std::nullopt;  // the tag is not in
+  prefix_have_ = 0;
+  header_accepted_ = false;
+  prefix_done_ = false;
+  opening_absorbed_ = false;
+  tensors_have_ = 0;
+  frame_unconsumed_ = true;
+  return incoming();
 }
 
 bool Connection::try_receive_tensors(std::span<float> into) {
@@ -495,6 +507,12 @@ std::span<const std::byte> Connection::expect_handshake_frame(uint16_t type, siz
   // Until the peer has proved the secret, it may make us read only a tiny frame.
   const Incoming in =
       receive_frame(deadline, deadline, ff::kMaxHandshakePayloadBytes, /*handshake=*/true);
+  return check_handshake_frame(in, type, min_meta, max_meta);
+}
+
+std::span<const std::byte> Connection::check_handshake_frame(const Incoming& in, uint16_t type,
+                                                             size_t min_meta,
+                                                             size_t max_meta) const {
   if (in.type == ff::kTypeAuthFailed) {
     throw AuthError(fmt::format(
         "{} failed authentication (wrong cluster secret): it rejected our proof", peer()));
@@ -530,17 +548,6 @@ HandshakeParams Connection::own_params() const {
   return {.authenticate_frames = options_.authenticate_frames,
           .incarnation = options_.incarnation != 0 ? options_.incarnation : process_incarnation(),
           .identity = options_.identity};
-}
-
-void Connection::refuse(const std::string& reason, const IoDeadline& deadline) {
-  // Cut to what a handshake frame carries; the whole reason is in our own log.
-  const std::string_view sent =
-      std::string_view(reason).substr(0, ff::kMaxHandshakePayloadBytes - ff::kMetaLenBytes);
-  try {
-    send_frame(ff::kTypeRefused, 0, std::as_bytes(std::span(sent)), {}, deadline);
-  } catch (const TransportError&) {
-  }
-  throw AuthError(fmt::format("refused {}: {}", peer(), reason));
 }
 
 std::string Connection::mismatched_frames_error(const HandshakeParams& peer_said) const {
@@ -606,65 +613,142 @@ void Connection::handshake_as_client(std::string_view secret) {
 }
 
 void Connection::handshake_as_server(std::string_view secret, const Admission& admit) {
+  const auto until = SteadyClock::now() + std::chrono::milliseconds(options_.handshake_timeout_ms);
+  while (!continue_handshake_as_server(secret, admit)) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now());
+    if (left.count() <= 0) {
+      fail(std::make_exception_ptr(
+          TransportError(sending_ ? fmt::format("timed out sending to {}", peer())
+                                  : fmt::format("timed out waiting for data from {}", peer()))));
+    }
+    const TcpStream::Wait wait{stream_.get(), !sending_, sending_};
+    TcpStream::wait_any(std::span(&wait, 1), static_cast<int>(left.count()));
+  }
+}
+
+// ---- the server's side, a step at a time ----
+
+struct Connection::ServerHandshake {
+  enum class Stage { kHello, kChallenge, kProof, kAnswer };
+  Stage stage = Stage::kHello;
+  Nonce client_nonce{};
+  Nonce server_nonce{};
+  std::vector<std::byte> client_params;
+  std::vector<std::byte> server_params;
+  HandshakeParams client;
+  std::vector<std::byte> outgoing;   // the meta of the frame being sent, which refers to it
+  std::optional<AuthError> failure;  // told to the client; thrown once that is out
+  FrameKeys keys;
+};
+
+bool Connection::continue_handshake_as_server(std::string_view secret, const Admission& admit) {
   if (secret.empty()) throw std::invalid_argument("Connection::handshake_as_server: empty secret");
   check_state(State::kHandshaking, "handshake_as_server");
-  const IoDeadline deadline{
-      .until = SteadyClock::now() + std::chrono::milliseconds(options_.handshake_timeout_ms),
-      .stall_ms = options_.io_timeout_ms};
-  HandshakeParams client;
-  FrameKeys keys;
-  guarded([&] {
-    const auto hello = expect_handshake_frame(ff::kTypeHello, kNonceBytes,
-                                              kNonceBytes + kMaxParamsBytes, deadline);
-    Nonce client_nonce;
-    std::memcpy(client_nonce.data(), hello.data(), kNonceBytes);
-    // Copied: the next frame received reuses the buffer `hello` views.
-    const std::vector<std::byte> client_params(hello.begin() + kNonceBytes, hello.end());
-    client = decode_params(client_params);
-
-    const Nonce server_nonce = random_nonce();
-    const std::vector<std::byte> server_params = encode_params(own_params());
-    const Proof our_proof = server_proof(secret, client_nonce, server_nonce,
-                                         bytes_of(client_params), bytes_of(server_params));
-    std::vector<std::byte> challenge(server_nonce.begin(), server_nonce.end());
-    challenge.insert(challenge.end(), our_proof.begin(), our_proof.end());
-    challenge.insert(challenge.end(), server_params.begin(), server_params.end());
-    send_frame(ff::kTypeChallenge, 0, challenge, {}, deadline);
-
-    // A client whose setting differs says so by refusing to go on (it checks once it knows we
-    // hold the secret); the reason is ours to log too.
-    const bool mismatched = client.authenticate_frames != options_.authenticate_frames;
-    std::span<const std::byte> proof;
-    try {
-      proof = expect_handshake_frame(ff::kTypeProof, kProofBytes, kProofBytes, deadline);
-    } catch (const AuthError&) {
-      if (mismatched) throw AuthError(mismatched_frames_error(client));
-      throw;
-    }
-    Proof their_proof;
-    std::memcpy(their_proof.data(), proof.data(), kProofBytes);
-    if (!proofs_equal(their_proof,
-                      client_proof(secret, server_nonce, client_nonce, bytes_of(client_params),
-                                   bytes_of(server_params)))) {
-      send_auth_failed_quietly(deadline);
-      throw AuthError(fmt::format(
-          "{} failed authentication (wrong cluster secret): its proof does not match our secret",
-          peer()));
-    }
-    if (mismatched) {
-      send_auth_failed_quietly(deadline);
-      throw AuthError(mismatched_frames_error(client));
-    }
-    if (admit) {
-      if (const std::string reason = admit(client); !reason.empty()) refuse(reason, deadline);
-    }
-    send_frame(ff::kTypeAuthOk, 0, {}, {}, deadline);
-    if (options_.authenticate_frames) {
-      keys = frame_keys(secret, client_nonce, server_nonce, bytes_of(client_params),
-                        bytes_of(server_params));
-    }
-  });
+  if (!server_handshake_) server_handshake_ = std::make_unique<ServerHandshake>();
+  ServerHandshake& h = *server_handshake_;
+  if (!guarded([&] { return advance_server_handshake(h, secret, admit); })) return false;
+  const HandshakeParams client = std::move(h.client);
+  const FrameKeys keys = h.keys;
+  server_handshake_.reset();
   open_after_handshake(client, &keys.server_to_client, &keys.client_to_server);
+  return true;
+}
+
+bool Connection::advance_server_handshake(ServerHandshake& h, std::string_view secret,
+                                          const Admission& admit) {
+  using Stage = ServerHandshake::Stage;
+  for (;;) {
+    switch (h.stage) {
+      case Stage::kHello: {
+        // Until the peer has proved the secret, it may make us read only a tiny frame.
+        const auto in = try_receive_frame(ff::kMaxHandshakePayloadBytes, /*handshake=*/true);
+        if (!in) return false;
+        const auto hello =
+            check_handshake_frame(*in, ff::kTypeHello, kNonceBytes, kNonceBytes + kMaxParamsBytes);
+        std::memcpy(h.client_nonce.data(), hello.data(), kNonceBytes);
+        h.client_params.assign(hello.begin() + kNonceBytes, hello.end());
+        h.client = decode_params(h.client_params);
+        h.server_nonce = random_nonce();
+        h.server_params = encode_params(own_params());
+        const Proof ours = server_proof(secret, h.client_nonce, h.server_nonce,
+                                        bytes_of(h.client_params), bytes_of(h.server_params));
+        h.outgoing.assign(h.server_nonce.begin(), h.server_nonce.end());
+        h.outgoing.insert(h.outgoing.end(), ours.begin(), ours.end());
+        h.outgoing.insert(h.outgoing.end(), h.server_params.begin(), h.server_params.end());
+        start_handshake_frame(ff::kTypeChallenge, h.outgoing);
+        h.stage = Stage::kChallenge;
+        break;
+      }
+      case Stage::kChallenge:
+        if (!pump_send()) return false;
+        h.stage = Stage::kProof;
+        break;
+      case Stage::kProof: {
+        const auto in = try_receive_frame(ff::kMaxHandshakePayloadBytes, /*handshake=*/true);
+        if (!in) return false;
+        // A client whose setting differs says so by refusing to go on (it checks once it knows
+        // we hold the secret); the reason is ours to log too.
+        const bool mismatched = h.client.authenticate_frames != options_.authenticate_frames;
+        std::span<const std::byte> proof;
+        try {
+          proof = check_handshake_frame(*in, ff::kTypeProof, kProofBytes, kProofBytes);
+        } catch (const AuthError&) {
+          if (mismatched) throw AuthError(mismatched_frames_error(h.client));
+          throw;
+        }
+        Proof theirs;
+        std::memcpy(theirs.data(), proof.data(), kProofBytes);
+        if (!proofs_equal(theirs,
+                          client_proof(secret, h.server_nonce, h.client_nonce,
+                                       bytes_of(h.client_params), bytes_of(h.server_params)))) {
+          answer(h, ff::kTypeAuthFailed, {},
+                 AuthError(fmt::format("{} failed authentication (wrong cluster secret): its "
+                                       "proof does not match our secret",
+                                       peer())));
+        } else if (mismatched) {
+          answer(h, ff::kTypeAuthFailed, {}, AuthError(mismatched_frames_error(h.client)));
+        } else if (const std::string reason = admit ? admit(h.client) : ""; !reason.empty()) {
+          // Cut to what a handshake frame carries; the whole reason is in our own log.
+          const std::string_view told =
+              std::string_view(reason).substr(0, ff::kMaxHandshakePayloadBytes - ff::kMetaLenBytes);
+          answer(h, ff::kTypeRefused, std::as_bytes(std::span(told)),
+                 AuthError(fmt::format("refused {}: {}", peer(), reason)));
+        } else {
+          if (options_.authenticate_frames) {
+            h.keys = frame_keys(secret, h.client_nonce, h.server_nonce, bytes_of(h.client_params),
+                                bytes_of(h.server_params));
+          }
+          answer(h, ff::kTypeAuthOk, {}, std::nullopt);
+        }
+        break;
+      }
+      case Stage::kAnswer:
+        try {
+          if (!pump_send()) return false;
+        } catch (const TransportError&) {
+          // Telling a failing client why is a courtesy; the failure is the error to report.
+          if (h.failure) throw *h.failure;
+          throw;
+        }
+        if (h.failure) throw *h.failure;
+        return true;
+    }
+  }
+}
+
+void Connection::answer(ServerHandshake& h, uint16_t type, std::span<const std::byte> meta,
+                        std::optional<AuthError> failure) {
+  h.outgoing.assign(meta.begin(), meta.end());
+  start_handshake_frame(type, h.outgoing);
+  h.failure = std::move(failure);
+  h.stage = ServerHandshake::Stage::kAnswer;
+}
+
+void Connection::start_handshake_frame(uint16_t type, std::span<const std::byte> meta) {
+  prepare_frame(type, 0, meta, {}, /*tag_now=*/true);  // no frame keys yet: a CRC
+  send_piece_ = 0;
+  send_offset_ = 0;
+  sending_ = true;
 }
 
 void Connection::open_after_handshake(const HandshakeParams& peer, const FrameKey* send_key,

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/error.h"
 #include "comm/auth.h"
 #include "comm/frame.h"
 #include "comm/frame_format.h"
@@ -86,6 +87,14 @@ class Connection {
   // TransportError / FrameError otherwise. REQUIRES: kHandshaking.
   void handshake_as_client(std::string_view secret);
   void handshake_as_server(std::string_view secret, const Admission& admit = {});
+  // The server's side without blocking, for one thread that drives every connection still
+  // authenticating (comm/server.h): each call makes the progress the socket allows now and
+  // returns true once the connection is open. In between, the caller waits for the socket to be
+  // readable, or writable if handshake_wants_write(), and bounds the whole by
+  // handshake_timeout_ms itself. Throws as handshake_as_server.
+  // REQUIRES: kHandshaking; the same secret and admit at every call.
+  bool continue_handshake_as_server(std::string_view secret, const Admission& admit = {});
+  bool handshake_wants_write() const { return sending_; }
 
   // Sends one frame: the meta block, then each tensor's floats in order, gathered into a single
   // write straight from the caller's memory (nothing is copied; the CRC is chained over the
@@ -187,9 +196,21 @@ class Connection {
   // A handshake frame of type `type` carrying min_meta..max_meta bytes of meta; throws otherwise.
   std::span<const std::byte> expect_handshake_frame(uint16_t type, size_t min_meta, size_t max_meta,
                                                     const IoDeadline& deadline);
+  std::span<const std::byte> check_handshake_frame(const Incoming& in, uint16_t type,
+                                                   size_t min_meta, size_t max_meta) const;
   void send_auth_failed_quietly(const IoDeadline& deadline);
-  // Tells a client that proved the secret why it may not connect, then throws AuthError.
-  [[noreturn]] void refuse(const std::string& reason, const IoDeadline& deadline);
+  // The server's side, one step at a time (continue_handshake_as_server).
+  struct ServerHandshake;
+  bool advance_server_handshake(ServerHandshake& h, std::string_view secret,
+                                const Admission& admit);
+  // Starts sending the server's last handshake frame; `failure`, if any, is thrown once it is out.
+  void answer(ServerHandshake& h, uint16_t type, std::span<const std::byte> meta,
+              std::optional<AuthError> failure);
+  // try_receive's work, under the limits of the handshake or of the frames after it.
+  std::optional<Incoming> try_receive_frame(uint64_t max_payload_bytes, bool handshake);
+  void start_handshake_frame(uint16_t type, std::span<const std::byte> meta);
+  // continue_send's work: writes what the socket takes; true once the frame is out.
+  bool pump_send();
   HandshakeParams own_params() const;
   // A peer whose setting for frame authentication differs from ours: what to tell the user.
   std::string mismatched_frames_error(const HandshakeParams& peer) const;
@@ -216,6 +237,7 @@ class Connection {
   std::exception_ptr error_;           // guarded by mutex_; set on the move to kClosed
   bool closed_by_peer_ = false;        // guarded by mutex_
 
+  std::unique_ptr<ServerHandshake> server_handshake_;  // while the server's side is under way
   // Set by the handshake: what the peer said, and the frames' keys when they are authenticated.
   HandshakeParams peer_params_;
   std::unique_ptr<FrameMac> send_mac_;     // sender thread only
@@ -250,6 +272,7 @@ class Connection {
   // tensors.
   std::array<std::byte, frame_format::kHeaderBytes + frame_format::kMetaLenBytes> prefix_{};
   size_t prefix_have_ = 0;
+  bool header_accepted_ = false;
   bool prefix_done_ = false;
   size_t meta_have_ = 0;
   bool opening_absorbed_ = false;

@@ -1,17 +1,24 @@
 // The acceptor runs Asio's asynchronous accept on its own thread (so stop() can cancel it); each
-// accepted socket leaves Asio for a TcpStream and gets a thread of its own for the handshake and
-// the handler. Peers that have not authenticated are capped (the oldest dropped), their sockets
-// closed as soon as they are done, and shed when descriptors run out, so that a flood by peers
-// without the secret never locks the workers out; a thread that cannot be started costs its one
-// connection, never the process.
+// accepted socket leaves Asio for a TcpStream and joins the handshake thread's poll, which moves
+// every handshake on as its socket allows; an authenticated connection gets a thread of its own
+// for the handler. Peers that have not authenticated are capped (the oldest dropped), their
+// sockets closed as soon as they are done, and shed when descriptors run out, so that a flood by
+// peers without the secret never locks the workers out; a thread that cannot be started costs its
+// one connection, never the process.
 #include "comm/server.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <asio.hpp>
+#include <cerrno>
+#include <cstring>
 #include <system_error>
+#include <vector>
 
 #include "base/error.h"
 
@@ -72,12 +79,20 @@ Server::Server(ServerOptions options, Handler handler)
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) throw TransportError(fmt::format("cannot listen on {}: {}", where, ec.message()));
   port_ = acceptor.local_endpoint().port();
+  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    throw TransportError(fmt::format("cannot serve on {}: pipe: {}", where, std::strerror(errno)));
+  }
 
+  handshaker_ = std::jthread([this](std::stop_token stop) { handshake_loop(stop); });
   accept_next();
   acceptor_ = std::jthread([this] { listener_->io.run(); });
 }
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+  ::close(wake_[0]);
+  ::close(wake_[1]);
+}
 
 void Server::accept_next() {
   listener_->acceptor.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
@@ -127,15 +142,91 @@ void Server::adopt(std::unique_ptr<TcpStream> stream) {
   }
   Peer& peer = peers_.emplace_back();
   peer.connection = std::move(connection);
+  peer.handshake_until =
+      SteadyClock::now() + std::chrono::milliseconds(options_.connection.handshake_timeout_ms);
+  stats_changed_.notify_all();
+  wake_handshakes();
+}
+
+void Server::wake_handshakes() {
+  const char byte = 0;
+  // A full pipe already holds a wake-up: nothing is lost when this write finds no room.
+  [[maybe_unused]] const ssize_t ignored = ::write(wake_[1], &byte, 1);
+}
+
+void Server::handshake_loop(std::stop_token stop) {
+  std::vector<pollfd> fds;
+  std::vector<Peer*> waiting;
+  while (!stop.stop_requested()) {
+    fds.assign(1, pollfd{wake_[0], POLLIN, 0});
+    waiting.clear();
+    // The slice bounds how late a stop is noticed when nothing else wakes the thread.
+    auto wake_at = SteadyClock::now() + std::chrono::seconds(1);
+    {
+      std::lock_guard lock(mutex_);
+      for (Peer& peer : peers_) {
+        if (peer.done || peer.authenticated) continue;
+        // Only this thread changes a connection still authenticating, or marks its peer done, so
+        // the peer and its connection stay valid after the lock is released.
+        const Connection& c = *peer.connection;
+        fds.push_back(pollfd{c.stream().native_handle(),
+                             static_cast<short>(c.handshake_wants_write() ? POLLOUT : POLLIN), 0});
+        waiting.push_back(&peer);
+        wake_at = std::min(wake_at, peer.handshake_until);
+      }
+    }
+    const auto timeout =
+        std::chrono::ceil<std::chrono::milliseconds>(wake_at - SteadyClock::now()).count();
+    if (::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(0, timeout))) < 0 &&
+        errno != EINTR) {
+      spdlog::error("server on port {}: poll failed: {}", port_, std::strerror(errno));
+    }
+    if (fds[0].revents != 0) {
+      char drain[64];
+      while (::read(wake_[0], drain, sizeof drain) > 0) {
+      }
+    }
+    const auto now = SteadyClock::now();
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      if (fds[i + 1].revents != 0 || now >= waiting[i]->handshake_until)
+        advance_handshake(*waiting[i]);
+    }
+  }
+}
+
+void Server::advance_handshake(Peer& peer) {
+  Connection& connection = *peer.connection;
+  try {
+    if (SteadyClock::now() >= peer.handshake_until) {
+      throw TransportError(
+          connection.handshake_wants_write()
+              ? fmt::format("timed out sending to {}", connection.peer())
+              : fmt::format("timed out waiting for data from {}", connection.peer()));
+    }
+    const bool open = connection.continue_handshake_as_server(
+        options_.secret, [&](const HandshakeParams& client) { return admit(peer, client); });
+    if (!open) return;
+  } catch (const std::exception& error) {
+    // Nothing more is read from a peer that has not proved the secret.
+    connection.close();
+    if (!stopping_) spdlog::warn("rejected connection: {}", error.what());
+    finish(peer, &ServerStats::rejected);
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    ++stats_.authenticated;
+    peer.authenticated = true;
+    stats_changed_.notify_all();
+  }
   try {
     peer.thread = std::jthread([this, &peer] { serve(peer); });
   } catch (const std::system_error& error) {
-    spdlog::warn("rejected connection from {}: cannot start a thread for it: {}",
-                 peer.connection->address(), error.what());
-    peers_.pop_back();  // closes it
-    ++stats_.rejected;
+    spdlog::warn("closed connection from {}: cannot start a thread for it: {}",
+                 connection.address(), error.what());
+    connection.close();
+    finish(peer, &ServerStats::failed);
   }
-  stats_changed_.notify_all();
 }
 
 size_t Server::unauthenticated() const {
@@ -158,22 +249,6 @@ void Server::shed_unauthenticated(size_t how_many, const char* why) {
 
 void Server::serve(Peer& peer) {
   Connection& connection = *peer.connection;
-  try {
-    connection.handshake_as_server(
-        options_.secret, [&](const HandshakeParams& client) { return admit(peer, client); });
-  } catch (const std::exception& error) {
-    // Nothing more is read from a peer that has not proved the secret.
-    connection.close();
-    if (!stopping_) spdlog::warn("rejected connection: {}", error.what());
-    finish(peer, &ServerStats::rejected);
-    return;
-  }
-  {
-    std::lock_guard lock(mutex_);
-    ++stats_.authenticated;
-    peer.authenticated = true;
-    stats_changed_.notify_all();
-  }
   try {
     handler_(connection);
     connection.close();
@@ -264,6 +339,11 @@ void Server::stop() {
       listener_->retry.cancel();
     });
     acceptor_.join();
+  }
+  if (handshaker_.joinable()) {
+    handshaker_.request_stop();
+    wake_handshakes();
+    handshaker_.join();
   }
   std::list<Peer> peers;
   {

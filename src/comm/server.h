@@ -1,8 +1,9 @@
 // Accepts connections, authenticates each one, and runs a handler on a thread per authenticated
-// connection. A task's identity (comm/auth.h) is held by one live connection at a time: another
-// process claiming it is refused, naming where the first is connected from. One peer's failure (bad
-// secret, garbage, a bad frame, a dead socket) closes that peer's connection with a logged reason;
-// the server keeps serving everyone else.
+// connection; the handshakes themselves all run on one thread, without blocking, so that a peer
+// without the secret costs a descriptor and never a thread. A task's identity (comm/auth.h) is held
+// by one live connection at a time: another process claiming it is refused, naming where the first
+// is connected from. One peer's failure (bad secret, garbage, a bad frame, a dead socket) closes
+// that peer's connection with a logged reason; the server keeps serving everyone else.
 #pragma once
 
 #include <atomic>
@@ -27,8 +28,8 @@ struct ServerOptions {
   // Limits and timeouts of every accepted connection (its task_name and connect_timeout_ms are
   // unused). handshake_timeout_ms bounds how long a peer that has not authenticated is kept.
   ConnectionOptions connection;
-  // Connections still in their handshake, each on a thread of its own, beyond which the oldest
-  // is dropped: what peers without the secret can cost the server in threads and descriptors.
+  // Connections still in their handshake, beyond which the oldest is dropped: what peers without
+  // the secret can cost the server in descriptors.
   int max_unauthenticated = 32;
 };
 
@@ -77,7 +78,8 @@ class Server {
     // Destroyed, and its socket closed, the moment the peer is done: descriptors must not wait
     // for the next accept, which is what fails once they run out.
     std::unique_ptr<Connection> connection;
-    std::jthread thread;
+    std::jthread thread;  // the handler's, once authenticated
+    SteadyClock::time_point handshake_until;
     bool done = false;           // guarded by mutex_
     bool authenticated = false;  // guarded by mutex_
     bool dropped = false;        // guarded by mutex_; shed, its thread on its way out
@@ -87,15 +89,22 @@ class Server {
     uint64_t incarnation = 0;
   };
 
-  // Acceptor thread: arms the next asynchronous accept; hands an accepted socket its own thread.
+  // Acceptor thread: arms the next asynchronous accept; hands an accepted socket to the
+  // handshake thread.
   void accept_next();
   void adopt(std::unique_ptr<TcpStream> stream);
+  // Handshake thread: waits on every connection still authenticating (and on wake_, for new
+  // ones), and moves each on as far as its socket allows.
+  void handshake_loop(std::stop_token stop);
+  // One step of a peer's handshake; once it is through, the handler's thread.
+  void advance_handshake(Peer& peer);
+  void wake_handshakes();
   void reap_finished_peers();
   // Shuts down the oldest connections still authenticating, at most `how_many`, saying why; their
   // threads then fail the handshake and finish. REQUIRES: mutex_ held.
   void shed_unauthenticated(size_t how_many, const char* why);
   size_t unauthenticated() const;  // REQUIRES: mutex_ held
-  // A connection's thread: handshake, then the handler.
+  // An authenticated connection's thread: the handler.
   void serve(Peer& peer);
   // The handshake's admission of `peer`'s client: refused while another process holds a live
   // connection under the same identity. Takes mutex_.
@@ -110,10 +119,12 @@ class Server {
 
   mutable std::mutex mutex_;
   mutable std::condition_variable stats_changed_;
-  ServerStats stats_;      // guarded by mutex_
-  std::list<Peer> peers_;  // guarded by mutex_; a list, so that a Peer never moves
-  std::mutex stop_mutex_;  // serialises stop()
-  std::jthread acceptor_;  // last: started once everything above exists, joined first
+  ServerStats stats_;        // guarded by mutex_
+  std::list<Peer> peers_;    // guarded by mutex_; a list, so that a Peer never moves
+  std::mutex stop_mutex_;    // serialises stop()
+  int wake_[2] = {-1, -1};   // a pipe: adopt() tells the handshake thread of a new peer
+  std::jthread handshaker_;  // started once everything above exists, joined after the acceptor
+  std::jthread acceptor_;    // last: started once everything above exists, joined first
 };
 
 }  // namespace dtrain

@@ -85,6 +85,8 @@ class TcpStream {
   };
   // Waits until any of `waits` is ready, or until timeout_ms has passed (then returns false).
   static bool wait_any(std::span<const Wait> waits, int timeout_ms);
+  // The socket, for a poller of comm/'s own that also watches other descriptors (comm/server.h).
+  int native_handle() const { return fd_; }
 
   // Shuts both directions down: blocked and later reads and writes return at once (end of stream
   // or an error). The descriptor stays open until the destructor, so a thread still inside a call

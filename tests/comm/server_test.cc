@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -265,6 +267,31 @@ TEST(Server, TheOldestOfTooManyPeersStillAuthenticatingIsDroppedAndCounted) {
   expect_echo_works(*honest);
   EXPECT_EQ(server.stats().shed, 2u);
   EXPECT_TRUE(silent[1]->closed_by_other_side());
+}
+
+// This process's threads, from the kernel's count.
+int threads_of_this_process() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+TEST(Server, PeersStillAuthenticatingCostNoThread) {
+  ServerOptions options = loopback_options();
+  options.max_unauthenticated = 64;
+  Server server(options, echo);
+  expect_echo_works(*connect_to(server));  // one handshake done: every thread the server keeps runs
+  ASSERT_TRUE(server.wait_for([](const ServerStats& s) { return s.finished == 1; }, kPatience));
+  const int before = threads_of_this_process();
+  std::vector<std::unique_ptr<RawPeer>> silent;
+  for (int i = 0; i < 40; ++i) silent.push_back(std::make_unique<RawPeer>(server.port()));
+  ASSERT_TRUE(server.wait_for([](const ServerStats& s) { return s.accepted == 41; }, kPatience));
+  // (At most: the first handshake's handler thread may still have been on its way out.)
+  EXPECT_LE(threads_of_this_process(), before);
+  // And they hold up no one: a handshake goes through among them.
+  expect_echo_works(*connect_to(server));
 }
 
 TEST(Server, ClientHangingUpIsANormalEnd) {

@@ -161,7 +161,7 @@ class RawPeer {
   }
 
   // The first half of the handshake (comm/auth.h): our HELLO, and the ps's CHALLENGE read in full.
-  // Once the challenge has come, the ps has accepted us and one of its threads serves us.
+  // Once the challenge has come, the ps has accepted us and its handshake thread serves us.
   void say_hello() {
     const Nonce nonce = random_nonce();
     const auto params = encode_params(HandshakeParams{});
