@@ -1,16 +1,16 @@
-// The acceptor runs Asio's asynchronous accept on its own thread (so stop() can cancel it); each
-// accepted socket leaves Asio for a TcpStream and joins the handshake thread's poll, which moves
-// every handshake on as its socket allows; an authenticated connection gets a thread of its own
-// for the handler. Peers that have not authenticated are capped (the oldest dropped), their
-// sockets closed as soon as they are done, and shed when descriptors run out, so that a flood by
-// peers without the secret never locks the workers out; a thread that cannot be started costs its
-// one connection, never the process.
+// One thread, the handshake thread, polls the listener and every connection still authenticating:
+// it accepts, and moves each handshake on as its socket allows; an authenticated connection gets a
+// thread of its own for the handler. Peers that have not authenticated are capped (the oldest
+// dropped), and shed when descriptors run out; a dropped peer's socket is closed by the same thread
+// before it accepts again, so that a flood by peers without the secret never holds the descriptors
+// the workers need. A thread that cannot be started costs its one connection, never the process.
 #include "comm/server.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,12 +24,6 @@
 
 namespace dtrain {
 
-struct Server::Listener {
-  asio::io_context io;
-  asio::ip::tcp::acceptor acceptor{io};
-  asio::steady_timer retry{io};  // paces accept after a failure such as running out of files
-};
-
 namespace {
 
 std::string endpoint_address(const asio::ip::tcp::endpoint& endpoint) {
@@ -38,18 +32,7 @@ std::string endpoint_address(const asio::ip::tcp::endpoint& endpoint) {
   return fmt::format("{}:{}", address.to_string(), endpoint.port());
 }
 
-// The accepted socket leaves Asio for a TcpStream; nullptr if the peer has already gone.
-std::unique_ptr<TcpStream> take_stream(asio::ip::tcp::socket& socket) {
-  std::error_code ec;
-  const auto remote = socket.remote_endpoint(ec);
-  if (ec) return nullptr;  // the socket's destructor closes it
-  try {
-    return std::make_unique<TcpStream>(socket.release(), endpoint_address(remote));
-  } catch (const TransportError& error) {
-    spdlog::warn("rejected connection: {}", error.what());
-    return nullptr;
-  }
-}
+std::string errno_text() { return std::strerror(errno); }
 
 ServerOptions checked(ServerOptions options) {
   if (options.secret.empty()) throw UsageError("cannot serve: the cluster secret is empty");
@@ -58,71 +41,106 @@ ServerOptions checked(ServerOptions options) {
   return options;
 }
 
+// A listening socket on host:port, non-blocking: it is accepted from when poll() finds it ready,
+// and a peer that leaves meanwhile must not block the thread. Sets `port` to the bound one.
+int listen_on(const std::string& host, uint16_t& port) {
+  const std::string where = fmt::format("{}:{}", host, port);
+  asio::io_context io;
+  asio::ip::tcp::resolver resolver(io);
+  std::error_code ec;
+  const auto endpoints =
+      resolver.resolve(host, std::to_string(port), asio::ip::tcp::resolver::passive, ec);
+  if (ec) throw TransportError(fmt::format("cannot listen on {}: {}", where, ec.message()));
+  auto endpoint = endpoints.begin()->endpoint();
+  const int fd =
+      ::socket(endpoint.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) throw TransportError(fmt::format("cannot listen on {}: {}", where, errno_text()));
+  const int one = 1;
+  socklen_t length = static_cast<socklen_t>(endpoint.capacity());
+  // SO_REUSEADDR: a restarted task can bind its port while old connections sit in TIME_WAIT.
+  if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      ::bind(fd, endpoint.data(), static_cast<socklen_t>(endpoint.size())) != 0 ||
+      ::listen(fd, SOMAXCONN) != 0 || ::getsockname(fd, endpoint.data(), &length) != 0) {
+    const std::string why = errno_text();
+    ::close(fd);
+    throw TransportError(fmt::format("cannot listen on {}: {}", where, why));
+  }
+  endpoint.resize(length);
+  port = endpoint.port();
+  return fd;
+}
+
 }  // namespace
 
 Server::Server(ServerOptions options, Handler handler)
-    : options_(checked(std::move(options))),
-      handler_(std::move(handler)),
-      listener_(std::make_unique<Listener>()) {
-  const std::string where = fmt::format("{}:{}", options_.bind_host, options_.port);
-  std::error_code ec;
-  asio::ip::tcp::resolver resolver(listener_->io);
-  const auto endpoints = resolver.resolve(options_.bind_host, std::to_string(options_.port),
-                                          asio::ip::tcp::resolver::passive, ec);
-  if (ec) throw TransportError(fmt::format("cannot listen on {}: {}", where, ec.message()));
-  const auto endpoint = endpoints.begin()->endpoint();
-  auto& acceptor = listener_->acceptor;
-  acceptor.open(endpoint.protocol(), ec);
-  // SO_REUSEADDR: a restarted task can bind its port while old connections sit in TIME_WAIT.
-  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor.bind(endpoint, ec);
-  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) throw TransportError(fmt::format("cannot listen on {}: {}", where, ec.message()));
-  port_ = acceptor.local_endpoint().port();
+    : options_(checked(std::move(options))), handler_(std::move(handler)) {
+  port_ = options_.port;
+  listen_fd_ = listen_on(options_.bind_host, port_);
   if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
-    throw TransportError(fmt::format("cannot serve on {}: pipe: {}", where, std::strerror(errno)));
+    const std::string why = errno_text();
+    ::close(listen_fd_);
+    throw TransportError(fmt::format("cannot serve on port {}: pipe: {}", port_, why));
   }
-
+  hold_reserve();
   handshaker_ = std::jthread([this](std::stop_token stop) { handshake_loop(stop); });
-  accept_next();
-  acceptor_ = std::jthread([this] { listener_->io.run(); });
 }
 
 Server::~Server() {
   stop();
+  release_reserve();
   ::close(wake_[0]);
   ::close(wake_[1]);
 }
 
-void Server::accept_next() {
-  listener_->acceptor.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
-    // stop() closed the acceptor: leave the handler unarmed so io.run() returns.
-    if (ec == asio::error::operation_aborted || stopping_) return;
-    if (ec) {
-      // Typically EMFILE, which persists for a while: make room and retry later rather than spin.
-      spdlog::warn("server on port {}: accept failed: {}", port_, ec.message());
-      if (ec == asio::error::no_descriptors || ec == std::errc::too_many_files_open_in_system) {
-        std::lock_guard lock(mutex_);
-        shed_unauthenticated(std::max<size_t>(1, unauthenticated() / 2),
-                             "the server ran out of descriptors");
-      }
-      reap_finished_peers();
-      listener_->retry.expires_after(std::chrono::milliseconds(100));
-      listener_->retry.async_wait([this](std::error_code wait_ec) {
-        if (!wait_ec && !stopping_) accept_next();
-      });
-      return;
-    }
-    if (auto stream = take_stream(socket)) adopt(std::move(stream));
-    accept_next();
-  });
+void Server::hold_reserve() {
+  for (int& fd : reserve_) {
+    if (fd < 0) fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
 }
 
-void Server::adopt(std::unique_ptr<TcpStream> stream) {
+void Server::release_reserve() {
+  for (int& fd : reserve_) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+}
+
+void Server::accept_pending() {
+  for (;;) {
+    sockaddr_storage address{};
+    socklen_t length = sizeof address;
+    const int fd =
+        ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      adopt(fd, address, length);
+      continue;
+    }
+    const int error = errno;
+    if (error == EAGAIN || error == EWOULDBLOCK) return;
+    // A connection that broke in the backlog costs only itself.
+    if (error == EINTR || error == ECONNABORTED || error == EPROTO) continue;
+    if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM) {
+      // Before anything else, which may itself need a descriptor (a log line, a sanitizer's check).
+      release_reserve();
+      shed_unauthenticated(unauthenticated() / 2, "the server ran out of descriptors");
+    }
+    spdlog::warn("server on port {}: accept failed: {}", port_, std::strerror(error));
+    // Typically EMFILE, which persists for a while: make room and retry later rather than spin.
+    reap_finished_peers();
+    accept_again_at_ = SteadyClock::now() + kAcceptRetry;
+    return;
+  }
+}
+
+void Server::adopt(int fd, const sockaddr_storage& address, socklen_t length) {
+  asio::ip::tcp::endpoint remote;
+  std::memcpy(remote.data(), &address, std::min<size_t>(length, remote.capacity()));
+  remote.resize(std::min<size_t>(length, remote.capacity()));
   reap_finished_peers();
   std::unique_ptr<Connection> connection;
   try {
-    connection = std::make_unique<Connection>(std::move(stream), options_.connection);
+    connection = std::make_unique<Connection>(
+        std::make_unique<TcpStream>(fd, endpoint_address(remote)), options_.connection);
   } catch (const TransportError& error) {
     // Its socket options could not be set (it broke between accept and now): this one peer's
     // failure, counted as a connection that never got through its handshake.
@@ -133,19 +151,16 @@ void Server::adopt(std::unique_ptr<TcpStream> stream) {
     stats_changed_.notify_all();
     return;
   }
+  // The oldest make room before the newest is counted: whoever sees it accepted sees them closed.
+  const size_t cap = static_cast<size_t>(std::max(1, options_.max_unauthenticated));
+  shed_unauthenticated(cap - 1, "too many connections were authenticating at once");
   std::lock_guard lock(mutex_);
   ++stats_.accepted;
-  const size_t cap = static_cast<size_t>(std::max(1, options_.max_unauthenticated));
-  if (unauthenticated() >= cap) {
-    shed_unauthenticated(unauthenticated() - cap + 1,
-                         "too many connections were authenticating at once");
-  }
   Peer& peer = peers_.emplace_back();
   peer.connection = std::move(connection);
   peer.handshake_until =
       SteadyClock::now() + std::chrono::milliseconds(options_.connection.handshake_timeout_ms);
   stats_changed_.notify_all();
-  wake_handshakes();
 }
 
 void Server::wake_handshakes() {
@@ -158,10 +173,15 @@ void Server::handshake_loop(std::stop_token stop) {
   std::vector<pollfd> fds;
   std::vector<Peer*> waiting;
   while (!stop.stop_requested()) {
-    fds.assign(1, pollfd{wake_[0], POLLIN, 0});
+    const auto start = SteadyClock::now();
+    const bool accepting = start >= accept_again_at_;
+    if (accepting) hold_reserve();
+    // poll() skips a negative descriptor: the listener rests while accepting is paced.
+    fds.assign({pollfd{wake_[0], POLLIN, 0}, pollfd{accepting ? listen_fd_ : -1, POLLIN, 0}});
     waiting.clear();
     // The slice bounds how late a stop is noticed when nothing else wakes the thread.
-    auto wake_at = SteadyClock::now() + std::chrono::seconds(1);
+    auto wake_at = start + std::chrono::seconds(1);
+    if (!accepting) wake_at = std::min(wake_at, accept_again_at_);
     {
       std::lock_guard lock(mutex_);
       for (Peer& peer : peers_) {
@@ -188,9 +208,11 @@ void Server::handshake_loop(std::stop_token stop) {
     }
     const auto now = SteadyClock::now();
     for (size_t i = 0; i < waiting.size(); ++i) {
-      if (fds[i + 1].revents != 0 || now >= waiting[i]->handshake_until)
+      if (fds[i + 2].revents != 0 || now >= waiting[i]->handshake_until)
         advance_handshake(*waiting[i]);
     }
+    // Last: accepting may shed, and so finish, peers in `waiting`.
+    if (fds[1].revents != 0 && !stopping_) accept_pending();
   }
 }
 
@@ -230,21 +252,31 @@ void Server::advance_handshake(Peer& peer) {
 }
 
 size_t Server::unauthenticated() const {
+  std::lock_guard lock(mutex_);
   return static_cast<size_t>(std::count_if(
       peers_.begin(), peers_.end(), [](const Peer& p) { return !p.done && !p.authenticated; }));
 }
 
-void Server::shed_unauthenticated(size_t how_many, const char* why) {
-  for (Peer& peer : peers_) {  // oldest first
-    if (how_many == 0) break;
-    if (peer.done || peer.authenticated || peer.dropped) continue;
-    spdlog::warn("server on port {}: dropped the connection from {}, still authenticating: {}",
-                 port_, peer.connection->address(), why);
-    peer.connection->close();
-    peer.dropped = true;
-    ++stats_.shed;
-    --how_many;
+void Server::shed_unauthenticated(size_t keep, const char* why) {
+  std::vector<std::unique_ptr<Connection>> dropped;
+  {
+    std::lock_guard lock(mutex_);
+    size_t waiting = static_cast<size_t>(std::count_if(
+        peers_.begin(), peers_.end(), [](const Peer& p) { return !p.done && !p.authenticated; }));
+    for (auto peer = peers_.begin(); peer != peers_.end() && waiting > keep; ++peer) {  // oldest
+      if (peer->done || peer->authenticated) continue;
+      spdlog::warn("server on port {}: dropped the connection from {}, still authenticating: {}",
+                   port_, peer->connection->address(), why);
+      dropped.push_back(std::move(peer->connection));
+      peer->done = true;
+      ++stats_.shed;
+      ++stats_.rejected;
+      --waiting;
+    }
+    stats_changed_.notify_all();
   }
+  // Their sockets close here, before anything else is accepted: the descriptors are what a flood
+  // takes, and what the next accept needs.
 }
 
 void Server::serve(Peer& peer) {
@@ -330,21 +362,13 @@ bool Server::wait_for(const std::function<bool(const ServerStats&)>& done,
 void Server::stop() {
   std::lock_guard stop_lock(stop_mutex_);
   stopping_ = true;
-  if (acceptor_.joinable()) {
-    // The acceptor belongs to the acceptor thread; closing it there cancels the pending accept
-    // (or retry), after which io.run() runs out of work and returns.
-    asio::post(listener_->io, [this] {
-      std::error_code ec;
-      listener_->acceptor.close(ec);
-      listener_->retry.cancel();
-    });
-    acceptor_.join();
-  }
   if (handshaker_.joinable()) {
     handshaker_.request_stop();
     wake_handshakes();
     handshaker_.join();
   }
+  if (listen_fd_ >= 0) ::close(listen_fd_);  // the handshake thread's until now
+  listen_fd_ = -1;
   std::list<Peer> peers;
   {
     std::lock_guard lock(mutex_);

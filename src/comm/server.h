@@ -6,6 +6,8 @@
 // that peer's connection with a logged reason; the server keeps serving everyone else.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -73,7 +75,8 @@ class Server {
                 std::chrono::milliseconds timeout) const;
 
  private:
-  struct Listener;  // the Asio acceptor and its I/O context
+  // How long accepting pauses after the descriptors ran out (EMFILE lasts a while): no spinning.
+  static constexpr std::chrono::milliseconds kAcceptRetry{100};
   struct Peer {
     // Destroyed, and its socket closed, the moment the peer is done: descriptors must not wait
     // for the next accept, which is what fails once they run out.
@@ -82,28 +85,32 @@ class Server {
     SteadyClock::time_point handshake_until;
     bool done = false;           // guarded by mutex_
     bool authenticated = false;  // guarded by mutex_
-    bool dropped = false;        // guarded by mutex_; shed, its thread on its way out
     // What the client said of itself, once admitted (guarded by mutex_): one live connection per
     // identity, save reconnections of the same process.
     std::string identity;
     uint64_t incarnation = 0;
   };
 
-  // Acceptor thread: arms the next asynchronous accept; hands an accepted socket to the
-  // handshake thread.
-  void accept_next();
-  void adopt(std::unique_ptr<TcpStream> stream);
-  // Handshake thread: waits on every connection still authenticating (and on wake_, for new
-  // ones), and moves each on as far as its socket allows.
+  // Handshake thread: waits on the listener, on every connection still authenticating, and on
+  // wake_ (for stop()); accepts what is pending and moves each handshake on as far as its socket
+  // allows.
   void handshake_loop(std::stop_token stop);
+  // Accepts until none is pending; after running out of descriptors, sheds and pauses accepting.
+  void accept_pending();
+  void adopt(int fd, const sockaddr_storage& address, socklen_t length);
+  // Two descriptors held back for the moment the others run out: closed first thing then, so that
+  // shedding, logging (and a sanitizer's checks) have descriptors to work with; held again when
+  // accepting resumes.
+  void hold_reserve();
+  void release_reserve();
   // One step of a peer's handshake; once it is through, the handler's thread.
   void advance_handshake(Peer& peer);
   void wake_handshakes();
   void reap_finished_peers();
-  // Shuts down the oldest connections still authenticating, at most `how_many`, saying why; their
-  // threads then fail the handshake and finish. REQUIRES: mutex_ held.
-  void shed_unauthenticated(size_t how_many, const char* why);
-  size_t unauthenticated() const;  // REQUIRES: mutex_ held
+  // Closes the oldest connections still authenticating until at most `keep` are left, saying why,
+  // and counts them shed and rejected. Handshake thread only.
+  void shed_unauthenticated(size_t keep, const char* why);
+  size_t unauthenticated() const;  // stable on the handshake thread, the only one to change it
   // An authenticated connection's thread: the handler.
   void serve(Peer& peer);
   // The handshake's admission of `peer`'s client: refused while another process holds a live
@@ -113,18 +120,20 @@ class Server {
 
   const ServerOptions options_;
   const Handler handler_;
-  std::unique_ptr<Listener> listener_;
+  int listen_fd_ = -1;  // the handshake thread's while it runs
   uint16_t port_ = 0;
   std::atomic<bool> stopping_ = false;
 
   mutable std::mutex mutex_;
   mutable std::condition_variable stats_changed_;
-  ServerStats stats_;        // guarded by mutex_
-  std::list<Peer> peers_;    // guarded by mutex_; a list, so that a Peer never moves
-  std::mutex stop_mutex_;    // serialises stop()
-  int wake_[2] = {-1, -1};   // a pipe: adopt() tells the handshake thread of a new peer
-  std::jthread handshaker_;  // started once everything above exists, joined after the acceptor
-  std::jthread acceptor_;    // last: started once everything above exists, joined first
+  ServerStats stats_;       // guarded by mutex_
+  std::list<Peer> peers_;   // guarded by mutex_; a list, so that a Peer never moves
+  std::mutex stop_mutex_;   // serialises stop()
+  int wake_[2] = {-1, -1};  // a pipe: stop() wakes the handshake thread
+  // Handshake thread only: when accepting resumes after the descriptors ran out.
+  SteadyClock::time_point accept_again_at_{};
+  int reserve_[2] = {-1, -1};  // handshake thread only, once it runs
+  std::jthread handshaker_;    // last: started once everything above exists
 };
 
 }  // namespace dtrain

@@ -6,7 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -267,6 +269,30 @@ TEST(Server, TheOldestOfTooManyPeersStillAuthenticatingIsDroppedAndCounted) {
   expect_echo_works(*honest);
   EXPECT_EQ(server.stats().shed, 2u);
   EXPECT_TRUE(silent[1]->closed_by_other_side());
+}
+
+// This process's open descriptors, from the kernel's list.
+int descriptors_of_this_process() {
+  return static_cast<int>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                        std::filesystem::directory_iterator{}));
+}
+
+// What a flood takes from the server is descriptors: a dropped peer's must be free again by the
+// time the next peer is in, not whenever its socket is next looked at.
+TEST(Server, ADroppedPeersDescriptorIsClosedBeforeTheNextPeerIsCounted) {
+  ServerOptions options = loopback_options();
+  options.max_unauthenticated = 2;
+  Server server(options, echo);
+  const int before = descriptors_of_this_process();
+  std::vector<std::unique_ptr<RawPeer>> silent;
+  for (uint64_t i = 1; i <= 20; ++i) {
+    silent.push_back(std::make_unique<RawPeer>(server.port()));
+    ASSERT_TRUE(server.wait_for([&](const ServerStats& s) { return s.accepted == i; }, kPatience));
+    // Every silent peer's own end is in this process too; of the server's ends, two are left.
+    EXPECT_LE(descriptors_of_this_process(), before + static_cast<int>(i) + 2) << "peer " << i;
+  }
+  EXPECT_EQ(server.stats().shed, 18u);
+  EXPECT_EQ(server.stats().rejected, 18u);
 }
 
 // This process's threads, from the kernel's count.
