@@ -296,8 +296,12 @@ TEST(Reliability, APsRestartedFromALargeCheckpointServesNoWorkerBeforeItIsRestor
   auto ps = cluster.start("ps", 0, flags);
   std::vector<std::unique_ptr<DtrainProcess>> workers;
   for (int i = 0; i < 2; ++i) workers.push_back(cluster.start("worker", i, flags));
-  // Past the checkpoint of step 8: it is on disk.
-  ASSERT_FALSE(wait_for_global_step(*workers[0], 10).empty());
+  // The chief saves right after logging the step that crosses 8 (before its next step): a later
+  // step line means the checkpoint is on disk.
+  const std::string crossing = wait_for_global_step(*workers[0], 8);
+  ASSERT_FALSE(crossing.empty());
+  const int64_t crossed = std::stoll(crossing.substr(crossing.find("global_step=") + 12));
+  ASSERT_FALSE(wait_for_global_step(*workers[0], crossed + 1).empty());
   ps->send_signal(SIGKILL);
   EXPECT_EQ(ps->wait().signal, SIGKILL);
   ps = cluster.start("ps", 0, flags);
