@@ -16,7 +16,9 @@
 #include "cli/commands.h"
 #include "cli/shutdown.h"
 #include "cluster/cluster_spec.h"
+#include "cluster/launch_env.h"
 #include "cluster/local_launcher.h"
+#include "cluster/rendezvous.h"
 #include "data/data_files.h"
 #include "data/data_options.h"
 #include "ps/partition.h"
@@ -62,7 +64,7 @@ struct TrainFlags {
   // The ps strategies.
   int ps = 1;
   int workers = 2;
-  std::string ps_hosts, worker_hosts, job_name, cluster_file, secret_file, bind;
+  std::string ps_hosts, worker_hosts, job_name, cluster_file, secret_file, bind, rendezvous;
   bool unauthenticated_frames = false;
   int task_index = 0;
   bool sync_replicas = false;
@@ -168,9 +170,14 @@ const std::vector<StrategyFlag>& strategy_flags() {
   return flags;
 }
 
-void refuse_flags_foreign_to(const CLI::App& cmd, const std::string& strategy) {
+void refuse_flags_foreign_to(const CLI::App& cmd, const std::string& strategy,
+                             const std::vector<std::string_view>& meaningful_here = {}) {
   for (const StrategyFlag& flag : strategy_flags()) {
     if (cmd.count(flag.name) == 0) continue;
+    if (std::find(meaningful_here.begin(), meaningful_here.end(), flag.name) !=
+        meaningful_here.end()) {
+      continue;
+    }
     if (std::find(flag.strategies.begin(), flag.strategies.end(), strategy) !=
         flag.strategies.end()) {
       continue;
@@ -213,6 +220,64 @@ std::optional<ClusterConfig> cluster_of(const CLI::App& cmd, const TrainFlags& f
   }
   if (!f.cluster_file.empty()) return cluster_from_file(f.cluster_file);
   return std::nullopt;
+}
+
+// Under a launcher that gives ranks rather than addresses (mpirun, srun, torchrun): the ranks meet
+// at the rendezvous; --ps P makes the first P of them ps tasks. Says where its place came from.
+// nullopt outside such a launcher.
+struct LaunchedCluster {
+  ClusterConfig config;
+  int ranks_on_host = 1;  // the ranks that split this host's cores
+};
+
+std::optional<LaunchedCluster> launched_cluster(const CLI::App& cmd, const TrainFlags& f) {
+  const std::optional<LaunchEnv> env = launch_env_from(process_env(), f.rendezvous);
+  if (!env) {
+    if (cmd.count("--rendezvous") > 0) {
+      throw UsageError(
+          "--rendezvous: no launcher gives this task a rank (OMPI_COMM_WORLD_RANK, PMI_RANK, "
+          "SLURM_PROCID or RANK); start it with mpirun, srun or torchrun-style variables");
+    }
+    return std::nullopt;
+  }
+  const int ps = cmd.count("--ps") > 0 ? f.ps : 0;
+  if (cmd.count("--ps") > 0 && (ps < 1 || ps >= env->world_size)) {
+    throw UsageError(
+        fmt::format("--ps {}: must leave at least one of the {} ranks a worker, and be at least 1",
+                    ps, env->world_size));
+  }
+  if (ps > 0 && f.strategy == "allreduce") {
+    throw UsageError(fmt::format(
+        "--ps {}: the allreduce strategy has no ps tasks; leave --ps out to make every rank an "
+        "all-reduce worker",
+        ps));
+  }
+  if (ps == 0 && (is_ps_strategy(f.strategy) || f.sync_replicas)) {
+    throw UsageError(fmt::format(
+        "{}: under {}, say how many of the ranks are ps tasks with --ps P (ranks 0..P-1)",
+        f.sync_replicas ? std::string("--sync_replicas") : "--strategy " + f.strategy,
+        env->source));
+  }
+  fmt::print("dtrain task: rank {} of {} (local rank {}) from {}; rendezvous at {} ({})\n",
+             env->rank, env->world_size, env->local_rank, env->source, env->rendezvous.to_string(),
+             env->rendezvous_source);
+  std::fflush(stdout);
+  RendezvousOptions options;
+  options.address = env->rendezvous;
+  options.source = env->rendezvous_source;
+  options.rank = env->rank;
+  options.world_size = env->world_size;
+  options.secret = cluster_secret(f.secret_file);
+  options.authenticate_frames = !f.unauthenticated_frames;
+  options.timeout_ms = f.peer_timeout * 1000;
+  options.bind = f.bind;
+  const std::vector<HostPort> ranks = rendezvous(options);
+  LaunchedCluster launched{cluster_of_ranks(ranks, env->rank, ps),
+                           ranks_on_host_of(ranks, env->rank)};
+  fmt::print("dtrain task: rank {} is {} of {}\n", env->rank, launched.config.task.to_string(),
+             launched.config.cluster.to_string());
+  std::fflush(stdout);
+  return launched;
 }
 
 // A cluster with ps tasks runs the ps strategies and one without runs allreduce; a strategy the
@@ -379,9 +444,16 @@ int launch_local_cluster(const CLI::App& cmd, const TrainFlags& f) {
 
 // One task of a cluster is started (and restarted) by whatever runs the cluster; the flags that
 // size and supervise the local launcher's cluster would be silently ignored there.
-void refuse_launcher_flags(const CLI::App& cmd) {
+void refuse_launcher_flags(const CLI::App& cmd, bool launched) {
   for (const char* name : {"--ps", "--workers", "--max_restarts"}) {
     if (cmd.count(name) == 0) continue;
+    if (launched && std::string_view(name) == "--ps") continue;  // which ranks are ps tasks
+    if (launched) {
+      throw UsageError(fmt::format(
+          "{}: the launcher that started this task decides {} (its world size, its restarts); "
+          "leave it out",
+          name, std::string_view(name) == "--workers" ? "the workers" : "restarts"));
+    }
     throw UsageError(fmt::format(
         "{}: this process is one task of the cluster its flags or TF_CONFIG describe, and {} "
         "belongs to the local launcher (dtrain train --strategy async|sync|allreduce without a "
@@ -392,8 +464,19 @@ void refuse_launcher_flags(const CLI::App& cmd) {
 
 int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
   TrainConfig config = to_config(cmd, flags);
-  if (std::optional<ClusterConfig> cluster = cluster_of(cmd, flags)) {
-    refuse_launcher_flags(cmd);
+  std::optional<ClusterConfig> cluster = cluster_of(cmd, flags);
+  bool launched = false;
+  if (!cluster && task_only) {
+    if (std::optional<LaunchedCluster> l = launched_cluster(cmd, flags)) {
+      cluster = std::move(l->config);
+      launched = true;
+      // Ranks on one host share its cores unless told otherwise.
+      if (cmd.count("--threads") == 0)
+        config.threads = std::max(1, config.threads / l->ranks_on_host);
+    }
+  }
+  if (cluster) {
+    refuse_launcher_flags(cmd, launched);
     cluster->bind_host = flags.bind;
     cluster->authenticate_frames = !flags.unauthenticated_frames;
     if (flags.unauthenticated_frames) {
@@ -411,9 +494,13 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
     }
     config.progress_bar = false;
     const bool allreduce = runs_allreduce(flags, cluster->cluster);
-    refuse_flags_foreign_to(cmd, allreduce                                         ? "allreduce"
-                                 : flags.sync_replicas || flags.strategy == "sync" ? "sync"
-                                                                                   : "async");
+    // Under a launcher --peer_timeout also bounds the rendezvous, whatever the strategy.
+    refuse_flags_foreign_to(cmd,
+                            allreduce                                         ? "allreduce"
+                            : flags.sync_replicas || flags.strategy == "sync" ? "sync"
+                                                                              : "async",
+                            launched ? std::vector<std::string_view>{"--peer_timeout"}
+                                     : std::vector<std::string_view>{});
     validate_train_config(config);
     const GracefulShutdown shutdown(std::chrono::milliseconds(config.shutdown_timeout_ms),
                                     fmt::format("{}{}", cluster->task.job, cluster->task.index));
@@ -426,7 +513,8 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
   if (task_only) {
     throw UsageError(
         "dtrain task needs a cluster: --ps_hosts/--worker_hosts/--job_name/--task_index, "
-        "TF_CONFIG, or --cluster FILE");
+        "TF_CONFIG, --cluster FILE, or a launcher's ranks (mpirun, srun, torchrun-style RANK and "
+        "WORLD_SIZE) with a rendezvous");
   }
   refuse_flags_foreign_to(cmd, flags.strategy);
   if (is_ps_strategy(flags.strategy) || flags.strategy == "allreduce") {
@@ -453,7 +541,9 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
 namespace {
 
 void add_cluster_flags(CLI::App* cmd, TrainFlags* flags) {
-  cmd->add_option("--ps", flags->ps, "ps tasks the local launcher starts (--strategy async|sync)")
+  cmd->add_option("--ps", flags->ps,
+                  "ps tasks the local launcher starts; under mpirun, srun or torchrun-style "
+                  "variables, ranks 0..P-1 (--strategy async|sync)")
       ->capture_default_str();
   cmd->add_option("--workers", flags->workers,
                   "Workers the local launcher starts (--strategy async|sync|allreduce)")
@@ -466,6 +556,10 @@ void add_cluster_flags(CLI::App* cmd, TrainFlags* flags) {
   cmd->add_option("--worker_hosts", flags->worker_hosts,
                   "Cluster: workers, host:port,... (without --ps_hosts: an all-reduce ring)");
   cmd->add_option("--job_name", flags->job_name, "Cluster: this task's job, ps or worker");
+  cmd->add_option("--rendezvous", flags->rendezvous,
+                  "Under mpirun, srun or torchrun-style RANK/WORLD_SIZE: HOST:PORT where rank 0 "
+                  "listens for the other ranks (default MASTER_ADDR:MASTER_PORT; under Slurm the "
+                  "job's first node, port 29500)");
   cmd->add_option("--bind", flags->bind,
                   "Cluster: the address this task listens on (default: its own address in the "
                   "cluster spec when that is this host's, else every interface)");

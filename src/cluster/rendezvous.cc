@@ -1,0 +1,321 @@
+// Rank 0 runs a Server whose handler reads one REGISTER frame per connection into a Registry, then
+// waits, on the connection's own thread, until the registry is complete or has failed, and answers
+// with the cluster or with the failure. Rank 0 registers itself directly and waits the same way;
+// it stops the server only once every registered rank has been answered, so that every rank ends
+// with the same message.
+#include "cluster/rendezvous.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "base/error.h"
+#include "cluster/bind_address.h"
+#include "comm/connection.h"
+#include "comm/frame_format.h"
+#include "comm/server.h"
+
+namespace dtrain {
+namespace {
+
+using nlohmann::json;
+
+// The rendezvous's own frames; its server serves nothing else.
+constexpr uint16_t kTypeRegister = frame_format::kFirstUserType;  // {"rank","world_size","address"}
+constexpr uint16_t kTypeCluster = kTypeRegister + 1;              // {"ranks": ["host:port", ...]}
+constexpr uint16_t kTypeFailed = kTypeRegister + 2;               // {"error": "..."}
+
+std::span<const std::byte> bytes_of(const std::string& text) {
+  return std::as_bytes(std::span(text.data(), text.size()));
+}
+
+// The ranks registered so far, and the outcome once there is one. Thread-safe.
+class Registry {
+ public:
+  Registry(int world_size, std::string where) : ranks_(world_size), where_(std::move(where)) {}
+
+  // Records `rank` at `address`, reached from `from`; a second claim of a rank, or another world
+  // size, fails the whole rendezvous.
+  void add(int rank, int world_size, const HostPort& address, const std::string& from) {
+    std::lock_guard lock(mutex_);
+    ++claims_;
+    if (!error_.empty()) return;
+    if (world_size != static_cast<int>(ranks_.size())) {
+      fail_locked(
+          fmt::format("rank {} (from {}) was started for a world of {} tasks, rank 0 for {}", rank,
+                      from, world_size, ranks_.size()));
+    } else if (rank < 0 || rank >= world_size) {
+      fail_locked(
+          fmt::format("{} registered rank {}, outside the world of {}", from, rank, ranks_.size()));
+    } else if (ranks_[rank]) {
+      fail_locked(
+          fmt::format("rank {} was claimed twice: from {} and from {}; give every task "
+                      "its own rank",
+                      rank, from_[rank], from));
+    } else {
+      ranks_[rank] = address;
+      from_[rank] = from;
+      ++registered_;
+    }
+    changed_.notify_all();
+  }
+
+  void fail(const std::string& error) {
+    std::lock_guard lock(mutex_);
+    fail_locked(error);
+    changed_.notify_all();
+  }
+
+  // Waits until every rank has registered or the rendezvous has failed, or until `until`; returns
+  // whether it is over.
+  bool wait(SteadyClock::time_point until) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_until(lock, until, [&] { return over_locked(); });
+  }
+
+  // REQUIRES: over. The failure, or "" with every rank's address.
+  std::string error() const {
+    std::lock_guard lock(mutex_);
+    return error_;
+  }
+  std::vector<HostPort> ranks() const {
+    std::lock_guard lock(mutex_);
+    std::vector<HostPort> all;
+    for (const auto& r : ranks_) all.push_back(r.value_or(HostPort{}));
+    return all;
+  }
+  std::string missing() const {
+    std::lock_guard lock(mutex_);
+    std::vector<int> missing;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      if (!ranks_[r]) missing.push_back(static_cast<int>(r));
+    }
+    return fmt::format("{}", fmt::join(missing, ", "));
+  }
+
+  // Answers are counted so that rank 0 stops its server only after the last one is out.
+  void answered() {
+    std::lock_guard lock(mutex_);
+    ++answered_;
+    changed_.notify_all();
+  }
+  bool wait_answered(int n, SteadyClock::time_point until) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_until(lock, until, [&] { return answered_ >= n; });
+  }
+  // Registrations received, rank 0's own included, whether or not they were accepted.
+  int claims() const {
+    std::lock_guard lock(mutex_);
+    return claims_;
+  }
+
+ private:
+  bool over_locked() const {
+    return !error_.empty() || registered_ == static_cast<int>(ranks_.size());
+  }
+  void fail_locked(const std::string& error) {
+    if (error_.empty()) error_ = fmt::format("rendezvous at {}: {}", where_, error);
+  }
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::optional<HostPort>> ranks_;
+  std::map<int, std::string> from_;
+  const std::string where_;
+  int registered_ = 0;
+  int claims_ = 0;
+  int answered_ = 0;
+  std::string error_;
+};
+
+std::string numeric_host(const sockaddr_storage& address) {
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* raw =
+      address.ss_family == AF_INET
+          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&address)->sin_addr)
+          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&address)->sin6_addr);
+  return inet_ntop(address.ss_family, raw, text, sizeof text) ? text : "";
+}
+
+// The address of this end of a connected socket: the interface through which rank 0 is reached,
+// and so one the other ranks can reach too.
+std::string local_host(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    throw TransportError(fmt::format("rendezvous: getsockname: {}", std::strerror(errno)));
+  }
+  return numeric_host(address);
+}
+
+// A port nothing listens on at host now, for this rank's task to listen on shortly after. (It is
+// released meanwhile; a process that takes it in between makes the task fail to listen, loudly.)
+uint16_t free_port_on(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), "0", &hints, &found) != 0 || found == nullptr) {
+    throw TransportError(fmt::format("rendezvous: '{}' is not an address of this host", host));
+  }
+  const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage bound{};
+  socklen_t length = sizeof bound;
+  const bool ok = fd >= 0 && ::bind(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) == 0;
+  const std::string why = std::strerror(errno);
+  ::freeaddrinfo(found);
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw TransportError(fmt::format("rendezvous: no free port on {}: {}", host, why));
+  return ntohs(bound.ss_family == AF_INET
+                   ? reinterpret_cast<const sockaddr_in*>(&bound)->sin_port
+                   : reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port);
+}
+
+void answer(Connection& connection, const Registry& registry) {
+  const std::string error = registry.error();
+  json reply;
+  if (error.empty()) {
+    reply["ranks"] = json::array();
+    for (const HostPort& r : registry.ranks()) reply["ranks"].push_back(r.to_string());
+  } else {
+    reply["error"] = error;
+  }
+  connection.send(error.empty() ? kTypeCluster : kTypeFailed, 0, bytes_of(reply.dump()), {});
+}
+
+// Rank 0's side of one other rank's connection.
+void serve_registration(Connection& connection, Registry& registry, SteadyClock::time_point until) {
+  const Connection::Incoming in = connection.receive();
+  if (in.type != kTypeRegister || in.tensor_bytes != 0) {
+    throw FrameError(
+        fmt::format("rendezvous: unexpected frame type {} from {}", in.type, connection.address()));
+  }
+  int rank = -1, world_size = -1;
+  std::string address;
+  try {
+    const json meta = json::parse(in.meta.begin(), in.meta.end());
+    rank = meta.at("rank").get<int>();
+    world_size = meta.at("world_size").get<int>();
+    address = meta.at("address").get<std::string>();
+  } catch (const json::exception& error) {
+    throw FrameError(fmt::format("rendezvous: a malformed registration from {}: {}",
+                                 connection.address(), error.what()));
+  }
+  registry.add(rank, world_size, parse_host_port("rendezvous: registered address", address),
+               connection.address());
+  // Rank 0 fails the registry at `until` itself; the margin only guards against its never doing so.
+  if (!registry.wait(until + std::chrono::seconds(5))) registry.fail("rank 0 stopped waiting");
+  answer(connection, registry);
+  registry.answered();
+}
+
+std::vector<HostPort> serve_rendezvous(const RendezvousOptions& o) {
+  const auto until = SteadyClock::now() + std::chrono::milliseconds(o.timeout_ms);
+  const std::string where = o.address.to_string();
+  Registry registry(o.world_size, where);
+  ServerOptions server_options;
+  server_options.bind_host = bind_address_for(o.address, o.bind).host;
+  server_options.port = o.address.port;
+  server_options.secret = o.secret;
+  server_options.connection.authenticate_frames = o.authenticate_frames;
+  Server server(server_options,
+                [&](Connection& connection) { serve_registration(connection, registry, until); });
+  try {
+    registry.add(0, o.world_size, HostPort{o.address.host, free_port_on(server_options.bind_host)},
+                 "rank 0 itself");
+  } catch (const Error& error) {
+    registry.fail(error.what());  // so that the server's handlers answer, and it can stop
+  }
+  if (!registry.wait(until)) {
+    const ServerStats stats = server.stats();
+    registry.fail(fmt::format(
+        "rank(s) {} did not register within {} s (--peer_timeout){}", registry.missing(),
+        o.timeout_ms / 1000,
+        stats.rejected > 0
+            ? fmt::format("; {} connection(s) failed the handshake meanwhile (another cluster "
+                          "secret?), logged above",
+                          stats.rejected)
+            : ""));
+  }
+  // Every rank that registered, or tried to, is told before the server closes its connection.
+  registry.wait_answered(registry.claims() - 1, SteadyClock::now() + std::chrono::seconds(10));
+  server.stop();
+  if (const std::string error = registry.error(); !error.empty()) throw Error(error);
+  return registry.ranks();
+}
+
+std::vector<HostPort> join_rendezvous(const RendezvousOptions& o) {
+  ConnectionOptions options;
+  options.task_name = fmt::format("the rendezvous ({})", o.source);
+  options.connect_timeout_ms = o.timeout_ms;
+  options.idle_timeout_ms = o.timeout_ms + 10'000;  // rank 0 answers by its own deadline
+  options.authenticate_frames = o.authenticate_frames;
+  const std::unique_ptr<Connection> connection =
+      connect(o.address.host, o.address.port, o.secret, options);
+  const std::string host = local_host(connection->stream().native_handle());
+  const HostPort own{host, free_port_on(host)};
+  const json registration = {
+      {"rank", o.rank}, {"world_size", o.world_size}, {"address", own.to_string()}};
+  connection->send(kTypeRegister, 0, bytes_of(registration.dump()), {});
+  const Connection::Incoming in = connection->receive();
+  if (in.type != kTypeCluster && in.type != kTypeFailed) {
+    throw FrameError(
+        fmt::format("rendezvous at {}: unexpected frame type {}", o.address.to_string(), in.type));
+  }
+  std::vector<HostPort> ranks;
+  try {
+    const json reply = json::parse(in.meta.begin(), in.meta.end());
+    if (in.type == kTypeFailed) throw Error(reply.at("error").get<std::string>());
+    for (const json& r : reply.at("ranks")) {
+      ranks.push_back(parse_host_port("rendezvous: rank 0's answer", r.get<std::string>()));
+    }
+  } catch (const json::exception& error) {
+    throw FrameError(fmt::format("rendezvous at {}: a malformed answer: {}", o.address.to_string(),
+                                 error.what()));
+  }
+  if (static_cast<int>(ranks.size()) != o.world_size) {
+    throw FrameError(fmt::format("rendezvous at {}: rank 0 answered with {} ranks, not {}",
+                                 o.address.to_string(), ranks.size(), o.world_size));
+  }
+  return ranks;
+}
+
+}  // namespace
+
+std::vector<HostPort> rendezvous(const RendezvousOptions& options) {
+  return options.rank == 0 ? serve_rendezvous(options) : join_rendezvous(options);
+}
+
+ClusterConfig cluster_of_ranks(const std::vector<HostPort>& ranks, int rank, int ps) {
+  ClusterSpec::JobMap jobs;
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+    jobs[std::string(r < ps ? kPsJob : kWorkerJob)].push_back(ranks[r]);
+  }
+  ClusterConfig config;
+  config.cluster = ClusterSpec(std::move(jobs));
+  config.task =
+      rank < ps ? TaskId{std::string(kPsJob), rank} : TaskId{std::string(kWorkerJob), rank - ps};
+  validate_cluster_config(config, "the rendezvous");
+  return config;
+}
+
+int ranks_on_host_of(const std::vector<HostPort>& ranks, int rank) {
+  return static_cast<int>(std::count_if(
+      ranks.begin(), ranks.end(), [&](const HostPort& r) { return r.host == ranks[rank].host; }));
+}
+
+}  // namespace dtrain

@@ -1,0 +1,41 @@
+// Where ranks that know only their number find each other (launchers such as mpirun, srun and
+// torchrun give no address list): rank 0 listens at the rendezvous address, every rank registers
+// the host:port its task will listen on, and rank 0 answers each with every rank's address. The
+// connections authenticate with the cluster secret like every other connection of a cluster.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_spec.h"
+
+namespace dtrain {
+
+struct RendezvousOptions {
+  HostPort address;    // rank 0's rendezvous address
+  std::string source;  // what named it, for errors: "MASTER_ADDR and MASTER_PORT"
+  int rank = 0;
+  int world_size = 0;
+  std::string secret;  // the cluster secret, raw bytes
+  bool authenticate_frames = true;
+  // How long rank 0 waits for every rank to register, and how long another rank tries to reach
+  // rank 0 and then waits for the answer.
+  int timeout_ms = 600'000;
+  std::string bind;  // --bind: where rank 0's rendezvous listens (default: as a task would)
+};
+
+// Every rank's task address, indexed by rank; this rank's is a free port on the address it
+// reaches rank 0 from (rank 0's: on the rendezvous host). Throws Error with the one message every
+// rank ends with when the rendezvous fails: a rank that did not register in time, a rank number
+// registered twice, a rank that disagrees on the world size (each named, with its address).
+// AuthError when this rank's secret is not rank 0's.
+std::vector<HostPort> rendezvous(const RendezvousOptions& options);
+
+// The cluster of a rendezvous: ranks 0..ps-1 are the ps tasks, the others the workers, in rank
+// order (so the chief, worker 0, is rank ps). Validated like every cluster.
+ClusterConfig cluster_of_ranks(const std::vector<HostPort>& ranks, int rank, int ps);
+
+// How many of the ranks share this rank's host: the ranks that split its cores.
+int ranks_on_host_of(const std::vector<HostPort>& ranks, int rank);
+
+}  // namespace dtrain
