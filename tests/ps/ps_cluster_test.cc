@@ -350,7 +350,7 @@ TEST(PsCluster, SigintStopsEveryTask) {
   DtrainProcess launcher(
       {"train", "--strategy", "async", "--ps", "1", "--workers", "2", "--model", "mnist_inference",
        "--log_every", "10", "--threads", "1", "--data_dir", testing::mnist_dir().string()},
-      {.extra_env = {}, .own_process_group = true, .prefix = {}});
+      {.extra_env = {}, .own_process_group = true, .prefix = {}, .program = {}});
   // A step line proves the cluster is up: ps, chief and workers all running.
   ASSERT_THAT(launcher.wait_for_line("global_step="), HasSubstr("global_step="));
   // Read before the interrupt: the launcher spawned all three before relaying any output.

@@ -120,11 +120,13 @@ Spawned spawn(std::vector<std::string> argv_strings, const std::vector<std::stri
   return {pid, out_pipe[0], err_pipe[0]};
 }
 
-// `prefix` (a command that runs another, such as `ip netns exec NAME`), DTRAIN_BINARY, then args.
+// `prefix` (a command that runs another, such as `ip netns exec NAME`), DTRAIN_BINARY (or
+// `program`), then args.
 std::vector<std::string> dtrain_argv(const std::vector<std::string>& prefix,
-                                     const std::vector<std::string>& args) {
+                                     const std::vector<std::string>& args,
+                                     const std::string& program = "") {
   std::vector<std::string> argv = prefix;
-  argv.push_back(DTRAIN_BINARY);
+  argv.push_back(program.empty() ? std::string(DTRAIN_BINARY) : program);
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }
@@ -163,7 +165,8 @@ ProcessResult run_command(const std::vector<std::string>& argv,
 
 DtrainProcess::DtrainProcess(const std::vector<std::string>& args, const Options& options)
     : own_group_(options.own_process_group) {
-  const Spawned child = spawn(dtrain_argv(options.prefix, args), options.extra_env, own_group_);
+  const Spawned child =
+      spawn(dtrain_argv(options.prefix, args, options.program), options.extra_env, own_group_);
   pid_ = child.pid;
   // The raw system call: glibc 2.36's <sys/pidfd.h> lacks extern "C" for C++.
   pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));

@@ -48,6 +48,9 @@ class DtrainProcess {
     // A command that runs the binary in another setting and then becomes it (exec, not fork),
     // so that pid() is still dtrain's: `ip netns exec NAME` puts it on a host of its own.
     std::vector<std::string> prefix;
+    // Runs this program (looked up on PATH) in place of DTRAIN_BINARY: a daemon the test needs,
+    // which then gets the same draining, waiting and reaping.
+    std::string program;
   };
   // Bounds each wait below: far beyond what a loaded machine needs, well short of a hung run.
   static constexpr std::chrono::seconds kPatience{120};
