@@ -22,7 +22,7 @@ readonly PACKAGES=(cmake ninja-build g++ pkg-config libopenblas-dev zlib1g-dev n
   libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libasio-dev
   libssl-dev libisal-dev npm ca-certificates clang libclang-rt-14-dev iproute2 nftables
   protobuf-compiler libprotobuf-dev python3-protobuf python3-crcmod dataset-fashion-mnist
-  python3-onnx openmpi-bin slurm-wlm munge)
+  python3-onnx python3-yaml openmpi-bin slurm-wlm munge)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -5,7 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -13,7 +17,9 @@
 #include "support/process.h"
 #include "support/ps_cluster.h"
 #include "support/slurm_cluster.h"
+#include "support/temp_dir.h"
 #include "support/text_match.h"
+#include "support/virtual_network.h"
 
 namespace dtrain::testing {
 namespace {
@@ -192,6 +198,180 @@ TEST(Launchers, SlurmsSrunStartsTwoAllreduceRanksThatMeetAtTheFirstNode) {
   const std::vector<std::string> crc = checksums_in(r.out);
   ASSERT_EQ(crc.size(), 2u) << r.out;
   EXPECT_EQ(crc[0], crc[1]);
+}
+
+// deploy/slurm/dtrain.sbatch as a user would submit it, on the one-node cluster: two tasks on the
+// one node instead of one on each of two (the script's defaults).
+TEST(Launchers, TheSbatchScriptTrainsOnTheOneNodeCluster) {
+  if (const std::string why = OneNodeSlurm::unavailable(); !why.empty()) GTEST_SKIP() << why;
+  const OneNodeSlurm slurm;
+  const TempDir dir;
+  std::ofstream(dir / "secret") << kLauncherSecret << "\n";
+  std::filesystem::permissions(
+      dir / "secret", std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::vector<std::string> env = slurm.env();
+  env.insert(env.end(), {"DTRAIN=" + std::string(DTRAIN_BINARY),
+                         "DTRAIN_SECRET_FILE=" + (dir / "secret").string()});
+  const std::vector<std::string> flags = task_flags();
+  std::vector<std::string> sbatch = {
+      "sbatch",
+      "--wait",
+      "--nodes=1",
+      "--ntasks-per-node=2",
+      "--output=" + (dir / "job.out").string(),
+      std::string(DTRAIN_SOURCE_DIR) + "/deploy/slurm/dtrain.sbatch"};
+  sbatch.insert(sbatch.end(), flags.begin() + 1, flags.end());  // the script says `task` itself
+  const ProcessResult r = run_command(sbatch, env);
+  std::ifstream job(dir / "job.out");
+  const std::string out((std::istreambuf_iterator<char>(job)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(r.exit_code, 0) << all_output(r) << out;
+  const std::vector<std::string> crc = checksums_in(out);
+  ASSERT_EQ(crc.size(), 2u) << out;
+  EXPECT_EQ(crc[0], crc[1]);
+  for (double a : accuracies_in(out)) EXPECT_GE(a, 0.90) << out;
+}
+
+TEST(Launchers, TheSbatchScriptRefusesASecretOthersMayRead) {
+  const TempDir dir;
+  std::ofstream(dir / "secret") << kLauncherSecret << "\n";
+  std::filesystem::permissions(
+      dir / "secret", std::filesystem::perms::owner_read | std::filesystem::perms::group_read);
+  const ProcessResult r =
+      run_command({"bash", std::string(DTRAIN_SOURCE_DIR) + "/deploy/slurm/dtrain.sbatch"},
+                  {"DTRAIN_SECRET_FILE=" + (dir / "secret").string()});
+  EXPECT_EQ(r.exit_code, 2) << all_output(r);
+  EXPECT_THAT(r.err, HasSubstr("may be read by others (mode 440): chmod 600 it"));
+}
+
+// deploy/k8s/mpijob.yaml, read by PyYAML: mpirun starts one rank per worker slot, rank 0's host is
+// the first worker pod's name as the operator makes it, and --secret_file reads the Secret where
+// the worker pods mount it, readable by its owner alone.
+TEST(Launchers, TheMpiJobManifestStartsOneRankPerWorkerSlotThatMeetAtWorkerZero) {
+  const std::string manifest = std::string(DTRAIN_SOURCE_DIR) + "/deploy/k8s/mpijob.yaml";
+  const ProcessResult parsed = run_command(
+      {"python3", "-c",
+       "import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))", manifest});
+  ASSERT_EQ(parsed.exit_code, 0) << all_output(parsed);
+  const nlohmann::json job = nlohmann::json::parse(parsed.out);
+  EXPECT_EQ(job.at("kind"), "MPIJob");
+  const std::string name = job.at("metadata").at("name");
+  const std::string ns = job.at("metadata").at("namespace");
+  const nlohmann::json& spec = job.at("spec");
+  const nlohmann::json& worker = spec.at("mpiReplicaSpecs").at("Worker");
+  const int slots = worker.at("replicas").get<int>() * spec.at("slotsPerWorker").get<int>();
+  const std::vector<std::string> command = spec.at("mpiReplicaSpecs")
+                                               .at("Launcher")
+                                               .at("template")
+                                               .at("spec")
+                                               .at("containers")
+                                               .at(0)
+                                               .at("command");
+  auto after = [&](const std::string& flag) {
+    const auto at = std::find(command.begin(), command.end(), flag);
+    return at == command.end() || at + 1 == command.end() ? std::string() : *(at + 1);
+  };
+  EXPECT_EQ(command.at(0), "mpirun");
+  EXPECT_EQ(after("-np"), std::to_string(slots));
+  EXPECT_THAT(command, ::testing::Contains(
+                           fmt::format("MASTER_ADDR={}-worker-0.{}.{}.svc", name, name, ns)));
+  EXPECT_THAT(command, ::testing::Contains("task"));
+  const nlohmann::json& pod = worker.at("template").at("spec");
+  const nlohmann::json& mount = pod.at("containers").at(0).at("volumeMounts").at(0);
+  const nlohmann::json& secret = pod.at("volumes").at(0).at("secret");
+  EXPECT_EQ(after("--secret_file"), mount.at("mountPath").get<std::string>() + "/" +
+                                        secret.at("items").at(0).at("path").get<std::string>());
+  EXPECT_EQ(secret.at("defaultMode"), 0400);
+}
+
+// Three hosts of their own (network namespaces), each rank given only RANK, WORLD_SIZE and
+// MASTER_ADDR: the default port, and each rank's address the one it reaches rank 0 from.
+std::vector<ProcessResult> run_on_three_hosts(const VirtualNetwork& net,
+                                              const std::vector<std::string>& flags) {
+  std::vector<std::unique_ptr<DtrainProcess>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    DtrainProcess::Options options;
+    options.prefix = net.run_on(r);
+    options.extra_env = {fmt::format("RANK={}", r), "WORLD_SIZE=3", "MASTER_ADDR=" + net.address(0),
+                         fmt::format("DTRAIN_SECRET={}", kLauncherSecret)};
+    ranks.push_back(std::make_unique<DtrainProcess>(flags, options));
+  }
+  std::vector<ProcessResult> results;
+  for (auto& rank : ranks) results.push_back(rank->wait());
+  return results;
+}
+
+TEST(Launchers, ThreeRanksOnThreeHostsMeetGivenOnlyRankWorldSizeAndMasterAddr) {
+  if (const auto why = VirtualNetwork::unavailable()) GTEST_SKIP() << *why;
+  const VirtualNetwork net(3);
+  const std::vector<ProcessResult> ring = run_on_three_hosts(net, task_flags());
+  std::vector<std::string> checksums;
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(ring[r].exit_code, 0) << all_output(ring[r]);
+    EXPECT_THAT(ring[r].out, HasSubstr(fmt::format("rank {} is worker:{} of worker=[{}:", r, r,
+                                                   net.address(0))));
+    EXPECT_THAT(ring[r].out, HasSubstr(fmt::format("rendezvous at {}:29500", net.address(0))));
+    const std::vector<double> accuracy = accuracies_in(ring[r].out);
+    ASSERT_FALSE(accuracy.empty()) << ring[r].out;
+    EXPECT_GE(accuracy.back(), 0.90) << ring[r].out;
+    const std::vector<std::string> crc = checksums_in(ring[r].out);
+    ASSERT_EQ(crc.size(), 1u) << ring[r].out;
+    checksums.push_back(crc[0]);
+  }
+  EXPECT_EQ(checksums[0], checksums[1]);
+  EXPECT_EQ(checksums[1], checksums[2]);
+  // Each rank registered the address of its own host.
+  for (int r = 1; r < 3; ++r) EXPECT_THAT(ring[0].out, HasSubstr(net.address(r) + ":"));
+
+  const std::vector<ProcessResult> ps =
+      run_on_three_hosts(net, concat(task_flags(), {"--ps", "1"}));
+  for (const ProcessResult& r : ps) ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  EXPECT_THAT(ps[0].out, HasSubstr(fmt::format("rank 0 is ps:0 of ps=[{}:", net.address(0))));
+  for (int w : {1, 2}) {
+    const std::vector<double> accuracy = accuracies_in(ps[w].out);
+    ASSERT_FALSE(accuracy.empty()) << ps[w].out;
+    EXPECT_GE(accuracy.back(), 0.90) << ps[w].out;
+  }
+}
+
+// The rendezvous's failures, with real processes: each rank ends with the one error.
+TEST(Launchers, AMissingRankEndsTheOthersNamingIt) {
+  std::vector<std::unique_ptr<DtrainProcess>> ranks;
+  const uint16_t port = pick_free_ports(1)[0];
+  for (int r : {0, 1}) {
+    DtrainProcess::Options options;
+    options.extra_env = {fmt::format("RANK={}", r), "WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1",
+                         fmt::format("MASTER_PORT={}", port),
+                         fmt::format("DTRAIN_SECRET={}", kLauncherSecret)};
+    ranks.push_back(
+        std::make_unique<DtrainProcess>(concat(task_flags(), {"--peer_timeout", "2"}), options));
+  }
+  for (auto& rank : ranks) {
+    const ProcessResult r = rank->wait();
+    EXPECT_EQ(r.exit_code, 1) << all_output(r);
+    EXPECT_THAT(r.err, HasSubstr("rank(s) 2 did not register within 2 s (--peer_timeout)"))
+        << all_output(r);
+  }
+}
+
+TEST(Launchers, ARankWithAnotherSecretFailsItsHandshakeAndTheOthersNameItMissing) {
+  std::vector<std::unique_ptr<DtrainProcess>> ranks;
+  const uint16_t port = pick_free_ports(1)[0];
+  for (int r : {0, 1}) {
+    DtrainProcess::Options options;
+    options.extra_env = {fmt::format("RANK={}", r), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+                         fmt::format("MASTER_PORT={}", port),
+                         fmt::format("DTRAIN_SECRET={}",
+                                     r == 0 ? kLauncherSecret : "another secret, 32 bytes long")};
+    ranks.push_back(
+        std::make_unique<DtrainProcess>(concat(task_flags(), {"--peer_timeout", "3"}), options));
+  }
+  const ProcessResult zero = ranks[0]->wait();
+  const ProcessResult stranger = ranks[1]->wait();
+  EXPECT_EQ(zero.exit_code, 1) << all_output(zero);
+  EXPECT_THAT(zero.err, HasSubstr("rank(s) 1 did not register within 3 s"));
+  EXPECT_THAT(zero.err, HasSubstr("1 connection(s) failed the handshake meanwhile"));
+  EXPECT_EQ(stranger.exit_code, 1) << all_output(stranger);
+  EXPECT_THAT(stranger.err, HasSubstr("the rendezvous (MASTER_ADDR and MASTER_PORT)"));
 }
 
 }  // namespace
