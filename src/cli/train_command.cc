@@ -240,6 +240,9 @@ std::optional<LaunchedCluster> launched_cluster(const CLI::App& cmd, const Train
     }
     return std::nullopt;
   }
+  if (f.peer_timeout < 1) {
+    throw UsageError(fmt::format("--peer_timeout {}: must be at least 1 second", f.peer_timeout));
+  }
   const int ps = cmd.count("--ps") > 0 ? f.ps : 0;
   if (cmd.count("--ps") > 0 && (ps < 1 || ps >= env->world_size)) {
     throw UsageError(
