@@ -210,8 +210,10 @@ TEST(Launchers, TheSbatchScriptTrainsOnTheOneNodeCluster) {
   std::filesystem::permissions(
       dir / "secret", std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   std::vector<std::string> env = slurm.env();
+  // A port of its own: the srun test, which may run at the same time, has the default one.
   env.insert(env.end(), {"DTRAIN=" + std::string(DTRAIN_BINARY),
-                         "DTRAIN_SECRET_FILE=" + (dir / "secret").string()});
+                         "DTRAIN_SECRET_FILE=" + (dir / "secret").string(),
+                         fmt::format("MASTER_PORT={}", pick_free_ports(1)[0])});
   const std::vector<std::string> flags = task_flags();
   std::vector<std::string> sbatch = {
       "sbatch",
