@@ -201,9 +201,10 @@ bool is_ps_strategy(const std::string& strategy) {
   return strategy == "async" || strategy == "sync";
 }
 
-// This task's place in a real cluster: the tutorials' flags, else TF_CONFIG, else --cluster.
-// nullopt when none is given.
-std::optional<ClusterConfig> cluster_of(const CLI::App& cmd, const TrainFlags& f) {
+// This task's place in a real cluster: the tutorials' flags, else TF_CONFIG, else --cluster; sets
+// `source` to which. nullopt when none is given.
+std::optional<ClusterConfig> cluster_of(const CLI::App& cmd, const TrainFlags& f,
+                                        std::string& source) {
   auto given = [&](const char* name) { return cmd.count(name) > 0; };
   const bool flags = given("--ps_hosts") || given("--worker_hosts") || given("--job_name");
   if (flags) {
@@ -211,14 +212,20 @@ std::optional<ClusterConfig> cluster_of(const CLI::App& cmd, const TrainFlags& f
       throw UsageError("--ps_hosts/--worker_hosts need --job_name (ps or worker) and --task_index");
     }
     if (!f.cluster_file.empty() && !given("--worker_hosts")) {
+      source = "--cluster " + f.cluster_file + " and --job_name/--task_index";
       return cluster_from_file(f.cluster_file, TaskId{f.job_name, f.task_index});
     }
+    source = "--ps_hosts/--worker_hosts/--job_name/--task_index";
     return cluster_from_flags(f.ps_hosts, f.worker_hosts, f.job_name, f.task_index);
   }
   if (const char* tf_config = std::getenv("TF_CONFIG"); tf_config && *tf_config) {
+    source = "TF_CONFIG";
     return cluster_from_tf_config(tf_config);
   }
-  if (!f.cluster_file.empty()) return cluster_from_file(f.cluster_file);
+  if (!f.cluster_file.empty()) {
+    source = "--cluster " + f.cluster_file;
+    return cluster_from_file(f.cluster_file);
+  }
   return std::nullopt;
 }
 
@@ -467,7 +474,8 @@ void refuse_launcher_flags(const CLI::App& cmd, bool launched) {
 
 int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
   TrainConfig config = to_config(cmd, flags);
-  std::optional<ClusterConfig> cluster = cluster_of(cmd, flags);
+  std::string source;
+  std::optional<ClusterConfig> cluster = cluster_of(cmd, flags, source);
   bool launched = false;
   if (!cluster && task_only) {
     if (std::optional<LaunchedCluster> l = launched_cluster(cmd, flags)) {
@@ -505,13 +513,22 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
                             launched ? std::vector<std::string_view>{"--peer_timeout"}
                                      : std::vector<std::string_view>{});
     validate_train_config(config);
-    const GracefulShutdown shutdown(std::chrono::milliseconds(config.shutdown_timeout_ms),
-                                    fmt::format("{}{}", cluster->task.job, cluster->task.index));
+    const std::string name = fmt::format("{}{}", cluster->task.job, cluster->task.index);
+    // Its first line says where its place came from (a launcher's ranks have said so already).
+    const std::string place =
+        launched ? ""
+                 : fmt::format("{}: {} of {}, from {}\n", name, cluster->task.to_string(),
+                               cluster->cluster.to_string(), source);
+    const GracefulShutdown shutdown(std::chrono::milliseconds(config.shutdown_timeout_ms), name);
     config.stop = &shutdown.request();
     if (allreduce) {
-      return run_allreduce_task(config, allreduce_config(flags, std::move(*cluster)), std::cout);
+      AllreduceClusterConfig c = allreduce_config(flags, std::move(*cluster));
+      std::cout << place << std::flush;
+      return run_allreduce_task(config, std::move(c), std::cout);
     }
-    return run_ps_task(config, ps_config(flags, std::move(*cluster)), std::cout);
+    PsClusterConfig c = ps_config(flags, std::move(*cluster));
+    std::cout << place << std::flush;
+    return run_ps_task(config, std::move(c), std::cout);
   }
   if (task_only) {
     throw UsageError(
