@@ -234,9 +234,13 @@ std::vector<HostPort> serve_rendezvous(const RendezvousOptions& o) {
   server_options.connection.authenticate_frames = o.authenticate_frames;
   Server server(server_options,
                 [&](Connection& connection) { serve_registration(connection, registry, until); });
+  // Rank 0's task listens where its rendezvous does: at the address its name resolved to here
+  // (so that ranks on this host, which reach it there, count as this host's), or under its name
+  // when that is another machine's view of this one.
+  const std::string& bound = server_options.bind_host;
+  const std::string own_host = bound == "0.0.0.0" || bound == "::" ? o.address.host : bound;
   try {
-    registry.add(0, o.world_size, HostPort{o.address.host, free_port_on(server_options.bind_host)},
-                 "rank 0 itself");
+    registry.add(0, o.world_size, HostPort{own_host, free_port_on(bound)}, "rank 0 itself");
   } catch (const Error& error) {
     registry.fail(error.what());  // so that the server's handlers answer, and it can stop
   }

@@ -70,6 +70,23 @@ TEST(Rendezvous, EveryRankLearnsEveryRanksAddressInRankOrder) {
   EXPECT_EQ(ranks_on_host_of(list, 1), 3);
 }
 
+// Ranks that reach rank 0 through its name register the address it resolved to; rank 0 must
+// register that address too, or the host's ranks would not count as sharing its cores.
+TEST(Rendezvous, RanksOfOneHostCountAsOneHostWhenRankZeroIsGivenByName) {
+  const uint16_t port = pick_free_ports(1)[0];
+  std::vector<std::future<Outcome>> ranks;
+  for (int r : {1, 0}) {
+    RendezvousOptions o = options_for(port, r, 2);
+    o.address.host = "localhost";
+    ranks.push_back(start_rank(o));
+  }
+  const Outcome one = ranks[0].get();
+  ASSERT_EQ(ranks[1].get().error, "");
+  ASSERT_EQ(one.error, "");
+  EXPECT_EQ(one.ranks[0].host, one.ranks[1].host);
+  EXPECT_EQ(ranks_on_host_of(one.ranks, 0), 2);
+}
+
 TEST(Rendezvous, ARankThatNeverRegistersEndsEveryOtherNamingIt) {
   const uint16_t port = pick_free_ports(1)[0];
   auto rank0 = start_rank(options_for(port, 0, 3, 1'500));
