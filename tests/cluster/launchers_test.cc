@@ -54,6 +54,14 @@ bool on_path(const std::string& command) {
   return run_command({"sh", "-c", "command -v " + command}).exit_code == 0;
 }
 
+// What a torchrun-style launcher gives rank `rank` of `world` meeting at 127.0.0.1:port.
+std::vector<std::string> loopback_rank_env(int rank, int world, uint16_t port,
+                                           std::string_view secret = kLauncherSecret) {
+  return {fmt::format("RANK={}", rank), fmt::format("WORLD_SIZE={}", world),
+          "MASTER_ADDR=127.0.0.1", fmt::format("MASTER_PORT={}", port),
+          fmt::format("DTRAIN_SECRET={}", secret)};
+}
+
 // Open MPI's mpirun starting `ranks` copies of dtrain, told where rank 0 listens.
 DtrainProcess::Options mpirun_options(int ranks) {
   DtrainProcess::Options options;
@@ -75,17 +83,13 @@ DtrainProcess::Options mpirun_options(int ranks) {
 
 // Two ranks given only what torchrun gives: RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT (and the secret).
-std::vector<ProcessResult> run_torchrun_style(int world, const std::vector<std::string>& flags,
-                                              const std::vector<std::string>& rank_env = {}) {
+std::vector<ProcessResult> run_torchrun_style(int world, const std::vector<std::string>& flags) {
   const uint16_t port = pick_free_ports(1)[0];
   std::vector<std::unique_ptr<DtrainProcess>> ranks;
   for (int r = 0; r < world; ++r) {
     DtrainProcess::Options options;
-    options.extra_env = {
-        fmt::format("RANK={}", r),           fmt::format("LOCAL_RANK={}", r),
-        fmt::format("WORLD_SIZE={}", world), "MASTER_ADDR=127.0.0.1",
-        fmt::format("MASTER_PORT={}", port), fmt::format("DTRAIN_SECRET={}", kLauncherSecret)};
-    options.extra_env.insert(options.extra_env.end(), rank_env.begin(), rank_env.end());
+    options.extra_env = loopback_rank_env(r, world, port);
+    options.extra_env.push_back(fmt::format("LOCAL_RANK={}", r));
     ranks.push_back(std::make_unique<DtrainProcess>(flags, options));
   }
   std::vector<ProcessResult> results;
@@ -127,9 +131,7 @@ TEST(Launchers, ADuplicateRankEndsEveryRankWithOneErrorNamingIt) {
   std::vector<std::unique_ptr<DtrainProcess>> ranks;
   for (int r : {0, 1, 1}) {
     DtrainProcess::Options options;
-    options.extra_env = {fmt::format("RANK={}", r), "WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1",
-                         fmt::format("MASTER_PORT={}", port),
-                         fmt::format("DTRAIN_SECRET={}", kLauncherSecret)};
+    options.extra_env = loopback_rank_env(r, 3, port);
     ranks.push_back(std::make_unique<DtrainProcess>(task_flags(), options));
   }
   for (auto& rank : ranks) {
@@ -341,9 +343,7 @@ TEST(Launchers, AMissingRankEndsTheOthersNamingIt) {
   const uint16_t port = pick_free_ports(1)[0];
   for (int r : {0, 1}) {
     DtrainProcess::Options options;
-    options.extra_env = {fmt::format("RANK={}", r), "WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1",
-                         fmt::format("MASTER_PORT={}", port),
-                         fmt::format("DTRAIN_SECRET={}", kLauncherSecret)};
+    options.extra_env = loopback_rank_env(r, 3, port);
     ranks.push_back(
         std::make_unique<DtrainProcess>(concat(task_flags(), {"--peer_timeout", "2"}), options));
   }
@@ -360,10 +360,8 @@ TEST(Launchers, ARankWithAnotherSecretFailsItsHandshakeAndTheOthersNameItMissing
   const uint16_t port = pick_free_ports(1)[0];
   for (int r : {0, 1}) {
     DtrainProcess::Options options;
-    options.extra_env = {fmt::format("RANK={}", r), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
-                         fmt::format("MASTER_PORT={}", port),
-                         fmt::format("DTRAIN_SECRET={}",
-                                     r == 0 ? kLauncherSecret : "another secret, 32 bytes long")};
+    options.extra_env =
+        loopback_rank_env(r, 2, port, r == 0 ? kLauncherSecret : "another secret, 32 bytes long");
     ranks.push_back(
         std::make_unique<DtrainProcess>(concat(task_flags(), {"--peer_timeout", "3"}), options));
   }
