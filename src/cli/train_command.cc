@@ -486,6 +486,16 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
         config.threads = std::max(1, config.threads / l->ranks_on_host);
     }
   }
+  if (!launched && cmd.count("--rendezvous") > 0) {
+    throw UsageError(
+        cluster ? fmt::format("--rendezvous: this task's place comes from {}; the rendezvous is "
+                              "for tasks that mpirun, srun or torchrun-style variables start "
+                              "with a rank only; leave it out",
+                              source)
+                : std::string("--rendezvous: belongs to `dtrain task` under a launcher (mpirun, "
+                              "srun, torchrun-style variables); `dtrain train` starts its own "
+                              "tasks; leave it out"));
+  }
   if (cluster) {
     refuse_launcher_flags(cmd, launched);
     cluster->bind_host = flags.bind;

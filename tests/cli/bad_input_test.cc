@@ -92,5 +92,17 @@ TEST(BadInputTest, UnknownAllreduceAlgorithmListsTheKnownOnes) {
   EXPECT_THAT(r.err, HasSubstr("--algorithm: tree not in {auto,ring,halving_doubling}"));
 }
 
+// --rendezvous is where ranks that a launcher numbered meet; anywhere else it would be ignored, so
+// it is refused by name.
+TEST(BadInputTest, RendezvousOutsideALauncherIsRefusedByName) {
+  ProcessResult local = run_dtrain({"train", "--rendezvous", "localhost:29500"});
+  EXPECT_EQ(local.exit_code, 2) << local.err;
+  EXPECT_THAT(local.err, HasSubstr("--rendezvous: belongs to `dtrain task` under a launcher"));
+  ProcessResult placed = run_dtrain({"task", "--rendezvous", "localhost:29500", "--worker_hosts",
+                                     "localhost:2222", "--job_name", "worker"});
+  EXPECT_EQ(placed.exit_code, 2) << placed.err;
+  EXPECT_THAT(placed.err, HasSubstr("--rendezvous: this task's place comes from --ps_hosts"));
+}
+
 }  // namespace
 }  // namespace dtrain::testing
