@@ -5,10 +5,13 @@ set -euo pipefail
 
 usage() {
   cat <<'EOF'
-usage: scripts/compare_allreduce.sh [BUILD_DIR] [--bytes LIST] [--ranks LIST]
+usage: scripts/compare_allreduce.sh [BUILD_DIR] [--bytes LIST] [--ranks LIST] [--mpi LIST]
   BUILD_DIR     CMake build directory holding bench/compare (default: build)
   --bytes LIST  sizes to measure, e.g. 64K,1M,4M (K = KiB, M = MiB; default: 4K..64M)
   --ranks LIST  process counts, e.g. 2,4 (default: 2,4)
+  --mpi LIST    Open MPI transports: tcp (loopback TCP, as Gloo), vader (its shared-memory
+                transport, with single-copy CMA for large messages), or tcp,vader (default)
+  --no-gloo     skip Gloo
 EOF
 }
 
@@ -16,18 +19,30 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build_dir=build
 bytes_args=()
 ranks_list=2,4
+mpi_list=tcp,vader
+want_gloo=1
 while (($#)); do
   case "$1" in
     --bytes) bytes_args=(--bytes "${2:?--bytes needs a value}"); shift 2 ;;
     --bytes=*) bytes_args=(--bytes "${1#*=}"); shift ;;
     --ranks) ranks_list=${2:?--ranks needs a value}; shift 2 ;;
     --ranks=*) ranks_list=${1#*=}; shift ;;
+    --mpi) mpi_list=${2:?--mpi needs a value}; shift 2 ;;
+    --mpi=*) mpi_list=${1#*=}; shift ;;
+    --no-gloo) want_gloo=0; shift ;;
     -h | --help) usage; exit 0 ;;
     -*) usage >&2; exit 2 ;;
     *) build_dir=$1; shift ;;
   esac
 done
 IFS=, read -r -a ranks_counts <<<"$ranks_list"
+IFS=, read -r -a mpi_transports <<<"$mpi_list"
+for transport in "${mpi_transports[@]}"; do
+  case "$transport" in
+    tcp | vader) ;;
+    *) echo "compare_allreduce: --mpi $transport: choose tcp or vader" >&2; exit 2 ;;
+  esac
+done
 
 gloo_bin="$build_dir/bench/compare/compare_gloo_allreduce"
 mpi_bin="$build_dir/bench/compare/compare_mpi_allreduce"
@@ -81,15 +96,22 @@ run_gloo() {
 }
 
 # pml ob1 + btl tcp,self: really TCP over loopback (no UCX, no shared-memory vader), as Gloo does.
+# btl vader,self: Open MPI's shared-memory transport, which copies large messages once with
+# process_vm_readv (CMA), as `dtrain bench allreduce --transport shm` does.
 run_mpi() {
-  local ranks=$1
-  mpirun --allow-run-as-root --oversubscribe -np "$ranks" --mca pml ob1 --mca btl tcp,self \
-    --mca btl_tcp_if_include lo "$mpi_bin" "${bytes_args[@]}"
+  local ranks=$1 transport=$2
+  local btl=(--mca btl tcp,self --mca btl_tcp_if_include lo)
+  if [[ "$transport" == vader ]]; then btl=(--mca btl vader,self); fi
+  echo "Open MPI, btl $transport:"
+  mpirun --allow-run-as-root --oversubscribe -np "$ranks" --mca pml ob1 "${btl[@]}" \
+    "$mpi_bin" "${bytes_args[@]}"
 }
 
 have_gloo=0
 have_mpi=0
-if [[ -x "$gloo_bin" ]]; then
+if ((!want_gloo)); then
+  :
+elif [[ -x "$gloo_bin" ]]; then
   have_gloo=1
 else
   echo "compare_allreduce: $gloo_bin not built (Gloo missing?); skipping Gloo" >&2
@@ -106,5 +128,7 @@ for ranks in "${ranks_counts[@]}"; do
       run_gloo "$ranks" "$algorithm"
     done
   fi
-  if ((have_mpi)); then run_mpi "$ranks"; fi
+  if ((have_mpi)); then
+    for transport in "${mpi_transports[@]}"; do run_mpi "$ranks" "$transport"; done
+  fi
 done

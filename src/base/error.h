@@ -45,6 +45,12 @@ class TransportError : public Error {
   using Error::Error;
 };
 
+// The peer closed the connection: read the end of its byte stream.
+class PeerClosed : public TransportError {
+ public:
+  using TransportError::TransportError;
+};
+
 // A frame broke the wire format: bad magic, version or CRC32C, unknown type, or longer than the
 // configured limit.
 class FrameError : public TransportError {

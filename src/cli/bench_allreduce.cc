@@ -58,14 +58,24 @@ double median(std::vector<float> values) {
   return values[mid];
 }
 
-void print_header(const AllreduceBenchConfig& config, std::ostream& out) {
+// How rank 0's chunks travel: every rank's links are alike on one host.
+std::string payload_path(const TcpRing& ring) {
+  if (ring.size() == 1) return "none";
+  if (ring.reads_memory(Side::kLeft) && ring.reads_memory(Side::kRight)) {
+    return "copied out of the sender's memory (process_vm_readv), frames over loopback TCP";
+  }
+  return "loopback TCP";
+}
+
+void print_header(const AllreduceBenchConfig& config, const std::string& payloads,
+                  std::ostream& out) {
   fmt::print(
       out,
-      "all-reduce (sum, float32, algorithm {}) over {} ranks: local processes, loopback "
-      "TCP, chunks of {}, frames {}\nbusbw = algbw x 2(n-1)/n, the convention of NCCL's and Gloo's "
+      "all-reduce (sum, float32, algorithm {}) over {} ranks, local processes; payloads {}; "
+      "chunks of {}, frames {}\nbusbw = algbw x 2(n-1)/n, the convention of NCCL's and Gloo's "
       "benchmarks; "
       "GB/s = 1e9 bytes/s\n",
-      algorithm_name(config.algorithm), config.ranks, format_bytes(config.chunk_bytes),
+      algorithm_name(config.algorithm), config.ranks, payloads, format_bytes(config.chunk_bytes),
       config.authenticate_frames ? "tagged (GMAC)" : "with a CRC32C (unauthenticated)");
   fmt::print(out, "{:>10} {:>8} {:>11} {:>11} {:>11}\n", "bytes", "iters", "median_ms",
              "algbw_GB/s", "busbw_GB/s");
@@ -149,7 +159,9 @@ int run_allreduce_bench(const AllreduceBenchConfig& config, std::ostream& out) {
                  "--spin_us",
                  std::to_string(config.spin_us),
                  "--algorithm",
-                 algorithm_name(config.algorithm)};
+                 algorithm_name(config.algorithm),
+                 "--transport",
+                 std::string(transport_name(config.transport))};
     if (!config.authenticate_frames) task.args.push_back("--unauthenticated_frames");
     tasks.push_back(std::move(task));
   }
@@ -179,11 +191,12 @@ void run_allreduce_bench_rank(const AllreduceBenchConfig& config, int rank,
   options.timeout_ms = config.timeout_ms;
   options.job = "rank";
   options.spin_us = config.spin_us >= 0 ? config.spin_us : ring_spin_us(config.ranks);
+  options.transport = config.transport;
   TcpRing ring(options);
   ring.connect({"127.0.0.1", ports[(rank + 1) % config.ranks]});
   Communicator communicator(ring,
                             {.max_chunk_bytes = config.chunk_bytes, .algorithm = config.algorithm});
-  if (rank == 0) print_header(config, out);
+  if (rank == 0) print_header(config, payload_path(ring), out);
   const double n = config.ranks;
   for (uint64_t bytes : config.sizes) {
     int iters = 0;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "collective/communicator.h"
+#include "comm/peer_memory.h"
 
 namespace dtrain::cli {
 
@@ -24,7 +25,8 @@ struct AllreduceBenchConfig {
   int timeout_ms = 60'000;  // --collective_timeout
   int spin_us = -1;         // TcpRingOptions::spin_us; -1: ring_spin_us()'s choice
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
-  bool authenticate_frames = true;  // ConnectionOptions::authenticate_frames
+  bool authenticate_frames = true;         // ConnectionOptions::authenticate_frames
+  Transport transport = Transport::kAuto;  // TcpRingOptions::transport
 };
 
 // "auto", "ring", "halving_doubling": the --algorithm names.

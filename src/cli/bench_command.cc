@@ -79,6 +79,7 @@ struct AllreduceBenchFlags {
   std::vector<std::string> sizes;
   std::string chunk_bytes = "512KiB";
   std::string algorithm = "auto";
+  std::string transport = "auto";
   double timeout_s = 60;
   int rank = -1;
   std::vector<uint16_t> ports;
@@ -102,13 +103,14 @@ AllreduceBenchConfig resolve(const AllreduceBenchFlags& flags) {
   }
   config.timeout_ms = static_cast<int>(flags.timeout_s * 1000);
   config.authenticate_frames = !flags.unauthenticated_frames;
+  config.transport = parse_transport(flags.transport);
   return config;
 }
 
 void add_bench_allreduce_command(CLI::App& bench, Action& action) {
   auto flags = std::make_shared<AllreduceBenchFlags>();
   CLI::App* allreduce = bench.add_subcommand(
-      "allreduce", "Ring all-reduce between local processes over loopback TCP");
+      "allreduce", "All-reduce between local processes (shared memory or loopback TCP)");
   allreduce->add_option("--ranks", flags->config.ranks, "Ranks (processes)")->capture_default_str();
   allreduce->add_option("--bytes", flags->sizes, "Sizes, e.g. 1MiB,64MiB (default: 4KiB to 64MiB)")
       ->delimiter(',');
@@ -131,6 +133,12 @@ void add_bench_allreduce_command(CLI::App& bench, Action& action) {
       ->add_option("--algorithm", flags->algorithm,
                    "auto, ring or halving_doubling (four ranks only; others use the ring)")
       ->check(CLI::IsMember({"auto", "ring", "halving_doubling"}))
+      ->capture_default_str();
+  allreduce
+      ->add_option("--transport", flags->transport,
+                   "auto (chunks copied out of the sender's memory where the kernel allows it, "
+                   "else TCP), tcp, or shm (memory only)")
+      ->check(CLI::IsMember({"auto", "tcp", "shm"}))
       ->capture_default_str();
   add_frames_flag(*allreduce, flags->unauthenticated_frames);
   allreduce->add_option("--rank", flags->rank)->group("");

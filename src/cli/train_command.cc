@@ -81,6 +81,7 @@ struct TrainFlags {
   // The allreduce strategy.
   size_t fusion_bytes = 0;
   int collective_timeout = 60;
+  std::string transport = "auto";
   int max_restarts = 3;
 };
 
@@ -163,6 +164,11 @@ const std::vector<StrategyFlag>& strategy_flags() {
       {"--on_worker_loss", {"async", "sync"}},
       {"--fusion_bytes", {"allreduce"}},
       {"--collective_timeout", {"allreduce"}},
+      {"--transport",
+       {"allreduce"},
+       "async",
+       "the ps strategies move payloads over TCP (shared memory carries the allreduce "
+       "strategy's chunks only); leave --transport out"},
       {"--inject_nonfinite_at", {"async", "sync", "allreduce"}},
       {"--bind", {"async", "sync", "allreduce"}},
       {"--unauthenticated_frames", {"async", "sync", "allreduce"}},
@@ -331,6 +337,7 @@ AllreduceClusterConfig allreduce_config(const TrainFlags& f, ClusterConfig clust
   c.secret = cluster_secret(f.secret_file);
   c.fusion_bytes = f.fusion_bytes;
   c.collective_timeout_ms = f.collective_timeout * 1000;
+  c.transport = parse_transport(f.transport);
   return c;
 }
 
@@ -641,6 +648,12 @@ void add_cluster_flags(CLI::App* cmd, TrainFlags* flags) {
   cmd->add_option("--collective_timeout", flags->collective_timeout,
                   "allreduce: seconds to wait for the ring to form and for any message in it; a "
                   "lost or stuck worker fails every other, named, within this")
+      ->capture_default_str();
+  cmd->add_option("--transport", flags->transport,
+                  "allreduce: how chunks reach a worker on the same host: auto (copied straight "
+                  "out of the sender's memory where the kernel allows it, else TCP), tcp, or shm "
+                  "(memory only; a pair that cannot is an error)")
+      ->check(CLI::IsMember({"auto", "tcp", "shm"}))
       ->capture_default_str();
 }
 

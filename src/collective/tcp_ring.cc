@@ -19,6 +19,26 @@ namespace dtrain {
 
 namespace proto = ring_protocol;
 
+namespace {
+
+void put_offer(MetaWriter& meta, const std::optional<MemoryOffer>& offer) {
+  meta.put(static_cast<uint8_t>(offer ? 1 : 0));
+  if (!offer) return;
+  meta.put(offer->pid).put(offer->cookie_address);
+  for (const std::byte b : offer->cookie) meta.put(b);
+}
+
+std::optional<MemoryOffer> get_offer(MetaReader& meta) {
+  if (meta.get<uint8_t>() == 0) return std::nullopt;
+  MemoryOffer offer;
+  offer.pid = meta.get<int32_t>();
+  offer.cookie_address = meta.get<uint64_t>();
+  for (std::byte& b : offer.cookie) b = meta.get<std::byte>();
+  return offer;
+}
+
+}  // namespace
+
 int ring_spin_us(int ranks_here) { return ranks_here <= available_cores() ? 50 : 0; }
 
 TcpRing::TcpRing(TcpRingOptions options) : options_(std::move(options)) {
@@ -52,7 +72,7 @@ TcpRing::~TcpRing() {
         fmt::format("{} stopped in the middle of a collective", rank_name(rank()));
     for (const Side side : {Side::kLeft, Side::kRight}) {
       const Link& l = link(side);
-      if (l.idle() || l.head_started) continue;
+      if (l.settled() || l.head_started) continue;
       if (!failure_) failure_ = std::make_exception_ptr(CollectiveError(message));
       send_abort(side, message);
     }
@@ -101,6 +121,9 @@ void TcpRing::connect(const HostPort& right) {
   hello.put(static_cast<int32_t>(size()))
       .put(static_cast<int32_t>(rank()))
       .put(options_.fingerprint);
+  put_offer(hello, options_.transport == Transport::kTcp
+                       ? std::nullopt
+                       : std::optional<MemoryOffer>(own_memory_offer()));
   right_->send(proto::kRingHello, 0, hello.bytes(), {});
   const Connection::Incoming answer = right_->receive();
   if (answer.type == proto::kRingRefused) {
@@ -111,12 +134,39 @@ void TcpRing::connect(const HostPort& right) {
     throw FrameError(
         fmt::format("{} answered the ring hello with frame type {}", right_->peer(), answer.type));
   }
+  std::optional<MemoryOffer> right_offer;
+  std::string right_why;  // why it does not read our memory
+  try {
+    MetaReader welcome(answer.meta);
+    right_offer = get_offer(welcome);
+    right_why = welcome.rest_as_string();
+  } catch (const ShortMeta&) {
+    throw FrameError(fmt::format("{} sent a malformed ring welcome", right_->peer()));
+  }
+  if (right_offer) {
+    // It reads our memory; the link goes by reference if we can read its memory too.
+    const std::string why = memory_check(right_offer, right_rank());
+    MetaWriter mode;
+    mode.put(static_cast<uint8_t>(why.empty() ? 1 : 0)).put_string(why);
+    right_->send(proto::kRingLinkMode, 0, mode.bytes(), {});
+    if (!why.empty() && options_.transport == Transport::kShm) {
+      throw CollectiveError(shm_failure(right_rank(), why));
+    }
+    right_link_.by_reference = why.empty();
+    right_link_.peer_pid = right_offer->pid;
+  } else if (options_.transport == Transport::kShm) {
+    throw CollectiveError(shm_failure(right_rank(), right_why));
+  }
   wait_for_left(deadline);
 }
 
 void TcpRing::wait_for_left(SteadyClock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  if (membership_.wait_until(lock, deadline, [&] { return left_ != nullptr; })) return;
+  if (membership_.wait_until(lock, deadline,
+                             [&] { return left_ != nullptr || !left_failure_.empty(); })) {
+    if (left_ != nullptr) return;
+    throw CollectiveError(left_failure_);
+  }
   lock.unlock();
   throw CollectiveError(fmt::format("{} did not join the ring within {} s{}",
                                     rank_name(left_rank()), options_.timeout_ms / 1000.0,
@@ -139,7 +189,16 @@ void TcpRing::serve_left(Connection& connection) {
   const auto ring_size = reader.get<int32_t>();
   const auto peer_rank = reader.get<int32_t>();
   const auto fingerprint = reader.get<uint64_t>();
+  const std::optional<MemoryOffer> left_offer = get_offer(reader);
   std::string refusal = refusal_for(ring_size, peer_rank, fingerprint, connection.peer());
+  // Whether we can read the left neighbour's memory: the first half of a by-reference link.
+  std::string memory_why;
+  if (refusal.empty() && options_.transport != Transport::kTcp) {
+    memory_why = memory_check(left_offer, left_rank());
+    if (!memory_why.empty() && options_.transport == Transport::kShm) {
+      refusal = shm_failure(left_rank(), memory_why);
+    }
+  }
   {
     std::lock_guard lock(mutex_);
     if (refusal.empty() && (left_ != nullptr || closing_)) {
@@ -155,7 +214,33 @@ void TcpRing::serve_left(Connection& connection) {
     return;
   }
   connection.set_task_name(rank_name(left_rank()));
-  connection.send(proto::kRingWelcome, 0, {}, {});
+  const bool reads_left = options_.transport != Transport::kTcp && memory_why.empty();
+  MetaWriter welcome;
+  put_offer(welcome, reads_left ? std::optional<MemoryOffer>(own_memory_offer()) : std::nullopt);
+  if (!reads_left) {
+    welcome.put_string(options_.transport == Transport::kTcp
+                           ? fmt::format("{} was started with --transport tcp", rank_name(rank()))
+                           : memory_why);
+  }
+  connection.send(proto::kRingWelcome, 0, welcome.bytes(), {});
+  bool by_reference = false;
+  if (reads_left) {
+    const Connection::Incoming mode = connection.receive();
+    if (mode.type != proto::kRingLinkMode) {
+      throw FrameError(fmt::format("{} sent frame type {} where a link mode was expected",
+                                   connection.peer(), mode.type));
+    }
+    MetaReader answer(mode.meta);
+    by_reference = answer.get<uint8_t>() == 1;
+    if (!by_reference && options_.transport == Transport::kShm) {
+      std::lock_guard lock(mutex_);
+      left_failure_ = shm_failure(left_rank(), answer.rest_as_string());
+      membership_.notify_all();
+      return;
+    }
+  }
+  left_link_.by_reference = by_reference;
+  if (by_reference) left_link_.peer_pid = left_offer->pid;
   std::unique_lock lock(mutex_);
   left_ = &connection;
   membership_.notify_all();
@@ -186,11 +271,25 @@ std::string TcpRing::refusal_for(int ring_size, int peer_rank, uint64_t fingerpr
   return {};
 }
 
+std::string TcpRing::memory_check(const std::optional<MemoryOffer>& offer, int peer_rank) const {
+  if (!offer) return fmt::format("{} was started with --transport tcp", rank_name(peer_rank));
+  return check_memory_offer(*offer);
+}
+
+std::string TcpRing::shm_failure(int peer_rank, std::string_view why) const {
+  return fmt::format(
+      "--transport shm: {} and {} cannot move chunks through memory: {}; run them with "
+      "--transport tcp or auto",
+      rank_name(rank()), rank_name(peer_rank), why);
+}
+
 // ---- moving chunks -----------------------------------------------------------------------------
 
 void TcpRing::send(Side to, std::span<const float> data, ChunkTag tag) {
   throw_if_failed();
-  link(to).queue.push_back(Outgoing{data, tag, false});
+  Link& l = link(to);
+  l.queue.push_back(Outgoing{data, tag, Kind::kChunk});
+  if (l.by_reference) ++l.unread;
   // Start at once: the kernel takes what fits while the caller goes on with its next chunk.
   pump_sends(to);
 }
@@ -222,6 +321,15 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
   auto last_keepalive = now;                         // sent, or this wait began
   for (;;) {
     bool sent[2] = {pump_sends(Side::kLeft), pump_sends(Side::kRight)};
+    // A neighbour that read our chunks has taken them as surely as a socket that accepted them.
+    for (const Side side : kSides) {
+      Link& l = link(side);
+      if (!l.by_reference) continue;
+      const uint64_t unread = l.unread;
+      if (read_announcements(side) && side == from && reading) last_in = SteadyClock::now();
+      if (l.unread != unread) sent[static_cast<int>(side)] = true;
+      if (l.unread > 0 && !l.closed.empty()) fail_lost(side, l.closed);
+    }
     bool moved = sent[0] || sent[1];
     bool done = false;
     if (reading) {
@@ -232,13 +340,15 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
         last_in = SteadyClock::now();
       }
     } else {
-      done = left_link_.idle() && right_link_.idle();
+      done = left_link_.settled() && right_link_.settled();
     }
     if (done) return;
 
     now = SteadyClock::now();
     for (const Side side : kSides) {
-      if (sent[static_cast<int>(side)] || link(side).idle()) last_out[static_cast<int>(side)] = now;
+      if (sent[static_cast<int>(side)] || link(side).settled()) {
+        last_out[static_cast<int>(side)] = now;
+      }
     }
     if (moved) {
       last_progress = now;
@@ -256,7 +366,7 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
     // Tell the neighbours we are alive and waiting, so that they do not blame us.
     if (now - last_keepalive > keepalive_every) {
       for (const Side side : kSides) {
-        if (link(side).idle()) link(side).queue.push_back(Outgoing{{}, {}, true});
+        if (link(side).idle()) link(side).queue.push_back(Outgoing{{}, {}, Kind::kKeepalive});
       }
       last_keepalive = now;
       continue;
@@ -268,7 +378,9 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
     auto until = last_keepalive + keepalive_every;
     if (reading) until = std::min(until, last_in + timeout);
     for (const Side side : kSides) {
-      if (!link(side).idle()) until = std::min(until, last_out[static_cast<int>(side)] + timeout);
+      if (!link(side).settled()) {
+        until = std::min(until, last_out[static_cast<int>(side)] + timeout);
+      }
     }
     wait_for_io(reading ? &from : nullptr, until);
   }
@@ -284,8 +396,15 @@ bool TcpRing::pump_sends(Side side) {
       if (!l.head_started) {
         const Outgoing& item = l.queue[l.head];
         l.send_meta.clear();
-        if (item.keepalive) {
+        if (item.kind == Kind::kKeepalive) {
           to.start_send(proto::kRingKeepalive, 0, {}, {});
+        } else if (item.kind == Kind::kRead) {
+          to.start_send(proto::kRingChunkRead, 0, {}, {});
+        } else if (l.by_reference) {
+          l.send_meta.put(item.tag.op).put(item.tag.step).put(item.tag.chunk);
+          l.send_meta.put(reinterpret_cast<uint64_t>(item.data.data()))
+              .put(static_cast<uint64_t>(item.data.size_bytes()));
+          to.start_send(proto::kRingChunkRef, 0, l.send_meta.bytes(), {});
         } else {
           l.send_meta.put(item.tag.op).put(item.tag.step).put(item.tag.chunk);
           const std::span<const float> tensors[] = {item.data};
@@ -312,6 +431,7 @@ bool TcpRing::pump_sends(Side side) {
 bool TcpRing::read_header(Side side) {
   Link& l = link(side);
   Connection& conn = connection(side);
+  if (!l.closed.empty()) return l.header_in;
   try {
     while (!l.header_in) {
       const std::optional<Connection::Incoming> in = conn.try_receive();
@@ -340,21 +460,110 @@ bool TcpRing::read_header(Side side) {
   } catch (const CollectiveError&) {
     throw;
   } catch (const TransportError& error) {
-    fail_lost(side, error.what());
+    lost_while_reading(side, error);
+    return false;
   }
   return true;
 }
 
-bool TcpRing::pump_receive(Side from, std::span<float> into, ChunkTag tag) {
-  if (!read_header(from)) return false;
+void TcpRing::lost_while_reading(Side side, const TransportError& error) {
+  if (!connection(side).closed_by_peer()) fail_lost(side, error.what());
+  link(side).closed = error.what();
+}
+
+bool TcpRing::read_announcements(Side side) {
+  Link& l = link(side);
+  Connection& conn = connection(side);
+  if (!l.closed.empty()) return false;
+  const uint64_t before = conn.bytes_moved();
+  try {
+    while (const std::optional<Connection::Incoming> in = conn.try_receive()) {
+      switch (in->type) {
+        case proto::kRingKeepalive:
+          continue;
+        case proto::kRingAbort:
+          l.abort_seen = true;
+          fail(MetaReader(in->meta).rest_as_string(), std::nullopt);  // names the culprit
+        case proto::kRingChunkRead:
+          if (l.unread == 0) {
+            fail(fmt::format("{} said it read a chunk that was never sent to it", conn.peer()),
+                 std::nullopt);
+          }
+          --l.unread;
+          continue;
+        case proto::kRingChunkRef:
+          break;
+        default:
+          fail(fmt::format("{} sent frame type {} in the middle of a collective", conn.peer(),
+                           in->type),
+               std::nullopt);
+      }
+      ChunkRef ref;
+      try {
+        MetaReader reader(in->meta);
+        ref.tag.op = reader.get<uint64_t>();
+        ref.tag.step = reader.get<uint32_t>();
+        ref.tag.chunk = reader.get<uint32_t>();
+        ref.address = reader.get<uint64_t>();
+        ref.bytes = reader.get<uint64_t>();
+      } catch (const ShortMeta&) {
+        fail(fmt::format("{} sent a malformed chunk reference", conn.peer()), std::nullopt);
+      }
+      l.refs.push_back(ref);
+    }
+  } catch (const CollectiveError&) {
+    throw;
+  } catch (const TransportError& error) {
+    lost_while_reading(side, error);
+  }
+  return conn.bytes_moved() != before;
+}
+
+bool TcpRing::receive_by_reference(Side from, std::span<float> into, ChunkTag tag) {
   Link& l = link(from);
+  read_announcements(from);
+  if (l.ref_head == l.refs.size()) {
+    if (!l.closed.empty()) fail_lost(from, l.closed);
+    return false;
+  }
+  const ChunkRef ref = l.refs[l.ref_head++];
+  if (l.ref_head == l.refs.size()) {
+    l.refs.clear();  // keeps its capacity, as the send queues do
+    l.ref_head = 0;
+  }
+  if (!(ref.tag == tag) || ref.bytes != into.size_bytes()) {
+    fail_mismatch(from, ref.tag, ref.bytes, tag, into.size_bytes());
+  }
+  try {
+    read_peer_memory(l.peer_pid, ref.address, std::as_writable_bytes(into),
+                     connection(from).peer());
+  } catch (const TransportError& error) {
+    fail_lost(from, error.what());
+  }
+  l.queue.push_back(Outgoing{{}, {}, Kind::kRead});
+  pump_sends(from);  // frees the neighbour's memory as early as the socket allows
+  return true;
+}
+
+void TcpRing::fail_mismatch(Side from, ChunkTag got, uint64_t got_bytes, ChunkTag tag,
+                            uint64_t bytes) {
+  fail(fmt::format("{} sent {} ({} bytes) where {} expected {} ({} bytes): the ranks are not "
+                   "running the same collectives; check that every worker was started with the "
+                   "same flags",
+                   connection(from).peer(), to_string(got), got_bytes, rank_name(rank()),
+                   to_string(tag), bytes),
+       std::nullopt);
+}
+
+bool TcpRing::pump_receive(Side from, std::span<float> into, ChunkTag tag) {
+  if (link(from).by_reference) return receive_by_reference(from, into, tag);
+  Link& l = link(from);
+  if (!read_header(from)) {
+    if (!l.closed.empty()) fail_lost(from, l.closed);
+    return false;
+  }
   if (!(l.incoming_tag == tag) || l.incoming_bytes != into.size_bytes()) {
-    fail(fmt::format(
-             "{} sent {} ({} bytes) where {} expected {} ({} bytes): the ranks are not running the "
-             "same collectives; check that every worker was started with the same flags",
-             connection(from).peer(), to_string(l.incoming_tag), l.incoming_bytes,
-             rank_name(rank()), to_string(tag), into.size_bytes()),
-         std::nullopt);
+    fail_mismatch(from, l.incoming_tag, l.incoming_bytes, tag, into.size_bytes());
   }
   try {
     if (!connection(from).try_receive_tensors(into)) return false;
@@ -374,7 +583,8 @@ void TcpRing::wait_for_io(const Side* reading, SteadyClock::time_point until) {
   for (const Side side : {Side::kLeft, Side::kRight}) {
     // A link holding a chunk for a later step stays readable until that step: watching it would
     // turn this sleep into a spin.
-    const bool read = (reading != nullptr && *reading == side) || !link(side).header_in;
+    const bool read = link(side).closed.empty() &&
+                      ((reading != nullptr && *reading == side) || !link(side).header_in);
     const bool write = !link(side).idle();
     if (read || write) waits[count++] = {&connection(side).stream(), read, write};
   }
@@ -382,7 +592,11 @@ void TcpRing::wait_for_io(const Side* reading, SteadyClock::time_point until) {
   // Frames from a neighbour we are not reading from are keepalives or an abort, or a chunk
   // arriving early; read their openings now so that an abort is acted on at once.
   for (const Side side : {Side::kLeft, Side::kRight}) {
-    if (reading == nullptr || *reading != side) read_header(side);
+    if (link(side).by_reference) {
+      read_announcements(side);
+    } else if (reading == nullptr || *reading != side) {
+      read_header(side);
+    }
   }
 }
 

@@ -6,6 +6,11 @@
 // waits for a chunk from one neighbour, queued chunks flow out, with no thread hand-offs on the
 // hot path.
 //
+// Between ranks of one host (--transport auto, the default, or shm) a chunk does not cross the
+// socket: the sender sends where it lies (kRingChunkRef), the receiver copies it straight out of
+// the sender's memory (comm/peer_memory.h) and says so (kRingChunkRead), which is what wait_sent()
+// then waits for. Frames still carry everything else, so failure detection is the same on both.
+//
 // Failure: the first rank to find a neighbour lost (connection closed) or stuck (no byte for
 // timeout_ms, while the ranks that are merely waiting send keepalives) stops with a
 // CollectiveError naming it, and sends an abort with that message to its other neighbour; each
@@ -29,6 +34,7 @@
 #include "collective/ring_links.h"
 #include "comm/connection.h"
 #include "comm/meta_codec.h"
+#include "comm/peer_memory.h"
 #include "comm/server.h"
 
 namespace dtrain {
@@ -50,6 +56,9 @@ struct TcpRingOptions {
   // more than a chunk's transfer on loopback. 0: sleep at once. See ring_spin_us().
   int spin_us = 50;
   std::string job = "worker";  // ranks are named "<job><rank>" in messages
+  // How chunks reach a neighbour on this host (comm/peer_memory.h). Under kShm a neighbour whose
+  // memory cannot be read, or that was started with --transport tcp, keeps the ring from forming.
+  Transport transport = Transport::kAuto;
 };
 
 // The spin that suits `ranks_here` ranks sharing this machine's cores: retrying pays while every
@@ -84,11 +93,22 @@ class TcpRing final : public RingLinks {
 
   std::string rank_name(int rank) const;  // "worker3"
 
+  // Whether chunks to and from the neighbour on `side` are copied out of the sender's memory
+  // rather than sent over the socket. REQUIRES: connected.
+  bool reads_memory(Side side) const { return link(side).by_reference; }
+
  private:
+  enum class Kind { kChunk, kKeepalive, kRead };
   struct Outgoing {
     std::span<const float> data;
     ChunkTag tag;
-    bool keepalive = false;  // a kRingKeepalive rather than a chunk
+    Kind kind = Kind::kChunk;  // kRead: a kRingChunkRead for the oldest chunk read from that side
+  };
+  // A chunk a neighbour announced by reference and that has not been read yet.
+  struct ChunkRef {
+    ChunkTag tag;
+    uint64_t address = 0;
+    uint64_t bytes = 0;
   };
   // One neighbour: the frames queued for it and where its incoming frame stands.
   struct Link {
@@ -100,8 +120,20 @@ class TcpRing final : public RingLinks {
     ChunkTag incoming_tag;      // and this is its tag
     uint64_t incoming_bytes = 0;
     bool abort_seen = false;  // this neighbour has stopped and told us why
+    // The neighbour closed the connection between frames: normal once it has finished, a loss
+    // only if we still wait on it (then `closed` says how it went).
+    std::string closed;
+    // Chunks move by reference on this link (set once when the ring forms), read from the memory
+    // of process peer_pid.
+    bool by_reference = false;
+    int32_t peer_pid = 0;
+    uint64_t unread = 0;         // chunks we sent by reference that the neighbour has not read
+    std::vector<ChunkRef> refs;  // refs[ref_head..]: announced to us, not read yet
+    size_t ref_head = 0;
 
     bool idle() const { return head == queue.size(); }
+    // Nothing queued and nothing of ours still to be read: our memory is ours again.
+    bool settled() const { return idle() && unread == 0; }
   };
   // What a progress loop waits for.
   enum class Want { kChunk, kSent };
@@ -119,6 +151,11 @@ class TcpRing final : public RingLinks {
   int rank_on(Side side) const { return side == Side::kLeft ? left_rank() : right_rank(); }
   Connection& connection(Side side) const { return side == Side::kLeft ? *left_ : *right_; }
   Link& link(Side side) { return side == Side::kLeft ? left_link_ : right_link_; }
+  const Link& link(Side side) const { return side == Side::kLeft ? left_link_ : right_link_; }
+  // Forming: the memory check of a neighbour's offer under options_.transport. "" when chunks may
+  // move by reference; otherwise why not (an error under kShm).
+  std::string memory_check(const std::optional<MemoryOffer>& offer, int peer_rank) const;
+  std::string shm_failure(int peer_rank, std::string_view why) const;
 
   // The progress loop: moves bytes both ways on both links until `want` holds; throws
   // CollectiveError naming the neighbour at fault. For kChunk, the chunk `tag` comes from `from`
@@ -133,6 +170,17 @@ class TcpRing final : public RingLinks {
   // Reads the next frame's opening from `side` if one has arrived, handling keepalives and
   // aborts; returns true once a chunk's header is in (Link::header_in).
   bool read_header(Side side);
+  // A read from `side` failed: a neighbour that closed between frames is noted (Link::closed),
+  // anything else fails the ring naming it.
+  void lost_while_reading(Side side, const TransportError& error);
+  // For a by-reference link: reads every frame that has arrived (announcements are queued, reads
+  // counted, keepalives dropped, an abort thrown); returns whether a byte moved.
+  bool read_announcements(Side side);
+  // pump_receive on a by-reference link: copies the next announced chunk out of the neighbour's
+  // memory and queues the kRingChunkRead that frees it.
+  bool receive_by_reference(Side from, std::span<float> into, ChunkTag tag);
+  [[noreturn]] void fail_mismatch(Side from, ChunkTag got, uint64_t got_bytes, ChunkTag tag,
+                                  uint64_t bytes);
   // Sleeps until a neighbour can move bytes, or `until`. Watches the link `reading` and every
   // other link that is not holding a chunk back for later, so that an abort is seen at once.
   void wait_for_io(const Side* reading, SteadyClock::time_point until);
@@ -162,6 +210,7 @@ class TcpRing final : public RingLinks {
   std::condition_variable membership_;
   bool closing_ = false;
   std::string last_refusal_;
+  std::string left_failure_;  // the left neighbour could not join under --transport shm: why
 };
 
 }  // namespace dtrain

@@ -350,7 +350,13 @@ std::optional<Connection::Incoming> Connection::try_receive_frame(uint64_t max_p
   if (!prefix_done_) {
     // The header and the meta length in one read: every payload opens with the meta length,
     // so this never reads past the frame.
-    const size_t n = stream_->read_available(std::span(prefix_).subspan(prefix_have_));
+    size_t n = 0;
+    try {
+      n = stream_->read_available(std::span(prefix_).subspan(prefix_have_));
+    } catch (const PeerClosed&) {
+      if (prefix_have_ == 0) fail(std::current_exception(), /*by_peer=*/true);  // between frames
+      throw;
+    }
     prefix_have_ += n;
     bytes_moved_ += n;
     // The header is checked as soon as it is in: a stray client's junk may be all it sends.

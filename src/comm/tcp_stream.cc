@@ -192,7 +192,7 @@ size_t TcpStream::read_available(std::span<std::byte> buf) {
   for (;;) {
     const ssize_t n = ::recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
     if (n > 0) return static_cast<size_t>(n);
-    if (n == 0) throw TransportError(fmt::format("{} closed the connection", peer_));
+    if (n == 0) throw PeerClosed(fmt::format("{} closed the connection", peer_));
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
     throw_errno("recv", errno);

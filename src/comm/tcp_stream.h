@@ -68,8 +68,8 @@ class TcpStream {
 
   // Non-blocking forms, for a thread that drives several streams at once: each makes one system
   // call and never waits.
-  // Reads what has arrived, up to buf.size() (> 0); returns 0 if nothing has. Throws
-  // TransportError if the peer has closed the connection or the socket failed.
+  // Reads what has arrived, up to buf.size() (> 0); returns 0 if nothing has. Throws PeerClosed
+  // if the peer has closed the connection, TransportError if the socket failed.
   size_t read_available(std::span<std::byte> buf);
   // Writes what the socket takes now of the pieces, starting `skip` bytes into the first; returns
   // the bytes written, 0 if the socket is full. Throws TransportError.

@@ -135,7 +135,8 @@ class AllreduceStrategy final : public Strategy {
                                  .fingerprint = fnv1a(settings_),
                                  .timeout_ms = config.collective_timeout_ms,
                                  .spin_us = ring_spin_us(workers_on_host(own.host)),
-                                 .job = rank_prefix()});
+                                 .job = rank_prefix(),
+                                 .transport = config.transport});
     communicator_.emplace(*ring_, CollectiveOptions{.max_chunk_bytes = config.chunk_bytes});
   }
 
@@ -152,6 +153,7 @@ class AllreduceStrategy final : public Strategy {
     print_start_line(state);
     const TaskId& right = workers_[static_cast<size_t>((rank_ + 1) % size())];
     ring_->connect(config_.cluster.cluster.address(right));
+    print_links();
     if (chief()) {
       state.initialize(c_.seed);
       if (const auto step = restore()) state.step = *step;
@@ -243,6 +245,17 @@ class AllreduceStrategy final : public Strategy {
     return config_.cluster.cluster.has_job(kChiefJob) ? "rank" : std::string(kWorkerJob);
   }
   std::string name() const { return fmt::format("{}{}", rank_prefix(), rank_); }
+
+  // Which way chunks travel on each link: the honest answer to "is this run using memory or TCP?"
+  void print_links() {
+    if (size() == 1) return;
+    auto path = [&](Side side) {
+      return ring_->reads_memory(side) ? "shm (copied out of the sender's memory)" : "tcp";
+    };
+    fmt::print(out_, "worker={}: transport to {} (left): {}; to {} (right): {}\n", rank_,
+               ring_->rank_name((rank_ + size() - 1) % size()), path(Side::kLeft),
+               ring_->rank_name((rank_ + 1) % size()), path(Side::kRight));
+  }
 
   void print_start_line(const TrainingState& state) {
     const std::string role =

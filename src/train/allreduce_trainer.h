@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cluster/cluster_spec.h"
+#include "comm/peer_memory.h"
 #include "nn/param_set.h"
 #include "train/train_config.h"
 
@@ -26,6 +27,8 @@ struct AllreduceClusterConfig {
   // How long a worker waits for the ring to form and for any message once it has: a lost or
   // stuck worker fails every other within this time, with an error naming it.
   int collective_timeout_ms = 60'000;
+  // How chunks reach a worker on the same host (--transport; comm/peer_memory.h).
+  Transport transport = Transport::kAuto;
 };
 
 // A contiguous slice [begin, begin + size) of a ParamSet's flat() arena.

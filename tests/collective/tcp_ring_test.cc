@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "base/error.h"
@@ -77,9 +78,27 @@ void expect_no_errors(const std::vector<std::string>& errors) {
   for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
-void expect_allreduce_matches_double_precision(int n, AllreduceAlgorithm algorithm) {
-  LoopbackRing group(n);
+// Sets every rank's transport.
+std::function<void(TcpRingOptions&)> over(Transport transport) {
+  return [transport](TcpRingOptions& options) { options.transport = transport; };
+}
+
+// The ranks of this process can read each other's memory, so kAuto moves chunks by reference and
+// kTcp over the sockets.
+void expect_links(LoopbackRing& group, Transport transport) {
+  if (group.size() == 1) return;
+  for (int r = 0; r < group.size(); ++r) {
+    for (const Side side : {Side::kLeft, Side::kRight}) {
+      EXPECT_EQ(group.ring(r).reads_memory(side), transport != Transport::kTcp) << "rank " << r;
+    }
+  }
+}
+
+void expect_allreduce_matches_double_precision(int n, AllreduceAlgorithm algorithm,
+                                               Transport transport) {
+  LoopbackRing group(n, over(transport));
   ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
+  expect_links(group, transport);
   const std::vector<size_t> lengths = {0, 1, size_t(n - 1), size_t(n + 1), 1000003};
   std::vector<std::vector<std::vector<float>>> results(lengths.size(),
                                                        std::vector<std::vector<float>>(n));
@@ -101,19 +120,22 @@ void expect_allreduce_matches_double_precision(int n, AllreduceAlgorithm algorit
   }
 }
 
-TEST(TcpRingTest, AllreduceMatchesDoublePrecisionForEveryRingSizeAndLength) {
+// Every test of results runs over both ways of moving chunks.
+class TcpRingTransportTest : public ::testing::TestWithParam<Transport> {};
+
+TEST_P(TcpRingTransportTest, AllreduceMatchesDoublePrecisionForEveryRingSizeAndLength) {
   for (int n = 1; n <= 6; ++n) {
     SCOPED_TRACE("ring, n=" + std::to_string(n));
-    expect_allreduce_matches_double_precision(n, AllreduceAlgorithm::kRing);
+    expect_allreduce_matches_double_precision(n, AllreduceAlgorithm::kRing, GetParam());
   }
 }
 
-TEST(TcpRingTest, HalvingDoublingMatchesDoublePrecisionForEveryLength) {
-  expect_allreduce_matches_double_precision(4, AllreduceAlgorithm::kHalvingDoubling);
+TEST_P(TcpRingTransportTest, HalvingDoublingMatchesDoublePrecisionForEveryLength) {
+  expect_allreduce_matches_double_precision(4, AllreduceAlgorithm::kHalvingDoubling, GetParam());
 }
 
-TEST(TcpRingTest, BroadcastBarrierAndAllreduceShareTheConnections) {
-  LoopbackRing group(3);
+TEST_P(TcpRingTransportTest, BroadcastBarrierAndAllreduceShareTheConnections) {
+  LoopbackRing group(3, over(GetParam()));
   ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
   std::vector<std::vector<float>> params(3), averaged(3);
   expect_no_errors(group.run([&](int rank) {
@@ -130,15 +152,27 @@ TEST(TcpRingTest, BroadcastBarrierAndAllreduceShareTheConnections) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Transports, TcpRingTransportTest,
+                         ::testing::Values(Transport::kTcp, Transport::kAuto),
+                         [](const auto& info) {
+                           return info.param == Transport::kTcp ? "Tcp" : "Memory";
+                         });
+
 // The failure tests run under both algorithms of a ring of four: halving-doubling sends both ways
-// on each link, so aborts and keepalives must travel both ways too.
-class TcpRingFailureTest : public ::testing::TestWithParam<AllreduceAlgorithm> {};
+// on each link, so aborts and keepalives must travel both ways too. And under both transports: a
+// chunk moved by reference leaves the bytes out of the frames, not the frames themselves.
+class TcpRingFailureTest
+    : public ::testing::TestWithParam<std::tuple<AllreduceAlgorithm, Transport>> {
+ protected:
+  AllreduceAlgorithm algorithm() const { return std::get<0>(GetParam()); }
+  std::function<void(TcpRingOptions&)> transport() const { return over(std::get<1>(GetParam())); }
+};
 
 // Rank 2 goes away (its sockets close, as when its process is killed) while the others are in an
 // all-reduce: every one of them stops, and every message names worker2, including those of ranks
 // that are not its neighbours and learn it from the abort passed around the ring.
 TEST_P(TcpRingFailureTest, LostRankStopsEveryOtherRankNamingIt) {
-  LoopbackRing group(4);
+  LoopbackRing group(4, transport());
   ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
   const auto errors = group.run([&](int rank) {
     if (rank == 2) {
@@ -146,7 +180,7 @@ TEST_P(TcpRingFailureTest, LostRankStopsEveryOtherRankNamingIt) {
       return;
     }
     std::vector<float> data = testing::rank_values(rank, 4'000'000);
-    Communicator(group.ring(rank), {.algorithm = GetParam()}).allreduce(data);
+    Communicator(group.ring(rank), {.algorithm = algorithm()}).allreduce(data);
   });
   for (int r : {0, 1, 3}) {
     EXPECT_THAT(errors[r], HasSubstr("lost worker2")) << "rank " << r;
@@ -156,7 +190,10 @@ TEST_P(TcpRingFailureTest, LostRankStopsEveryOtherRankNamingIt) {
 // Rank 2 is connected but never takes part (a hung process): its right neighbour gives up after
 // the timeout, and the abort carries its name to the others.
 TEST_P(TcpRingFailureTest, StuckRankIsNamedAfterTheTimeout) {
-  LoopbackRing group(4, [](TcpRingOptions& options) { options.timeout_ms = 1'000; });
+  LoopbackRing group(4, [&](TcpRingOptions& options) {
+    transport()(options);
+    options.timeout_ms = 1'000;
+  });
   ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
   std::latch others_done(3);
   const auto errors = group.run([&](int rank) {
@@ -166,7 +203,7 @@ TEST_P(TcpRingFailureTest, StuckRankIsNamedAfterTheTimeout) {
     }
     try {
       std::vector<float> data = testing::rank_values(rank, 4'000'000);
-      Communicator(group.ring(rank), {.algorithm = GetParam()}).allreduce(data);
+      Communicator(group.ring(rank), {.algorithm = algorithm()}).allreduce(data);
     } catch (...) {
       others_done.count_down();
       throw;
@@ -179,12 +216,57 @@ TEST_P(TcpRingFailureTest, StuckRankIsNamedAfterTheTimeout) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, TcpRingFailureTest,
-                         ::testing::Values(AllreduceAlgorithm::kRing,
-                                           AllreduceAlgorithm::kHalvingDoubling),
+                         ::testing::Combine(::testing::Values(AllreduceAlgorithm::kRing,
+                                                              AllreduceAlgorithm::kHalvingDoubling),
+                                            ::testing::Values(Transport::kTcp, Transport::kAuto)),
                          [](const auto& info) {
-                           return info.param == AllreduceAlgorithm::kRing ? "Ring"
-                                                                          : "HalvingDoubling";
+                           return std::string(std::get<0>(info.param) == AllreduceAlgorithm::kRing
+                                                  ? "Ring"
+                                                  : "HalvingDoubling") +
+                                  (std::get<1>(info.param) == Transport::kTcp ? "Tcp" : "Memory");
                          });
+
+// A rank started with --transport tcp cannot join a neighbour that requires memory, and both say
+// why, naming the flag.
+TEST(TcpRingTest, ShmRankRefusesANeighbourOnTcpNamingTheFlag) {
+  LoopbackRing group(2, [](TcpRingOptions& options) {
+    options.transport = options.rank == 0 ? Transport::kShm : Transport::kTcp;
+    options.timeout_ms = 5'000;
+  });
+  const auto errors = group.connect();
+  EXPECT_THAT(errors[0], HasSubstr("--transport shm: worker0 and worker1 cannot move chunks"));
+  EXPECT_THAT(errors[0], HasSubstr("worker1 was started with --transport tcp"));
+  EXPECT_THAT(errors[1], HasSubstr("refused worker1: --transport shm"));
+}
+
+// Rank 0 finishes and leaves while rank 2 still waits for its last chunk from rank 1: a neighbour
+// that closed once it owed nothing is no failure, under either transport.
+TEST_P(TcpRingTransportTest, ANeighbourThatLeftOwingNothingIsNotALoss) {
+  LoopbackRing group(3, over(GetParam()));
+  ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
+  std::latch rank0_gone(1);
+  const ChunkTag tag{0, 0, 0};
+  std::vector<float> data[3];
+  const auto errors = group.run([&](int rank) {
+    data[rank] = testing::rank_values(rank, 100'000);
+    RingLinks& links = group.ring(rank);
+    if (rank == 0) {  // sends right, needs nothing back, and leaves
+      links.send_right(data[0], tag);
+      links.wait_sent();
+      group.drop(0);
+      rank0_gone.count_down();
+    } else if (rank == 1) {  // passes rank 0's values on only once rank 0 has gone
+      links.recv_left(data[1], tag);
+      rank0_gone.wait();
+      links.send_right(data[1], tag);
+      links.wait_sent();
+    } else {  // waits on rank 1 while its right neighbour, rank 0, closes
+      links.recv_left(data[2], tag);
+    }
+  });
+  expect_no_errors(errors);
+  EXPECT_EQ(data[2], testing::rank_values(0, 100'000));
+}
 
 TEST(TcpRingTest, RankWithAnotherFingerprintIsRefusedByName) {
   LoopbackRing group(2, [](TcpRingOptions& options) {

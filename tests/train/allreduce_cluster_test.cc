@@ -188,6 +188,23 @@ TEST(AllreduceCluster, ThreeWorkersWithAdamAndFusionBucketsEndBitwiseIdentical) 
   EXPECT_EQ(testing::count_lines_containing(r.out, ": test accuracy = 0."), 3) << r.out;
 }
 
+// The same run through memory and over TCP: the same parameters to the bit, and each worker says
+// which way its chunks went.
+TEST(AllreduceCluster, ChunksThroughMemoryTrainBitForBitAsOverTcp) {
+  const std::vector<std::string> common = concat(model_flags("mlp"), {"--train_steps", "60"});
+  std::string crc[2];
+  const char* transports[] = {"tcp", "shm"};
+  for (int i = 0; i < 2; ++i) {
+    const ProcessResult r = run_dtrain(launch(2, concat(common, {"--transport", transports[i]})));
+    ASSERT_EQ(r.exit_code, 0) << all_output(r);
+    crc[i] = identical_parameters(r, 2);
+    const std::string line = i == 0 ? "(left): tcp; to worker"
+                                    : "(left): shm (copied out of the sender's memory); to worker";
+    EXPECT_EQ(testing::count_lines_containing(r.out, line), 2) << r.out;
+  }
+  EXPECT_EQ(crc[0], crc[1]);
+}
+
 TEST(AllreduceCluster, FusionBucketsAverageBitForBitLikeOneBuffer) {
   // With two ranks each element's average is (a + b) / 2 whichever rank reduces it, so cutting
   // the arena into buckets must change nothing: a bucket left out, reduced twice or misplaced
@@ -250,17 +267,22 @@ std::string error_line(const std::string& err) {
   return at == std::string::npos ? "" : err.substr(at, err.find('\n', at) - at);
 }
 
-TEST(AllreduceCluster, KilledWorkerFailsTheOthersNamingIt) {
+// Under both transports: through memory, the killed worker's neighbours may be copying out of its
+// memory at that moment.
+class KilledAllreduceWorker : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KilledAllreduceWorker, FailsTheOthersNamingIt) {
   testing::HandStartedCluster cluster(0, 4);  // no ps tasks: an all-reduce ring
   // Far more steps than the test lasts, and a timeout a broken propagation would sit out: the
   // others must learn of the loss from the ring, not from their own clock. Worker 3 is no
   // neighbour of worker 1: it hears of the loss only from the abort passed round the ring.
-  const std::vector<std::string> common = {"--train_steps", "10000000", "--collective_timeout",
-                                           "60"};
+  // mlp's 1.6 MB of gradients keep a step's chunks moving for a while.
+  const std::vector<std::string> common = {
+      "--train_steps", "10000000", "--collective_timeout", "60", "--transport", GetParam()};
   std::vector<std::unique_ptr<DtrainProcess>> workers;
   for (int i = 0; i < 4; ++i)
     workers.push_back(
-        cluster.start("worker", i, concat(model_flags("softmax", i == 1 ? 1 : 0), common)));
+        cluster.start("worker", i, concat(model_flags("mlp", i == 1 ? 1 : 0), common)));
   // Killed in the middle of training, at a step drawn from DTRAIN_FAULT_SEED.
   const int64_t kill_at = testing::fault_step("allreduce worker 1 killed at global step", 5, 300);
   ASSERT_THAT(workers[1]->wait_for_line(fmt::format("global_step={},", kill_at)),
@@ -276,6 +298,9 @@ TEST(AllreduceCluster, KilledWorkerFailsTheOthersNamingIt) {
     EXPECT_THAT(error_line(r.err), HasSubstr("worker1")) << "worker " << i << ": " << r.err;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, KilledAllreduceWorker, ::testing::Values("tcp", "shm"),
+                         [](const auto& info) { return info.param; });
 
 TEST(AllreduceCluster, WorkerWithAnotherModelIsRefusedNamingIt) {
   testing::HandStartedCluster cluster(0, 2);

@@ -1,0 +1,109 @@
+// Reading another process's memory (comm/peer_memory.h) with real processes: a forked child's
+// bytes are read, a forged or foreign offer is told apart, and a process that has gone is an
+// error that names the peer.
+#include "comm/peer_memory.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "base/error.h"
+
+namespace dtrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A child process that fills `bytes` with its own pattern, says so through a pipe, and waits
+// until it is killed. The parent's copy of `bytes` keeps the parent's values (copy-on-write).
+class PatternChild {
+ public:
+  explicit PatternChild(std::vector<std::byte>& bytes) {
+    int ready[2];
+    if (pipe(ready) != 0) throw std::runtime_error("pipe");
+    pid_ = fork();
+    if (pid_ == 0) {
+      for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 7 + 3);
+      const char one = 1;
+      (void)!write(ready[1], &one, 1);
+      for (;;) pause();
+    }
+    close(ready[1]);
+    char got = 0;
+    (void)!read(ready[0], &got, 1);
+    close(ready[0]);
+  }
+  ~PatternChild() { stop(); }
+  int32_t pid() const { return pid_; }
+  void stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+TEST(PeerMemory, ReadsAnotherProcesssBytesAndNamesTheOneThatHasGone) {
+  std::vector<std::byte> bytes(3 << 20, std::byte{0});  // spans many pages
+  PatternChild child(bytes);
+  const auto address = reinterpret_cast<uint64_t>(bytes.data());
+  std::vector<std::byte> seen(bytes.size());
+  read_peer_memory(child.pid(), address, seen, "worker1");
+  for (size_t i = 0; i < seen.size(); ++i) {
+    ASSERT_EQ(seen[i], static_cast<std::byte>(i * 7 + 3)) << "byte " << i;
+  }
+  EXPECT_EQ(bytes[1], std::byte{0});  // what was read is the child's, not ours
+
+  const int32_t gone = child.pid();
+  child.stop();
+  try {
+    read_peer_memory(gone, address, seen, "worker1");
+    FAIL() << "read the memory of a process that has exited";
+  } catch (const TransportError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("worker1"));
+    EXPECT_THAT(error.what(), HasSubstr("No such process"));
+  }
+}
+
+TEST(PeerMemory, AnOfferIsProvedByItsCookieOnly) {
+  const MemoryOffer own = own_memory_offer();
+  EXPECT_EQ(own.pid, getpid());
+  EXPECT_EQ(check_memory_offer(own), "");
+
+  // Another process at that pid (another host, another pid namespace) holds other bytes there.
+  MemoryOffer forged = own;
+  forged.cookie[0] ^= std::byte{1};
+  EXPECT_THAT(check_memory_offer(forged), HasSubstr("another process"));
+
+  // A pid that is no process at all.
+  std::vector<std::byte> unused(1);
+  PatternChild child(unused);
+  MemoryOffer gone = own;
+  gone.pid = child.pid();
+  child.stop();
+  EXPECT_THAT(check_memory_offer(gone), HasSubstr("cannot be read from here"));
+}
+
+TEST(PeerMemory, TransportNamesRoundTripAndABadOneIsNamed) {
+  for (const Transport t : {Transport::kAuto, Transport::kTcp, Transport::kShm}) {
+    EXPECT_EQ(parse_transport(transport_name(t)), t);
+  }
+  try {
+    parse_transport("rdma");
+    FAIL() << "accepted --transport rdma";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_THAT(error.what(), HasSubstr("--transport rdma"));
+  }
+}
+
+}  // namespace
+}  // namespace dtrain
