@@ -12,12 +12,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
+#include "cli/csv_rows.h"
 #include "cluster/local_launcher.h"
 #include "collective/communicator.h"
 #include "collective/tcp_ring.h"
@@ -108,6 +110,11 @@ double time_size(Communicator& communicator, const AllreduceBenchConfig& config,
   return median(std::move(times));
 }
 
+std::vector<std::string> csv_columns() {
+  return {"ranks", "transport", "algorithm",  "bytes",
+          "iters", "median_ms", "algbw_gbps", "busbw_gbps"};
+}
+
 std::string join_ports(const std::vector<uint16_t>& ports) {
   return fmt::format("{}", fmt::join(ports, ","));
 }
@@ -132,6 +139,8 @@ std::string algorithm_name(AllreduceAlgorithm algorithm) {
 
 int run_allreduce_bench(const AllreduceBenchConfig& config, std::ostream& out) {
   check_config(config);
+  // A file that cannot take the rows is one error here rather than rank 0's after the others start.
+  if (!config.csv_path.empty()) CsvRows(config.csv_path, csv_columns());
   const std::vector<uint16_t> ports = pick_free_ports(config.ranks);
   std::vector<LocalTask> tasks;
   for (int r = 0; r < config.ranks; ++r) {
@@ -162,6 +171,7 @@ int run_allreduce_bench(const AllreduceBenchConfig& config, std::ostream& out) {
                  algorithm_name(config.algorithm),
                  "--transport",
                  std::string(transport_name(config.transport))};
+    if (!config.csv_path.empty()) task.args.insert(task.args.end(), {"--csv", config.csv_path});
     if (!config.authenticate_frames) task.args.push_back("--unauthenticated_frames");
     tasks.push_back(std::move(task));
   }
@@ -196,7 +206,14 @@ void run_allreduce_bench_rank(const AllreduceBenchConfig& config, int rank,
   ring.connect({"127.0.0.1", ports[(rank + 1) % config.ranks]});
   Communicator communicator(ring,
                             {.max_chunk_bytes = config.chunk_bytes, .algorithm = config.algorithm});
-  if (rank == 0) print_header(config, payload_path(ring), out);
+  std::optional<CsvRows> csv;
+  if (rank == 0) {
+    print_header(config, payload_path(ring), out);
+    if (!config.csv_path.empty()) {
+      csv.emplace(config.csv_path, csv_columns());
+    }
+  }
+  const char* transport = ring.size() > 1 && ring.reads_memory(Side::kRight) ? "shm" : "tcp";
   const double n = config.ranks;
   for (uint64_t bytes : config.sizes) {
     int iters = 0;
@@ -206,6 +223,11 @@ void run_allreduce_bench_rank(const AllreduceBenchConfig& config, int rank,
     fmt::print(out, "{:>10} {:>8} {:>11.3f} {:>11.2f} {:>11.2f}\n", format_bytes(bytes), iters,
                median_s * 1e3, algbw, algbw * 2.0 * (n - 1) / n);
     out.flush();
+    if (csv) {
+      csv->add({std::to_string(config.ranks), transport, algorithm_name(config.algorithm),
+                std::to_string(bytes), std::to_string(iters), fmt::format("{:.4f}", median_s * 1e3),
+                fmt::format("{:.4f}", algbw), fmt::format("{:.4f}", algbw * 2.0 * (n - 1) / n)});
+    }
   }
 }
 

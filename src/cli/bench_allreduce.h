@@ -27,6 +27,7 @@ struct AllreduceBenchConfig {
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
   bool authenticate_frames = true;         // ConnectionOptions::authenticate_frames
   Transport transport = Transport::kAuto;  // TcpRingOptions::transport
+  std::string csv_path;                    // --csv: rank 0 appends a row per size there
 };
 
 // "auto", "ring", "halving_doubling": the --algorithm names.

@@ -29,6 +29,7 @@ struct PsBenchFlags {
   std::vector<std::string> model_bytes;  // empty: the config's default sizes
   std::string max_shard_bytes = "1MiB";
   bool unauthenticated_frames = false;
+  std::string csv_path;
 };
 
 PsBenchConfig resolve(const PsBenchFlags& flags) {
@@ -40,6 +41,7 @@ PsBenchConfig resolve(const PsBenchFlags& flags) {
   }
   config.max_shard_bytes = parse_byte_size(flags.max_shard_bytes, "--max_shard_bytes");
   config.authenticate_frames = !flags.unauthenticated_frames;
+  config.csv_path = flags.csv_path;
   return config;
 }
 
@@ -64,6 +66,8 @@ void add_bench_ps_command(CLI::App& bench, Action& action) {
   ps->add_option("--min_rounds", flags->config.min_rounds, "Least rounds timed per size")
       ->capture_default_str();
   add_frames_flag(*ps, flags->unauthenticated_frames);
+  ps->add_option("--csv", flags->csv_path,
+                 "Also append a row per size to this CSV file (a header first if new)");
   ps->callback([flags, &action] {
     action = [flags] {
       run_ps_bench(resolve(*flags), std::cout);
@@ -80,6 +84,7 @@ struct AllreduceBenchFlags {
   std::string chunk_bytes = "512KiB";
   std::string algorithm = "auto";
   std::string transport = "auto";
+  std::string csv_path;
   double timeout_s = 60;
   int rank = -1;
   std::vector<uint16_t> ports;
@@ -104,6 +109,7 @@ AllreduceBenchConfig resolve(const AllreduceBenchFlags& flags) {
   config.timeout_ms = static_cast<int>(flags.timeout_s * 1000);
   config.authenticate_frames = !flags.unauthenticated_frames;
   config.transport = parse_transport(flags.transport);
+  config.csv_path = flags.csv_path;
   return config;
 }
 
@@ -140,6 +146,8 @@ void add_bench_allreduce_command(CLI::App& bench, Action& action) {
                    "else TCP), tcp, or shm (memory only)")
       ->check(CLI::IsMember({"auto", "tcp", "shm"}))
       ->capture_default_str();
+  allreduce->add_option("--csv", flags->csv_path,
+                        "Also append a row per size to this CSV file (a header first if new)");
   add_frames_flag(*allreduce, flags->unauthenticated_frames);
   allreduce->add_option("--rank", flags->rank)->group("");
   allreduce->add_option("--ports", flags->ports)->delimiter(',')->group("");

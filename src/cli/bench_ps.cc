@@ -15,12 +15,14 @@
 #include <exception>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "base/error.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
+#include "cli/csv_rows.h"
 #include "nn/param_set.h"
 #include "ps/partition.h"
 #include "ps/ps_client.h"
@@ -259,6 +261,20 @@ void print_row(const SizeResult& r, std::ostream& out) {
   out << std::flush;
 }
 
+// One row per size: the workers' median rounds averaged, and the sum of their bandwidths.
+void add_csv_row(const PsBenchConfig& config, const SizeResult& r, CsvRows& csv) {
+  double mean_round = 0, total_gbps = 0;
+  for (double s : r.median_round_seconds) {
+    mean_round += s / static_cast<double>(r.median_round_seconds.size());
+    total_gbps += 2.0 * static_cast<double>(r.model_bytes) / s / 1e9;
+  }
+  csv.add({std::to_string(config.ps), std::to_string(config.workers), std::to_string(r.model_bytes),
+           std::to_string(r.shards), std::to_string(r.rounds),
+           fmt::format("{:.4f}", mean_round * 1e3),
+           fmt::format("{:.4f}", total_gbps / static_cast<double>(config.workers)),
+           fmt::format("{:.4f}", total_gbps)});
+}
+
 }  // namespace
 
 void run_ps_bench(const PsBenchConfig& config, std::ostream& out) {
@@ -266,7 +282,17 @@ void run_ps_bench(const PsBenchConfig& config, std::ostream& out) {
   // The ps tasks are this process's own threads; the secret only has to be shared with itself.
   const std::string secret = new_cluster_secret();
   print_header(config, out);
-  for (uint64_t bytes : config.model_bytes) print_row(bench_size(config, bytes, secret), out);
+  std::optional<CsvRows> csv;
+  if (!config.csv_path.empty()) {
+    csv.emplace(config.csv_path,
+                std::vector<std::string>{"ps", "workers", "model_bytes", "shards", "rounds",
+                                         "round_ms", "gbps_per_worker", "gbps_total"});
+  }
+  for (uint64_t bytes : config.model_bytes) {
+    const SizeResult result = bench_size(config, bytes, secret);
+    print_row(result, out);
+    if (csv) add_csv_row(config, result, *csv);
+  }
 }
 
 }  // namespace dtrain::cli

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct PsBenchConfig {
   int min_rounds = 10;
   // Frames tagged after the handshake (ConnectionOptions::authenticate_frames), as in training.
   bool authenticate_frames = true;
+  std::string csv_path;  // --csv: a row per size is appended there too
 };
 
 // Runs every size of the config in turn and prints one line per size. Throws UsageError for a bad

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/resident_memory.h"
 #include "ps/ps_protocol.h"
 #include "tensor/aligned.h"
 
@@ -319,6 +320,7 @@ void PsService::print_summary(std::ostream& out) const {
              "{} failed)\n",
              options_.ps, step, total.applied, total.stale_dropped, total.duplicates,
              total.rejected, s.accepted, s.rejected, s.failed);
+  fmt::print(out, "ps{}: peak resident memory {}\n", options_.ps, format_peak_resident());
   out << std::flush;
 }
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/resident_memory.h"
 #include "ckpt/checkpoint_manager.h"
 #include "metrics/progress_bar.h"
 #include "metrics/run_log.h"
@@ -410,10 +411,12 @@ class TrainingLoop {
                  "examples/sec{})\n",
                  place_.rank, result_.train_seconds, local_steps_, result_.examples_per_second,
                  counters.empty() ? "" : "; " + counters);
+      fmt::print(out_, "worker={}: peak resident memory {}\n", place_.rank, format_peak_resident());
     } else {
       fmt::print(out_, "test accuracy = {:.4f}\n", result_.test_accuracy);
       fmt::print(out_, "Training elapsed time: {:.3f} s ({} steps, {:.1f} examples/sec)\n",
                  result_.train_seconds, local_steps_, result_.examples_per_second);
+      fmt::print(out_, "Peak resident memory: {}\n", format_peak_resident());
     }
     strategy_.print_summary(out_, RunFigures{.first_step = first_step,
                                              .last_step = state_.step,
