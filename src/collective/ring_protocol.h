@@ -5,10 +5,12 @@
 // clang-format off
 //   from the rank that connected  meta                                  tensors   answer
 //   kRingHello             ring size i32, rank i32, fingerprint u64,    -         kRingWelcome or kRingRefused
-//                          offers u8, then if 1 a memory offer
-//   kRingWelcome           reads_you u8, then if 1 a memory offer,      -         kRingLinkMode if reads_you
-//                          else why not
-//   kRingLinkMode          reads_you u8, then if 0 the reason           -         -
+//                          reads u8, then if 1 a challenge
+//   kRingLinkMode          reads u8, then if 1 an offer, else why not   -         kRingLinkReady if reads
+//   from the rank that listened
+//   kRingWelcome           reads u8, then if 1 an offer and a           -         kRingLinkMode if reads
+//                          challenge, else why not
+//   kRingLinkReady         reads u8, then if 0 why not                  -         -
 //   either way
 //   kRingChunk             op u64, step u32, chunk u32                  the chunk -
 //   kRingChunkRef          op u64, step u32, chunk u32, address u64,    -         kRingChunkRead
@@ -18,9 +20,10 @@
 //   kRingKeepalive         -                                            -         -
 // clang-format on
 //
-// A memory offer (comm/peer_memory.h) is pid i32, cookie address u64, cookie 16 bytes. When each
-// rank of a connection proved it can read the other's memory (the listening rank in kRingWelcome,
-// the connecting one in kRingLinkMode), chunks go both ways as kRingChunkRef: the receiver copies
+// A challenge is 16 random bytes; an offer (comm/peer_memory.h) is the pid i32 and address u64
+// where the rank now holds the challenge it was sent. Each rank reads its own challenge out of the
+// other's memory there (the connecting rank before kRingLinkMode, the listening one before
+// kRingLinkReady). When both succeed, chunks go both ways as kRingChunkRef: the receiver copies
 // the bytes out of the sender's memory, then answers kRingChunkRead, in the order the references
 // came, after which the sender may reuse that memory. Otherwise they go as kRingChunk.
 //
@@ -43,5 +46,6 @@ inline constexpr uint16_t kRingKeepalive = 45;
 inline constexpr uint16_t kRingLinkMode = 46;
 inline constexpr uint16_t kRingChunkRef = 47;
 inline constexpr uint16_t kRingChunkRead = 48;
+inline constexpr uint16_t kRingLinkReady = 49;
 
 }  // namespace dtrain::ring_protocol

@@ -21,19 +21,24 @@ namespace proto = ring_protocol;
 
 namespace {
 
-void put_offer(MetaWriter& meta, const std::optional<MemoryOffer>& offer) {
-  meta.put(static_cast<uint8_t>(offer ? 1 : 0));
-  if (!offer) return;
-  meta.put(offer->pid).put(offer->cookie_address);
-  for (const std::byte b : offer->cookie) meta.put(b);
+void put_challenge(MetaWriter& meta, const Challenge& challenge) {
+  for (const std::byte b : challenge) meta.put(b);
 }
 
-std::optional<MemoryOffer> get_offer(MetaReader& meta) {
-  if (meta.get<uint8_t>() == 0) return std::nullopt;
+Challenge get_challenge(MetaReader& meta) {
+  Challenge challenge;
+  for (std::byte& b : challenge) b = meta.get<std::byte>();
+  return challenge;
+}
+
+void put_offer(MetaWriter& meta, const MemoryOffer& offer) {
+  meta.put(offer.pid).put(offer.address);
+}
+
+MemoryOffer get_offer(MetaReader& meta) {
   MemoryOffer offer;
   offer.pid = meta.get<int32_t>();
-  offer.cookie_address = meta.get<uint64_t>();
-  for (std::byte& b : offer.cookie) b = meta.get<std::byte>();
+  offer.address = meta.get<uint64_t>();
   return offer;
 }
 
@@ -117,13 +122,15 @@ void TcpRing::connect(const HostPort& right) {
     throw CollectiveError(fmt::format("{} did not join the ring: {}{}", rank_name(right_rank()),
                                       error.what(), refusal_note()));
   }
+  // Our challenge for the right neighbour, if we would read its memory.
+  const std::optional<Challenge> mine =
+      options_.transport == Transport::kTcp ? std::nullopt : std::optional(new_challenge());
   MetaWriter hello;
   hello.put(static_cast<int32_t>(size()))
       .put(static_cast<int32_t>(rank()))
-      .put(options_.fingerprint);
-  put_offer(hello, options_.transport == Transport::kTcp
-                       ? std::nullopt
-                       : std::optional<MemoryOffer>(own_memory_offer()));
+      .put(options_.fingerprint)
+      .put(static_cast<uint8_t>(mine ? 1 : 0));
+  if (mine) put_challenge(hello, *mine);
   right_->send(proto::kRingHello, 0, hello.bytes(), {});
   const Connection::Incoming answer = right_->receive();
   if (answer.type == proto::kRingRefused) {
@@ -134,30 +141,53 @@ void TcpRing::connect(const HostPort& right) {
     throw FrameError(
         fmt::format("{} answered the ring hello with frame type {}", right_->peer(), answer.type));
   }
-  std::optional<MemoryOffer> right_offer;
-  std::string right_why;  // why it does not read our memory
   try {
     MetaReader welcome(answer.meta);
-    right_offer = get_offer(welcome);
-    right_why = welcome.rest_as_string();
-  } catch (const ShortMeta&) {
-    throw FrameError(fmt::format("{} sent a malformed ring welcome", right_->peer()));
-  }
-  if (right_offer) {
-    // It reads our memory; the link goes by reference if we can read its memory too.
-    const std::string why = memory_check(right_offer, right_rank());
-    MetaWriter mode;
-    mode.put(static_cast<uint8_t>(why.empty() ? 1 : 0)).put_string(why);
-    right_->send(proto::kRingLinkMode, 0, mode.bytes(), {});
-    if (!why.empty() && options_.transport == Transport::kShm) {
-      throw CollectiveError(shm_failure(right_rank(), why));
+    if (welcome.get<uint8_t>() == 1 && mine) {
+      const MemoryOffer right = get_offer(welcome);  // the fields in order
+      const Challenge theirs = get_challenge(welcome);
+      connect_by_reference(right, *mine, theirs);
+    } else if (options_.transport == Transport::kShm) {
+      throw CollectiveError(shm_failure(right_rank(), welcome.rest_as_string()));
     }
-    right_link_.by_reference = why.empty();
-    right_link_.peer_pid = right_offer->pid;
-  } else if (options_.transport == Transport::kShm) {
-    throw CollectiveError(shm_failure(right_rank(), right_why));
+  } catch (const ShortMeta&) {
+    throw FrameError(
+        fmt::format("{} sent a malformed ring welcome or link answer", right_->peer()));
   }
   wait_for_left(deadline);
+}
+
+void TcpRing::connect_by_reference(const MemoryOffer& right, const Challenge& mine,
+                                   const Challenge& theirs) {
+  const std::string why = check_memory_offer(right, mine);
+  std::optional<MemoryProof> proof;  // holds its challenge until it has answered
+  MetaWriter mode;
+  if (why.empty()) {
+    proof.emplace(theirs);
+    mode.put(static_cast<uint8_t>(1));
+    put_offer(mode, proof->offer());
+  } else {
+    mode.put(static_cast<uint8_t>(0)).put_string(why);
+  }
+  right_->send(proto::kRingLinkMode, 0, mode.bytes(), {});
+  std::string failure = why;
+  if (why.empty()) {
+    const Connection::Incoming ready = right_->receive();
+    if (ready.type != proto::kRingLinkReady) {
+      throw FrameError(
+          fmt::format("{} answered the link mode with frame type {}", right_->peer(), ready.type));
+    }
+    MetaReader answer(ready.meta);
+    if (answer.get<uint8_t>() == 1) {
+      right_link_.by_reference = true;
+      right_link_.peer_pid = right.pid;
+      return;
+    }
+    failure = answer.rest_as_string();
+  }
+  if (options_.transport == Transport::kShm) {
+    throw CollectiveError(shm_failure(right_rank(), failure));
+  }
 }
 
 void TcpRing::wait_for_left(SteadyClock::time_point deadline) {
@@ -189,15 +219,13 @@ void TcpRing::serve_left(Connection& connection) {
   const auto ring_size = reader.get<int32_t>();
   const auto peer_rank = reader.get<int32_t>();
   const auto fingerprint = reader.get<uint64_t>();
-  const std::optional<MemoryOffer> left_offer = get_offer(reader);
+  const bool left_reads = reader.get<uint8_t>() == 1;
+  const std::optional<Challenge> theirs =
+      left_reads ? std::optional(get_challenge(reader)) : std::nullopt;
   std::string refusal = refusal_for(ring_size, peer_rank, fingerprint, connection.peer());
-  // Whether we can read the left neighbour's memory: the first half of a by-reference link.
-  std::string memory_why;
-  if (refusal.empty() && options_.transport != Transport::kTcp) {
-    memory_why = memory_check(left_offer, left_rank());
-    if (!memory_why.empty() && options_.transport == Transport::kShm) {
-      refusal = shm_failure(left_rank(), memory_why);
-    }
+  if (refusal.empty() && !left_reads && options_.transport == Transport::kShm) {
+    refusal = shm_failure(
+        left_rank(), fmt::format("{} was started with --transport tcp", rank_name(left_rank())));
   }
   {
     std::lock_guard lock(mutex_);
@@ -214,38 +242,56 @@ void TcpRing::serve_left(Connection& connection) {
     return;
   }
   connection.set_task_name(rank_name(left_rank()));
-  const bool reads_left = options_.transport != Transport::kTcp && memory_why.empty();
+  const bool offer_memory = left_reads && options_.transport != Transport::kTcp;
+  std::optional<MemoryProof> proof;  // holds the left neighbour's challenge until it has read it
+  std::optional<Challenge> mine;
   MetaWriter welcome;
-  put_offer(welcome, reads_left ? std::optional<MemoryOffer>(own_memory_offer()) : std::nullopt);
-  if (!reads_left) {
-    welcome.put_string(options_.transport == Transport::kTcp
-                           ? fmt::format("{} was started with --transport tcp", rank_name(rank()))
-                           : memory_why);
+  if (offer_memory) {
+    proof.emplace(*theirs);
+    mine = new_challenge();
+    welcome.put(static_cast<uint8_t>(1));
+    put_offer(welcome, proof->offer());
+    put_challenge(welcome, *mine);
+  } else {
+    welcome.put(static_cast<uint8_t>(0))
+        .put_string(fmt::format("{} was started with --transport tcp",
+                                rank_name(left_reads ? rank() : left_rank())));
   }
   connection.send(proto::kRingWelcome, 0, welcome.bytes(), {});
-  bool by_reference = false;
-  if (reads_left) {
-    const Connection::Incoming mode = connection.receive();
-    if (mode.type != proto::kRingLinkMode) {
-      throw FrameError(fmt::format("{} sent frame type {} where a link mode was expected",
-                                   connection.peer(), mode.type));
-    }
-    MetaReader answer(mode.meta);
-    by_reference = answer.get<uint8_t>() == 1;
-    if (!by_reference && options_.transport == Transport::kShm) {
+  if (offer_memory) {
+    const std::string failure = accept_by_reference(connection, *mine);
+    if (!failure.empty() && options_.transport == Transport::kShm) {
       std::lock_guard lock(mutex_);
-      left_failure_ = shm_failure(left_rank(), answer.rest_as_string());
+      left_failure_ = shm_failure(left_rank(), failure);
       membership_.notify_all();
       return;
     }
   }
-  left_link_.by_reference = by_reference;
-  if (by_reference) left_link_.peer_pid = left_offer->pid;
   std::unique_lock lock(mutex_);
   left_ = &connection;
   membership_.notify_all();
   // The connection lives as long as this handler: hold it open until the ring is destroyed.
   membership_.wait(lock, [&] { return closing_; });
+}
+
+std::string TcpRing::accept_by_reference(Connection& connection, const Challenge& mine) {
+  const Connection::Incoming mode = connection.receive();
+  if (mode.type != proto::kRingLinkMode) {
+    throw FrameError(fmt::format("{} sent frame type {} where a link mode was expected",
+                                 connection.peer(), mode.type));
+  }
+  MetaReader answer(mode.meta);
+  if (answer.get<uint8_t>() == 0) return answer.rest_as_string();  // it cannot read us
+  const MemoryOffer left = get_offer(answer);
+  const std::string why = check_memory_offer(left, mine);
+  MetaWriter ready;
+  ready.put(static_cast<uint8_t>(why.empty() ? 1 : 0)).put_string(why);
+  connection.send(proto::kRingLinkReady, 0, ready.bytes(), {});
+  if (why.empty()) {
+    left_link_.by_reference = true;
+    left_link_.peer_pid = left.pid;
+  }
+  return why;
 }
 
 std::string TcpRing::refusal_for(int ring_size, int peer_rank, uint64_t fingerprint,
@@ -269,11 +315,6 @@ std::string TcpRing::refusal_for(int ring_size, int peer_rank, uint64_t fingerpr
         peer, rank_name(peer_rank), fingerprint, rank_name(rank()), options_.fingerprint);
   }
   return {};
-}
-
-std::string TcpRing::memory_check(const std::optional<MemoryOffer>& offer, int peer_rank) const {
-  if (!offer) return fmt::format("{} was started with --transport tcp", rank_name(peer_rank));
-  return check_memory_offer(*offer);
 }
 
 std::string TcpRing::shm_failure(int peer_rank, std::string_view why) const {

@@ -152,9 +152,13 @@ class TcpRing final : public RingLinks {
   Connection& connection(Side side) const { return side == Side::kLeft ? *left_ : *right_; }
   Link& link(Side side) { return side == Side::kLeft ? left_link_ : right_link_; }
   const Link& link(Side side) const { return side == Side::kLeft ? left_link_ : right_link_; }
-  // Forming: the memory check of a neighbour's offer under options_.transport. "" when chunks may
-  // move by reference; otherwise why not (an error under kShm).
-  std::string memory_check(const std::optional<MemoryOffer>& offer, int peer_rank) const;
+  // Forming a by-reference link (ring_protocol.h), each rank reading the challenge it sent where
+  // the other says it holds it. The connecting side: `right` holds `mine`, we hold `theirs`;
+  // throws under kShm if the link stays on TCP. The listening side: returns "" once the link is
+  // by reference, otherwise why not.
+  void connect_by_reference(const MemoryOffer& right, const Challenge& mine,
+                            const Challenge& theirs);
+  std::string accept_by_reference(Connection& connection, const Challenge& mine);
   std::string shm_failure(int peer_rank, std::string_view why) const;
 
   // The progress loop: moves bytes both ways on both links until `want` holds; throws

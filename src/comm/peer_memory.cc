@@ -15,22 +15,15 @@
 namespace dtrain {
 namespace {
 
-struct OwnOffer {
-  OwnOffer() {
-    if (RAND_bytes(reinterpret_cast<unsigned char*>(cookie.data()), kCookieBytes) != 1) {
-      throw Error("could not draw a random cookie for the shared-memory transport");
-    }
+void allow_peer_reads() {
+  static const bool once = [] {
 #ifdef PR_SET_PTRACER
     // EINVAL where Yama is absent: then nothing needs lifting.
     prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 #endif
-  }
-  std::array<std::byte, kCookieBytes> cookie{};
-};
-
-const OwnOffer& own_offer() {
-  static const OwnOffer offer;
-  return offer;
+    return true;
+  }();
+  (void)once;
 }
 
 }  // namespace
@@ -55,22 +48,33 @@ Transport parse_transport(std::string_view name) {
       fmt::format("--transport {}: choose auto, tcp or shm", std::string(name)));
 }
 
-MemoryOffer own_memory_offer() {
-  const OwnOffer& own = own_offer();
-  return {.pid = static_cast<int32_t>(getpid()),
-          .cookie_address = reinterpret_cast<uint64_t>(own.cookie.data()),
-          .cookie = own.cookie};
+Challenge new_challenge() {
+  Challenge challenge;
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(challenge.data()), kChallengeBytes) != 1) {
+    throw Error("could not draw a random challenge for the shared-memory transport");
+  }
+  return challenge;
 }
 
-std::string check_memory_offer(const MemoryOffer& offer) {
-  std::array<std::byte, kCookieBytes> seen{};
+MemoryProof::MemoryProof(const Challenge& challenge)
+    : held_(std::make_unique<Challenge>(challenge)) {
+  allow_peer_reads();
+}
+
+MemoryOffer MemoryProof::offer() const {
+  return {.pid = static_cast<int32_t>(getpid()),
+          .address = reinterpret_cast<uint64_t>(held_->data())};
+}
+
+std::string check_memory_offer(const MemoryOffer& offer, const Challenge& challenge) {
+  Challenge seen{};
   iovec local{seen.data(), seen.size()};
-  iovec remote{reinterpret_cast<void*>(offer.cookie_address), seen.size()};
+  iovec remote{reinterpret_cast<void*>(offer.address), seen.size()};
   const ssize_t got = process_vm_readv(offer.pid, &local, 1, &remote, 1, 0);
   if (got < 0) {
     return fmt::format("process {} cannot be read from here ({})", offer.pid, std::strerror(errno));
   }
-  if (got != static_cast<ssize_t>(seen.size()) || seen != offer.cookie) {
+  if (got != static_cast<ssize_t>(seen.size()) || seen != challenge) {
     return fmt::format("process {} here is another process (another host or pid namespace)",
                        offer.pid);
   }

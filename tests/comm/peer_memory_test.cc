@@ -74,23 +74,26 @@ TEST(PeerMemory, ReadsAnotherProcesssBytesAndNamesTheOneThatHasGone) {
   }
 }
 
-TEST(PeerMemory, AnOfferIsProvedByItsCookieOnly) {
-  const MemoryOffer own = own_memory_offer();
-  EXPECT_EQ(own.pid, getpid());
-  EXPECT_EQ(check_memory_offer(own), "");
+// The verifier draws the challenge, so only a process that was sent it can show it.
+TEST(PeerMemory, AnOfferIsProvedByTheVerifiersChallengeOnly) {
+  const Challenge challenge = new_challenge();
+  EXPECT_NE(challenge, new_challenge());
+  const MemoryProof proof(challenge);
+  const MemoryOffer offer = proof.offer();
+  EXPECT_EQ(offer.pid, getpid());
+  EXPECT_EQ(check_memory_offer(offer, challenge), "");
 
-  // Another process at that pid (another host, another pid namespace) holds other bytes there.
-  MemoryOffer forged = own;
-  forged.cookie[0] ^= std::byte{1};
-  EXPECT_THAT(check_memory_offer(forged), HasSubstr("another process"));
+  // Other bytes at that address (another process at that pid, on another host or in another pid
+  // namespace, or a peer pointing at bytes it did not receive from us).
+  EXPECT_THAT(check_memory_offer(offer, new_challenge()), HasSubstr("another process"));
 
   // A pid that is no process at all.
   std::vector<std::byte> unused(1);
   PatternChild child(unused);
-  MemoryOffer gone = own;
+  MemoryOffer gone = offer;
   gone.pid = child.pid();
   child.stop();
-  EXPECT_THAT(check_memory_offer(gone), HasSubstr("cannot be read from here"));
+  EXPECT_THAT(check_memory_offer(gone, challenge), HasSubstr("cannot be read from here"));
 }
 
 TEST(PeerMemory, TransportNamesRoundTripAndABadOneIsNamed) {
