@@ -20,7 +20,7 @@ build_dir="${1:-$build_dir}"
 
 readonly PACKAGES=(cmake ninja-build g++ pkg-config libopenblas-dev zlib1g-dev nlohmann-json3-dev
   libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libasio-dev
-  libssl-dev libisal-dev npm ca-certificates clang libclang-rt-14-dev iproute2 nftables
+  libssl-dev libisal-dev libdnnl-dev npm ca-certificates clang libclang-rt-14-dev iproute2 nftables
   protobuf-compiler libprotobuf-dev python3-protobuf python3-crcmod dataset-fashion-mnist
   python3-onnx python3-yaml openmpi-bin slurm-wlm munge)
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "base/error.h"
@@ -39,6 +40,11 @@ double run_train_bench(const TrainBenchConfig& config, std::ostream& out) {
   TrainConfig recipe = recipe_for(config.model);
   recipe.model.hidden_units = config.hidden_units;
   if (!config.optimizer.empty()) recipe.optimizer.name = config.optimizer;
+  try {
+    recipe.model.conv_kernels = parse_conv_implementation(config.conv_kernels);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
 
   blas_set_threads(1);  // the towers' teams split the products; see GradientComputer
   std::unique_ptr<Model> model = make_model(recipe.model);
@@ -77,7 +83,7 @@ double run_train_bench(const TrainBenchConfig& config, std::ostream& out) {
              "dtrain bench train: model {} ({} parameters), optimizer {}, batch {}, {} thread(s), "
              "{} tower(s), kernels {}\n",
              model->name(), params.num_values(), optimizer->name(), config.batch_size,
-             config.threads, config.towers, blas_kernel_name());
+             config.threads, config.towers, model->kernels());
   const auto warm_start = Clock::now();
   while (std::chrono::duration<double>(Clock::now() - warm_start).count() < config.warmup_seconds)
     run_step(nullptr);

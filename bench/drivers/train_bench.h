@@ -20,6 +20,7 @@ struct TrainBenchConfig {
   double warmup_seconds = 1.0;
   double seconds_per_rep = 1.0;
   int reps = 5;
+  std::string conv_kernels = "auto";  // auto | onednn | im2col
 };
 
 // Prints the figures and returns the median examples/sec.

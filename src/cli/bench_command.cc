@@ -188,6 +188,10 @@ void add_bench_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   train->add_option("--reps", config->reps, "Timed repetitions (the median is reported)")
       ->capture_default_str();
+  train
+      ->add_option("--conv_kernels", config->conv_kernels,
+                   "Convolutions by auto | onednn | im2col (auto: oneDNN where it is faster)")
+      ->capture_default_str();
   train->callback([config, &action] {
     action = [config] {
       bench::run_train_bench(*config, std::cout);

@@ -1,8 +1,11 @@
 // 2-D convolution in TensorFlow's (and Keras') layout: NHWC activations, (KH, KW, C_in, C_out)
 // filters, any strides, SAME or VALID padding, so a checkpoint names and lays out variables the
-// way tf.nn.conv2d programs (the deep MNIST tutorial's lenet) do. Computed as im2col + one GEMM.
+// way tf.nn.conv2d programs (the deep MNIST tutorial's lenet) do.
 #pragma once
 
+#include <memory>
+
+#include "nn/conv_kernels.h"
 #include "nn/layer.h"
 
 namespace dtrain {
@@ -34,14 +37,14 @@ struct Conv2DOptions {
   InitSpec weight_init = InitSpec::truncated_normal(0.1f);
   InitSpec bias_init = InitSpec::constant(0.1f);  // as in TensorFlow's deep MNIST tutorial
   float weight_l2 = 0.0f;                         // ParamSpec::l2 of the weights
+  ConvImplementation implementation = ConvImplementation::kAuto;
 };
 
 // in is (N, H, W, C_in), w is (KH, KW, C_in, C_out), b is (C_out), out is (N, OH, OW, C_out).
 // Output (oh, ow) reads input rows oh·SH - pad_top + [0, KH) and columns ow·SW - pad_left +
 // [0, KW); rows and columns outside the image read zero.
-// Scratch: the im2col matrix of the whole batch, (N·OH·OW, KH·KW·C_in), written by forward and
-// read by backward, then the input gradient's columns for a few images at a time:
-// scratch_floats(N) = (N + min(N, 4))·OH·OW·KH·KW·C_in.
+// The arithmetic runs in ConvKernels (conv_kernels.h), chosen once per layer; it needs no scratch
+// that lives from forward to backward.
 class Conv2D : public Layer {
  public:
   // Throws Error naming the layer when a size or stride is not positive or a VALID kernel is
@@ -51,22 +54,18 @@ class Conv2D : public Layer {
   Shape input_shape() const override;
   Shape output_shape() const override;
   std::vector<ParamSpec> param_specs() const override;
-  size_t scratch_floats(int batch) const override;
+  std::string kernels() const override { return kernels_->name(); }
   void forward(const ParamSet& params, const LayerIo& io) const override;
   void backward(const ParamSet& params, GradSet& grads, const LayerIo& io, const float* dout,
                 float* din) const override;
 
  private:
   bool has_bias() const { return !options_.bias_name.empty(); }
-  // Columns of one output pixel: KH·KW·C_in.
-  int patch_size() const;
-  int out_pixels() const { return rows_.out * cols_.out; }
-  void im2col(const float* in, int batch, float* cols) const;
-  void col2im_add(const float* cols, int batch, float* din) const;
 
   Conv2DOptions options_;
   AxisGeometry rows_;
   AxisGeometry cols_;
+  std::unique_ptr<const ConvKernels> kernels_;
 };
 
 }  // namespace dtrain

@@ -40,6 +40,9 @@ class Layer {
   // Parameters this layer owns, in the order the model declares them.
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
   virtual size_t scratch_floats(int /*batch*/) const { return 0; }
+  // Which implementation computes this layer, where it has a choice (Conv2D), for the
+  // configuration line; "" elsewhere.
+  virtual std::string kernels() const { return ""; }
 
   // REQUIRES: set_first_param() was called with the index of param_specs()[0] in the ParamSet.
   virtual void forward(const ParamSet& params, const LayerIo& io) const = 0;

@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "nn/softmax_cross_entropy.h"
+#include "tensor/blas.h"
 #include "tensor/ops.h"
 #include "tensor/thread_team.h"
 
@@ -43,6 +44,17 @@ int64_t Model::input_size() const { return num_elements(layers_.front()->input_s
 
 int Model::num_classes() const {
   return static_cast<int>(num_elements(layers_.back()->output_shape()));
+}
+
+std::string Model::kernels() const {
+  std::string text = "OpenBLAS " + blas_kernel_name();
+  for (const auto& layer : layers_) {
+    const std::string chosen = layer->kernels();
+    if (chosen.empty()) continue;
+    const std::vector<ParamSpec> specs = layer->param_specs();
+    text += fmt::format("; {}: {}", specs.empty() ? layer->describe() : specs.front().name, chosen);
+  }
+  return text;
 }
 
 Workspace::Workspace(const Model& model, int max_batch) : max_batch_(max_batch) {

@@ -27,6 +27,9 @@ class Model {
   const std::vector<ParamSpec>& param_specs() const { return param_specs_; }
   int64_t input_size() const;  // floats per example
   int num_classes() const;     // width of the last layer
+  // The kernels that compute this model, for the configuration line: BLAS's kernel family, then
+  // each layer that chooses its own, e.g. "OpenBLAS SkylakeX; conv2_w: oneDNN jit:avx512_core".
+  std::string kernels() const;
   // The largest L2 coefficient of any parameter (0 without regularisation), for the start-up line.
   float l2() const { return l2_; }
 

@@ -130,7 +130,8 @@ class Builder {
                       .bias_name = layer.use_bias ? param_name(layer.bias_name, layer, "bias") : "",
                       .weight_init = layer.kernel_initializer,
                       .bias_init = layer.bias_initializer,
-                      .weight_l2 = kernel_l2(layer)}));
+                      .weight_l2 = kernel_l2(layer),
+                      .implementation = options_.conv_implementation}));
     add_activation(layer.activation);
   }
 

@@ -71,6 +71,7 @@ struct BuildOptions {
   // Replaces the L2 coefficient of every kernel, in TensorFlow's l2_regularizer convention
   // (l2·Σw²/2): the --l2 flag of the built-in models.
   std::optional<float> l2;
+  ConvImplementation conv_implementation = ConvImplementation::kAuto;  // of every Conv2D
 };
 
 // Builds the layers of a spec. Dense and Conv2D with an activation become the layer and an

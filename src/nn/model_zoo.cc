@@ -73,7 +73,8 @@ ModelSpec model_spec(const ModelConfig& config) {
 }
 
 std::unique_ptr<Model> make_model(const ModelConfig& config) {
-  return build_model(model_spec(config), {},
+  return build_model(model_spec(config),
+                     {.l2 = std::nullopt, .conv_implementation = config.conv_kernels},
                      is_json_path(config.name) ? config.name : "--model " + config.name);
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/conv_kernels.h"
 #include "nn/model.h"
 #include "nn/model_spec.h"
 
@@ -25,6 +26,8 @@ struct ModelConfig {
   // Overrides the L2 coefficient of every kernel, in TensorFlow's l2_regularizer convention
   // (loss += l2·Σw²/2).
   std::optional<float> l2 = std::nullopt;
+  // Which implementation the Conv2D layers run (`dtrain bench train --conv_kernels`).
+  ConvImplementation conv_kernels = ConvImplementation::kAuto;
 };
 
 // The spec of the configured model: a built-in one with hidden_units and l2 applied, or the

@@ -31,7 +31,8 @@ constexpr double kMinParallelFlops = 2e6;
 void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc, Split split) {
   ThreadTeam* team = ThreadTeam::current();
-  if (team == nullptr || team->size() == 1 || 2.0 * m * n * k < kMinParallelFlops) {
+  if (split == Split::kNone || team == nullptr || team->size() == 1 ||
+      2.0 * m * n * k < kMinParallelFlops) {
     serial_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }

@@ -14,7 +14,9 @@ enum class Trans { kNo, kYes };
 // when a block of C (or of B) is the same memory step after step, it stays in one core's cache:
 // a layer asks for the split that keeps each core on its own rows of the weights across the
 // forward and backward products. kAuto splits by columns when C is wide enough, else by rows.
-enum class Split { kAuto, kRows, kColumns };
+// kNone runs on the calling thread alone: for a caller that is itself one part of a team's split
+// (a layer that divides its batch over the team), where splitting again would re-enter the team.
+enum class Split { kAuto, kRows, kColumns, kNone };
 
 // C (m x n) = alpha * op(A) (m x k) * op(B) (k x n) + beta * C, row-major with leading dimensions.
 void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a, int lda,

@@ -114,7 +114,7 @@ class TrainingLoop {
                place_.workers > 1 ? fmt::format(" per worker × {}", place_.workers) : "",
                steps_per_epoch_, total_steps_);
     fmt::print(out_, "  threads      {} ({} tower(s) of {} thread(s)), kernels {}\n", c_.threads,
-               c_.towers, threads_per_tower(c_.threads, c_.towers), blas_kernel_name());
+               c_.towers, threads_per_tower(c_.threads, c_.towers), model.kernels());
     fmt::print(out_, "  data         {}\n", input_.describe());
     if (eval_every_ > 0) {
       fmt::print(out_, "  evaluation   every {} steps{}\n", eval_every_,

@@ -14,6 +14,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/error.h"
@@ -23,6 +24,7 @@
 #include "nn/dropout.h"
 #include "nn/pool2d.h"
 #include "nn/softmax_cross_entropy.h"
+#include "tensor/thread_team.h"
 
 namespace dtrain {
 namespace {
@@ -297,6 +299,7 @@ struct ConvCase {
   int stride_height = 1;
   int stride_width = 1;
   Padding padding = Padding::kSame;
+  ConvImplementation implementation = ConvImplementation::kAuto;
 
   int kw() const { return kernel_width > 0 ? kernel_width : kernel; }
 };
@@ -312,14 +315,24 @@ Conv2D make_conv(const ConvCase& c) {
                  .stride_width = c.stride_width,
                  .padding = c.padding,
                  .weight_name = "conv_w",
-                 .bias_name = "conv_b"});
+                 .bias_name = "conv_b",
+                 .implementation = c.implementation});
 }
 
-std::string conv_case_name(const testing::TestParamInfo<ConvCase>& info) {
-  const ConvCase& c = info.param;
-  return fmt::format("H{}W{}C{}to{}K{}x{}S{}x{}{}", c.height, c.width, c.in_channels,
+// A case as the test runs it: under each implementation Conv2D can choose.
+using ConvParam = std::tuple<ConvCase, ConvImplementation>;
+ConvCase with_implementation(const ConvParam& param) {
+  ConvCase c = std::get<0>(param);
+  c.implementation = std::get<1>(param);
+  return c;
+}
+
+std::string conv_case_name(const testing::TestParamInfo<ConvParam>& info) {
+  const ConvCase c = with_implementation(info.param);
+  return fmt::format("H{}W{}C{}to{}K{}x{}S{}x{}{}_{}", c.height, c.width, c.in_channels,
                      c.out_channels, c.kernel, c.kw(), c.stride_height, c.stride_width,
-                     c.padding == Padding::kSame ? "Same" : "Valid");
+                     c.padding == Padding::kSame ? "Same" : "Valid",
+                     conv_implementation_name(c.implementation));
 }
 
 // 5x5x2 → 3 with kernels 3 and 5 (the kernel as large as the image, so every patch is clipped),
@@ -333,19 +346,24 @@ const auto kConvCases = testing::Values(
     ConvCase{6, 7, 2, 2, 2, 3, 2, 3}, ConvCase{5, 7, 2, 3, 3, 2, 1, 2},
     ConvCase{7, 6, 2, 3, 3, 2, 2, 3, Padding::kValid},
     ConvCase{6, 6, 1, 2, 2, 2, 2, 2, Padding::kValid},
-    ConvCase{4, 5, 2, 2, 4, 5, 1, 1, Padding::kValid});
+    ConvCase{4, 5, 2, 2, 4, 5, 1, 1, Padding::kValid},
+    // Eight input channels and more, where auto takes oneDNN's vectorised kernels.
+    ConvCase{5, 5, 8, 3, 3}, ConvCase{6, 5, 16, 4, 4, 4, 2, 2});
+const auto kConvImplementations =
+    testing::Values(ConvImplementation::kIm2col, ConvImplementation::kOneDnn);
 
-class Conv2DGradient : public testing::TestWithParam<ConvCase> {};
+class Conv2DGradient : public testing::TestWithParam<ConvParam> {};
 
 TEST_P(Conv2DGradient, MatchesFiniteDifferences) {
-  Conv2D layer = make_conv(GetParam());
+  Conv2D layer = make_conv(with_implementation(GetParam()));
   std::mt19937 rng(40);
   const int batch = 2;
   const std::vector<float> in = uniform(batch_floats(layer.input_shape(), batch), -1.0f, 1.0f, rng);
   EXPECT_GRADIENTS_MATCH(check_layer(layer, batch, in, 41));
 }
 
-INSTANTIATE_TEST_SUITE_P(GradientCheck, Conv2DGradient, kConvCases, conv_case_name);
+INSTANTIATE_TEST_SUITE_P(GradientCheck, Conv2DGradient,
+                         testing::Combine(kConvCases, kConvImplementations), conv_case_name);
 
 // Backward computes the input gradient a few images at a time; 9 images spans several such chunks
 // and ends on a partial one.
@@ -355,6 +373,37 @@ TEST(GradientCheck, Conv2DMatchesFiniteDifferencesOverABatchOfManyImages) {
   const int batch = 9;
   const std::vector<float> in = uniform(batch_floats(layer.input_shape(), batch), -1.0f, 1.0f, rng);
   EXPECT_GRADIENTS_MATCH(check_layer(layer, batch, in, 43));
+}
+
+// With a team, each thread convolves its own images and the weight gradient is a sum of one
+// partial per thread: 7 images over 3 threads split 2/2/3, and 2 images over 3 threads leave one
+// thread without any.
+class Conv2DOnATeam : public testing::TestWithParam<ConvImplementation> {};
+
+TEST_P(Conv2DOnATeam, MatchesFiniteDifferencesWhenThreadsSplitTheBatch) {
+  Conv2D layer = make_conv({5, 5, 8, 3, 3, 0, 1, 1, Padding::kSame, GetParam()});
+  ThreadTeam team(3);
+  ScopedTeam scope(&team);
+  std::mt19937 rng(44);
+  for (const int batch : {7, 2}) {
+    SCOPED_TRACE(fmt::format("batch {}", batch));
+    const std::vector<float> in =
+        uniform(batch_floats(layer.input_shape(), batch), -1.0f, 1.0f, rng);
+    EXPECT_GRADIENTS_MATCH(check_layer(layer, batch, in, 45));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GradientCheck, Conv2DOnATeam, kConvImplementations,
+                         [](const testing::TestParamInfo<ConvImplementation>& info) {
+                           return std::string(conv_implementation_name(info.param));
+                         });
+
+// auto takes oneDNN where it is measured faster (8 input channels and more) and names what runs.
+TEST(Conv2D, AutoTakesOneDnnFromEightInputChannelsAndIm2colBelow) {
+  EXPECT_EQ(make_conv({14, 14, 32, 64, 5}).kernels().rfind("oneDNN ", 0), 0u)
+      << make_conv({14, 14, 32, 64, 5}).kernels();
+  EXPECT_EQ(make_conv({28, 28, 1, 32, 5}).kernels(), "im2col + OpenBLAS");
+  EXPECT_EQ(make_conv({28, 28, 4, 32, 5}).kernels(), "im2col + OpenBLAS");
 }
 
 struct PoolCase {
@@ -612,10 +661,10 @@ std::vector<double> direct_conv(const ConvCase& c, int batch, const std::vector<
   return out;
 }
 
-class Conv2DForward : public testing::TestWithParam<ConvCase> {};
+class Conv2DForward : public testing::TestWithParam<ConvParam> {};
 
 TEST_P(Conv2DForward, EqualsDirectConvolutionOnRandomData) {
-  const ConvCase& c = GetParam();
+  const ConvCase c = with_implementation(GetParam());
   Conv2D layer = make_conv(c);
   ParamSet params(layer.param_specs());
   layer.set_first_param(0);
@@ -630,7 +679,8 @@ TEST_P(Conv2DForward, EqualsDirectConvolutionOnRandomData) {
   for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], expected[i], 1e-5) << "output " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Conv2D, Conv2DForward, kConvCases, conv_case_name);
+INSTANTIATE_TEST_SUITE_P(Conv2D, Conv2DForward, testing::Combine(kConvCases, kConvImplementations),
+                         conv_case_name);
 
 // One 3x3 image holding 1..9, one input and one output channel; returns the 3x3 output.
 std::vector<float> conv_3x3_image(const std::vector<float>& filter, float bias) {

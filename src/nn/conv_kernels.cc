@@ -1,0 +1,84 @@
+#include "nn/conv_kernels.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <stdexcept>
+
+#include "base/error.h"
+#include "nn/conv_im2col.h"
+#include "nn/conv_onednn.h"
+#include "tensor/aligned.h"
+
+namespace dtrain {
+
+std::string_view conv_implementation_name(ConvImplementation implementation) {
+  switch (implementation) {
+    case ConvImplementation::kAuto:
+      return "auto";
+    case ConvImplementation::kOneDnn:
+      return "onednn";
+    case ConvImplementation::kIm2col:
+      return "im2col";
+  }
+  return "?";
+}
+
+ConvImplementation parse_conv_implementation(std::string_view name) {
+  for (const ConvImplementation c :
+       {ConvImplementation::kAuto, ConvImplementation::kOneDnn, ConvImplementation::kIm2col}) {
+    if (name == conv_implementation_name(c)) return c;
+  }
+  throw std::invalid_argument(
+      fmt::format("--conv_kernels {}: choose auto, onednn or im2col", std::string(name)));
+}
+
+std::unique_ptr<ConvKernels> make_conv_kernels(const ConvShape& shape,
+                                               ConvImplementation implementation,
+                                               std::string_view layer) {
+  if (implementation == ConvImplementation::kIm2col) return std::make_unique<Im2colConv>(shape);
+  std::string why_not;
+  std::unique_ptr<ConvKernels> onednn =
+      OneDnnConv::create(shape, implementation == ConvImplementation::kOneDnn, &why_not);
+  if (onednn != nullptr) return onednn;
+  if (implementation == ConvImplementation::kOneDnn) {
+    throw Error(fmt::format("conv2d '{}': --conv_kernels onednn: {}", layer, why_not));
+  }
+  return std::make_unique<Im2colConv>(shape);
+}
+
+namespace conv_detail {
+
+ImageRange image_range(int batch, int parts, int p) {
+  auto boundary = [&](int q) { return static_cast<int>(static_cast<int64_t>(batch) * q / parts); };
+  return {boundary(p), boundary(p + 1)};
+}
+
+float* thread_buffer(ThreadBuffer which, size_t floats) {
+  thread_local std::array<FloatBuffer, static_cast<size_t>(ThreadBuffer::kCount)> buffers;
+  FloatBuffer& buffer = buffers[static_cast<size_t>(which)];
+  if (buffer.size() < floats) buffer.resize(floats);
+  return buffer.data();
+}
+
+void sum_partials(const std::vector<const float*>& parts, size_t n, float beta, float* dst) {
+  float* __restrict out = dst;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const float* __restrict part = parts[p];
+    if (p == 0 && beta == 0.0f) {
+      for (size_t i = 0; i < n; ++i) out[i] = part[i];
+    } else if (p == 0) {
+      for (size_t i = 0; i < n; ++i) out[i] = beta * out[i] + part[i];
+    } else {
+      for (size_t i = 0; i < n; ++i) out[i] += part[i];
+    }
+  }
+  if (parts.empty()) {
+    for (size_t i = 0; i < n; ++i) out[i] = beta == 0.0f ? 0.0f : beta * out[i];
+  }
+}
+
+}  // namespace conv_detail
+
+}  // namespace dtrain

@@ -1,0 +1,49 @@
+// Convolution by oneDNN (Debian's libdnnl, the library PyTorch's CPU convolutions call): JIT
+// kernels for AVX2 / AVX-512 that convolve directly, without building patch rows. Each thread of
+// the team runs the primitives on its own images, with oneDNN's OpenMP parallelism held to that one
+// thread, so oneDNN never starts threads that would fight the team's for the cores.
+//
+// The layer's tensors stay in dtrain's layouts (NHWC activations, (KH, KW, C_in, C_out) weights):
+// oneDNN reads and writes the activations in place and gets the weights in its blocked layout
+// through a reorder per call (51 K floats for lenet's conv2, a few microseconds).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "nn/conv_kernels.h"
+
+namespace dtrain {
+
+class OneDnnConv final : public ConvKernels {
+ public:
+  // nullptr, with the reason in *why_not, when oneDNN cannot run the shape, or, unless `forced`,
+  // when it has no vectorised kernel for it or one slower than im2col (see the .cc).
+  static std::unique_ptr<OneDnnConv> create(const ConvShape& shape, bool forced,
+                                            std::string* why_not);
+  ~OneDnnConv() override;
+
+  std::string name() const override { return "oneDNN " + implementation_; }
+  void forward(const float* w, const float* bias, const float* in, int batch,
+               float* out) const override;
+  void backward(const float* w, const float* in, const float* dout, int batch, float beta,
+                float* dw, float* db, float* din) const override;
+
+ private:
+  struct Primitives;  // for one number of images
+  explicit OneDnnConv(const ConvShape& shape);
+  // The primitives for `images` images at once, made on first use. Thread-safe: towers share it.
+  const Primitives& primitives(int images) const;
+  // Each part's primitives (nullptr for a part without images).
+  std::vector<const Primitives*> primitives_per_part(int batch) const;
+
+  ConvShape s_;
+  std::string implementation_;
+  mutable std::mutex mutex_;
+  mutable std::map<int, std::unique_ptr<Primitives>> by_images_;
+};
+
+}  // namespace dtrain
