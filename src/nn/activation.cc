@@ -7,32 +7,37 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "tensor/thread_team.h"
 
 namespace dtrain {
 
 std::string Relu::describe() const { return fmt::format("relu {}", shape_string(shape_)); }
 
 void Relu::forward(const ParamSet&, const LayerIo& io) const {
-  const int64_t n = io.batch * num_elements(shape_);
-  const float* __restrict in = io.in;
-  float* __restrict out = io.out;
-  for (int64_t i = 0; i < n; ++i) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
+  const size_t n = static_cast<size_t>(io.batch * num_elements(shape_));
+  parallel_ranges(n, 16, [&](int, size_t begin, size_t end) {
+    const float* __restrict in = io.in;
+    float* __restrict out = io.out;
+    for (size_t i = begin; i < end; ++i) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
+  });
 }
 
 void Relu::backward(const ParamSet&, GradSet&, const LayerIo& io, const float* dout,
                     float* din) const {
   if (din == nullptr) return;
-  const int64_t n = io.batch * num_elements(shape_);
+  const size_t n = static_cast<size_t>(io.batch * num_elements(shape_));
   // Written as a select over restrict pointers so it vectorises: as a branch on the sign of a
   // roughly half-positive activation it mispredicts every other element and costs more than the
   // layer's GEMMs. The subgradient at 0 is taken as 0, as TensorFlow does.
-  const float* __restrict out = io.out;
-  const float* __restrict g = dout;
-  float* __restrict d = din;
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i];  // loaded unconditionally, which is what lets the compiler select
-    d[i] = out[i] > 0.0f ? gi : 0.0f;
-  }
+  parallel_ranges(n, 16, [&](int, size_t begin, size_t end) {
+    const float* __restrict out = io.out;
+    const float* __restrict g = dout;
+    float* __restrict d = din;
+    for (size_t i = begin; i < end; ++i) {
+      const float gi = g[i];  // loaded unconditionally, which is what lets the compiler select
+      d[i] = out[i] > 0.0f ? gi : 0.0f;
+    }
+  });
 }
 
 std::string Tanh::describe() const { return fmt::format("tanh {}", shape_string(shape_)); }

@@ -1,6 +1,7 @@
 // MaxPool2D and AveragePool2D forward/backward. N = batch, H×W×C = input image, OH×OW×C = output
 // image, SH×SW = strides, PH×PW = window. Output (oh, ow) pools input rows [oh·SH - pad_top, +PH)
-// and columns [ow·SW - pad_left, +PW), clipped to the image.
+// and columns [ow·SW - pad_left, +PW), clipped to the image. The team's threads take the batch's
+// images in contiguous runs.
 #include "nn/pool2d.h"
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "tensor/thread_team.h"
 
 namespace dtrain {
 namespace {
@@ -70,36 +72,43 @@ size_t MaxPool2D::scratch_floats(int batch) const {
 void MaxPool2D::forward(const ParamSet&, const LayerIo& io) const {
   const int h = options_.height, w = options_.width, c = options_.channels;
   const size_t image_floats = static_cast<size_t>(h) * w * c;
-  float* out = io.out;
-  float* argmax = io.scratch;
-  for (int n = 0; n < io.batch; ++n) {
-    const float* image = io.in + n * image_floats;
-    for (int oh = 0; oh < rows_.out; ++oh) {
-      const Range rows = row_range(oh);
-      for (int ow = 0; ow < cols_.out; ++ow, out += c, argmax += c) {
-        const Range cols = col_range(ow);
-        // Start from the window's first input; a later input wins only if strictly larger, so
-        // ties keep the first maximum. All channels advance together over contiguous runs.
-        const int first = (rows.lo * w + cols.lo) * c;
-        for (int ch = 0; ch < c; ++ch) {
-          out[ch] = image[first + ch];
-          argmax[ch] = static_cast<float>(first + ch);
-        }
-        for (int ih = rows.lo; ih < rows.hi; ++ih) {
-          for (int iw = cols.lo; iw < cols.hi; ++iw) {
-            const int base = (ih * w + iw) * c;
-            for (int ch = 0; ch < c; ++ch) {
-              const float v = image[base + ch];
-              if (v > out[ch]) {
-                out[ch] = v;
-                argmax[ch] = static_cast<float>(base + ch);
+  const size_t outputs_per_image = static_cast<size_t>(rows_.out) * cols_.out * c;
+  parallel_ranges(io.batch, 1, [&](int, size_t begin, size_t end) {
+    float* out = io.out + begin * outputs_per_image;
+    float* argmax = io.scratch + begin * outputs_per_image;
+    for (size_t n = begin; n < end; ++n) {
+      const float* image = io.in + n * image_floats;
+      for (int oh = 0; oh < rows_.out; ++oh) {
+        const Range rows = row_range(oh);
+        for (int ow = 0; ow < cols_.out; ++ow, out += c, argmax += c) {
+          const Range cols = col_range(ow);
+          // Start from the window's first input; a later input wins only if strictly larger, so
+          // ties keep the first maximum. All channels advance together over contiguous runs.
+          const int first = (rows.lo * w + cols.lo) * c;
+          for (int ch = 0; ch < c; ++ch) {
+            out[ch] = image[first + ch];
+            argmax[ch] = static_cast<float>(first + ch);
+          }
+          // Arithmetic rather than a branch, so the channels vectorise: `larger` is 0 or 1, and
+          // indices below 2^24 make at + larger·(index - at) exact.
+          float* __restrict best = out;
+          float* __restrict where = argmax;
+          for (int ih = rows.lo; ih < rows.hi; ++ih) {
+            for (int iw = cols.lo; iw < cols.hi; ++iw) {
+              const int base = (ih * w + iw) * c;
+              const float* __restrict pixel = image + base;
+              for (int ch = 0; ch < c; ++ch) {
+                const float v = pixel[ch], so_far = best[ch], at = where[ch];
+                const float larger = static_cast<float>(v > so_far);
+                best[ch] = v > so_far ? v : so_far;
+                where[ch] = at + larger * (static_cast<float>(base + ch) - at);
               }
             }
           }
         }
       }
     }
-  }
+  });
 }
 
 void MaxPool2D::backward(const ParamSet&, GradSet&, const LayerIo& io, const float* dout,
@@ -110,13 +119,17 @@ void MaxPool2D::backward(const ParamSet&, GradSet&, const LayerIo& io, const flo
   const size_t image_floats =
       static_cast<size_t>(options_.height) * options_.width * options_.channels;
   const size_t outputs_per_image = static_cast<size_t>(rows_.out) * cols_.out * options_.channels;
-  std::fill_n(din, io.batch * image_floats, 0.0f);
-  for (int n = 0; n < io.batch; ++n) {
-    float* image = din + n * image_floats;
-    const float* argmax = io.scratch + n * outputs_per_image;
-    const float* grad = dout + n * outputs_per_image;
-    for (size_t i = 0; i < outputs_per_image; ++i) image[static_cast<size_t>(argmax[i])] += grad[i];
-  }
+  parallel_ranges(io.batch, 1, [&](int, size_t begin, size_t end) {
+    std::fill_n(din + begin * image_floats, (end - begin) * image_floats, 0.0f);
+    for (size_t n = begin; n < end; ++n) {
+      float* image = din + n * image_floats;
+      const float* argmax = io.scratch + n * outputs_per_image;
+      const float* grad = dout + n * outputs_per_image;
+      for (size_t i = 0; i < outputs_per_image; ++i) {
+        image[static_cast<size_t>(argmax[i])] += grad[i];
+      }
+    }
+  });
 }
 
 std::string AveragePool2D::describe() const { return "average_pool2d " + geometry(); }
@@ -124,26 +137,29 @@ std::string AveragePool2D::describe() const { return "average_pool2d " + geometr
 void AveragePool2D::forward(const ParamSet&, const LayerIo& io) const {
   const int h = options_.height, w = options_.width, c = options_.channels;
   const size_t image_floats = static_cast<size_t>(h) * w * c;
-  float* out = io.out;
-  for (int n = 0; n < io.batch; ++n) {
-    const float* image = io.in + n * image_floats;
-    for (int oh = 0; oh < rows_.out; ++oh) {
-      const Range rows = row_range(oh);
-      for (int ow = 0; ow < cols_.out; ++ow, out += c) {
-        const Range cols = col_range(ow);
-        std::fill_n(out, c, 0.0f);
-        for (int ih = rows.lo; ih < rows.hi; ++ih) {
-          for (int iw = cols.lo; iw < cols.hi; ++iw) {
-            const float* pixel = image + static_cast<size_t>(ih * w + iw) * c;
-            for (int ch = 0; ch < c; ++ch) out[ch] += pixel[ch];
+  const size_t outputs_per_image = static_cast<size_t>(rows_.out) * cols_.out * c;
+  parallel_ranges(io.batch, 1, [&](int, size_t begin, size_t end) {
+    float* out = io.out + begin * outputs_per_image;
+    for (size_t n = begin; n < end; ++n) {
+      const float* image = io.in + n * image_floats;
+      for (int oh = 0; oh < rows_.out; ++oh) {
+        const Range rows = row_range(oh);
+        for (int ow = 0; ow < cols_.out; ++ow, out += c) {
+          const Range cols = col_range(ow);
+          std::fill_n(out, c, 0.0f);
+          for (int ih = rows.lo; ih < rows.hi; ++ih) {
+            for (int iw = cols.lo; iw < cols.hi; ++iw) {
+              const float* pixel = image + static_cast<size_t>(ih * w + iw) * c;
+              for (int ch = 0; ch < c; ++ch) out[ch] += pixel[ch];
+            }
           }
+          const float inv_count =
+              1.0f / static_cast<float>((rows.hi - rows.lo) * (cols.hi - cols.lo));
+          for (int ch = 0; ch < c; ++ch) out[ch] *= inv_count;
         }
-        const float inv_count =
-            1.0f / static_cast<float>((rows.hi - rows.lo) * (cols.hi - cols.lo));
-        for (int ch = 0; ch < c; ++ch) out[ch] *= inv_count;
       }
     }
-  }
+  });
 }
 
 void AveragePool2D::backward(const ParamSet&, GradSet&, const LayerIo& io, const float* dout,
@@ -152,25 +168,28 @@ void AveragePool2D::backward(const ParamSet&, GradSet&, const LayerIo& io, const
   if (din == nullptr) return;
   const int h = options_.height, w = options_.width, c = options_.channels;
   const size_t image_floats = static_cast<size_t>(h) * w * c;
-  std::fill_n(din, io.batch * image_floats, 0.0f);
-  const float* grad = dout;
-  for (int n = 0; n < io.batch; ++n) {
-    float* image = din + n * image_floats;
-    for (int oh = 0; oh < rows_.out; ++oh) {
-      const Range rows = row_range(oh);
-      for (int ow = 0; ow < cols_.out; ++ow, grad += c) {
-        const Range cols = col_range(ow);
-        const float inv_count =
-            1.0f / static_cast<float>((rows.hi - rows.lo) * (cols.hi - cols.lo));
-        for (int ih = rows.lo; ih < rows.hi; ++ih) {
-          for (int iw = cols.lo; iw < cols.hi; ++iw) {
-            float* pixel = image + static_cast<size_t>(ih * w + iw) * c;
-            for (int ch = 0; ch < c; ++ch) pixel[ch] += grad[ch] * inv_count;
+  const size_t outputs_per_image = static_cast<size_t>(rows_.out) * cols_.out * c;
+  parallel_ranges(io.batch, 1, [&](int, size_t begin, size_t end) {
+    std::fill_n(din + begin * image_floats, (end - begin) * image_floats, 0.0f);
+    const float* grad = dout + begin * outputs_per_image;
+    for (size_t n = begin; n < end; ++n) {
+      float* image = din + n * image_floats;
+      for (int oh = 0; oh < rows_.out; ++oh) {
+        const Range rows = row_range(oh);
+        for (int ow = 0; ow < cols_.out; ++ow, grad += c) {
+          const Range cols = col_range(ow);
+          const float inv_count =
+              1.0f / static_cast<float>((rows.hi - rows.lo) * (cols.hi - cols.lo));
+          for (int ih = rows.lo; ih < rows.hi; ++ih) {
+            for (int iw = cols.lo; iw < cols.hi; ++iw) {
+              float* pixel = image + static_cast<size_t>(ih * w + iw) * c;
+              for (int ch = 0; ch < c; ++ch) pixel[ch] += grad[ch] * inv_count;
+            }
           }
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace dtrain
