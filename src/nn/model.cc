@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 #include <vector>
 
 #include "base/error.h"
@@ -57,17 +58,44 @@ std::string Model::kernels() const {
   return text;
 }
 
-Workspace::Workspace(const Model& model, int max_batch) : max_batch_(max_batch) {
+namespace {
+
+// The widest activation of the model, in floats per example.
+size_t widest_activation(const Model& model) {
   size_t widest = 0;
   for (const auto& layer : model.layers()) {
-    const size_t in = static_cast<size_t>(num_elements(layer->input_shape()));
-    const size_t out = static_cast<size_t>(num_elements(layer->output_shape()));
-    activations_.emplace_back(out * max_batch, 0.0f);
-    scratch_.emplace_back(layer->scratch_floats(max_batch), 0.0f);
-    widest = std::max({widest, in, out});
+    widest = std::max({widest, static_cast<size_t>(num_elements(layer->input_shape())),
+                       static_cast<size_t>(num_elements(layer->output_shape()))});
   }
-  grad_a_.assign(widest * max_batch, 0.0f);
-  grad_b_.assign(widest * max_batch, 0.0f);
+  return widest;
+}
+
+}  // namespace
+
+Workspace::Workspace(const Model& model, int max_batch, WorkspaceUse use)
+    : max_batch_(max_batch), use_(use) {
+  const size_t widest = widest_activation(model);
+  const size_t batch = static_cast<size_t>(max_batch);
+  for (const auto& layer : model.layers()) {
+    if (use == WorkspaceUse::kTraining) {
+      activations_.emplace_back(static_cast<size_t>(num_elements(layer->output_shape())) * batch,
+                                0.0f);
+    }
+    scratch_.emplace_back(layer->scratch_floats(max_batch), 0.0f);
+  }
+  if (use == WorkspaceUse::kInference) {
+    activations_.emplace_back(widest * batch, 0.0f);
+    activations_.emplace_back(widest * batch, 0.0f);
+    return;
+  }
+  grad_a_.assign(widest * batch, 0.0f);
+  grad_b_.assign(widest * batch, 0.0f);
+}
+
+int Workspace::inference_batch(const Model& model, int at_least, int up_to) {
+  constexpr size_t kBufferFloats = size_t{8} << 20;  // 32 MB
+  const size_t fits = kBufferFloats / std::max<size_t>(widest_activation(model), 1);
+  return std::max(at_least, static_cast<int>(std::min<size_t>(fits, static_cast<size_t>(up_to))));
 }
 
 LayerIo ModelRunner::layer_io(size_t layer, const float* in, int n, bool training) {
@@ -77,7 +105,7 @@ LayerIo ModelRunner::layer_io(size_t layer, const float* in, int n, bool trainin
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return LayerIo{.batch = n,
                  .in = in,
-                 .out = ws_.activations_[layer].data(),
+                 .out = ws_.output(layer),
                  .scratch = ws_.scratch_[layer].data(),
                  .training = training,
                  .seed = z ^ (z >> 31),
@@ -99,6 +127,9 @@ const float* ModelRunner::forward(const ParamSet& params, const float* images, i
 template <typename BackwardLayer>
 float ModelRunner::train_pass(const ParamSet& params, const float* images, const int32_t* labels,
                               int n, StepTimes* times, BackwardLayer backward_layer) {
+  if (ws_.use_ != WorkspaceUse::kTraining) {
+    throw std::logic_error("a training step needs a training workspace");
+  }
   auto start = std::chrono::steady_clock::now();
   const float* logits = forward(params, images, n, /*training=*/true);
   float* dout = ws_.grad_a_.data();

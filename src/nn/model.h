@@ -40,17 +40,30 @@ class Model {
   float l2_;
 };
 
+// What a Workspace is for. Training keeps every layer's output for backward; inference (evaluation,
+// prediction) needs only the layer it runs and its input, so two buffers take turns and there are
+// no gradient buffers: for an MLP with wide layers, this is most of a worker's memory.
+enum class WorkspaceUse { kTraining, kInference };
+
 // Activations, their gradients and layer scratch for batches of up to max_batch examples. Allocated
 // once; a training step allocates nothing.
 class Workspace {
  public:
-  Workspace(const Model& model, int max_batch);
+  Workspace(const Model& model, int max_batch, WorkspaceUse use = WorkspaceUse::kTraining);
   int max_batch() const { return max_batch_; }
+  // The largest batch an inference workspace should take: at least `at_least` and, up to `up_to`,
+  // as many examples as keep its two buffers at 32 MB each.
+  static int inference_batch(const Model& model, int at_least, int up_to);
 
  private:
   friend class ModelRunner;
+  float* output(size_t layer) {
+    return activations_[use_ == WorkspaceUse::kTraining ? layer : layer % 2].data();
+  }
+
   int max_batch_;
-  std::vector<FloatBuffer> activations_;  // output of layer i
+  WorkspaceUse use_;
+  std::vector<FloatBuffer> activations_;  // training: output of layer i; inference: two in turn
   std::vector<FloatBuffer> scratch_;      // scratch of layer i
   FloatBuffer grad_a_, grad_b_;           // ping-pong buffers for dLoss/d(activation)
   std::vector<double> l2_partials_;       // per-thread sums of the L2 penalty

@@ -42,7 +42,10 @@ GradientComputer::Tower::Tower(const Model& model, int max_batch, int team_size)
     : team(team_size), workspace(model, max_batch), grads(model.param_specs()) {}
 
 GradientComputer::GradientComputer(const Model& model, int towers, int max_batch, int team_size)
-    : model_(model), eval_workspace_(model, std::max(max_batch, 1000)), barrier_(towers) {
+    : model_(model),
+      eval_workspace_(model, Workspace::inference_batch(model, max_batch, 1000),
+                      WorkspaceUse::kInference),
+      barrier_(towers) {
   if (towers < 1) throw UsageError(fmt::format("--towers {}: must be at least 1", towers));
   if (towers > max_batch) {
     throw UsageError(

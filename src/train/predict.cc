@@ -46,7 +46,7 @@ PredictionSummary write_predictions(const Model& model, const ParamSet& params, 
     for (int k = 0; k < classes; ++k) line += fmt::format(",logit_{}", k);
   csv << line << '\n';
 
-  Workspace workspace(model, kBatch);
+  Workspace workspace(model, kBatch, WorkspaceUse::kInference);
   ModelRunner runner(model, workspace);
   std::vector<double> probs(static_cast<size_t>(classes));
   int64_t correct = 0;
