@@ -109,7 +109,11 @@ TEST_P(SharedFlags, CadencesRunLogAndCheckpointsAreTheSameAndTheCheckpointEvalua
   std::vector<int64_t> saved;
   for (const auto& file : CheckpointManager(dir.path(), 0).list())
     saved.push_back(*CheckpointManager::step_of(file.filename().string()));
-  expect_cadence(saved, s.exact_cadence ? 3 : 2);
+  ASSERT_FALSE(saved.empty());
+  // The last one holds the final state, at whatever step the chief stopped (checked below): under
+  // async that can fall short of the next multiple, when the other workers' pushes end the run.
+  if (!s.exact_cadence) saved.pop_back();
+  expect_cadence(saved, s.exact_cadence ? 3 : 1);
   const Checkpoint newest = newest_checkpoint(dir.path());
   EXPECT_EQ(newest.global_step, (*closing)["step"].get<int64_t>());
   EXPECT_EQ(newest.model, "softmax");
