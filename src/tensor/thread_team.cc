@@ -8,6 +8,17 @@
 #endif
 
 namespace dtrain {
+
+// Values below FLT_MIN (denormals) take the x86 cores a microcode assist each, 100 times the cost
+// of a normal operation. Training produces them late in a run (Adam's second moments of tiny
+// gradients, products of small weights): lenet's steps slowed to half speed from step 700 on.
+// Flushing them to zero (FTZ for results, DAZ for inputs) changes values only below 1.2e-38; it is
+// what TensorFlow does in its compute threads.
+void flush_denormals_to_zero() {
+#if defined(__x86_64__)
+  _mm_setcsr(_mm_getcsr() | 0x8040);
+#endif
+}
 namespace {
 
 thread_local ThreadTeam* current_team = nullptr;
@@ -79,6 +90,7 @@ void ThreadTeam::run(const std::function<void(int)>& part) {
 }
 
 void ThreadTeam::worker_loop(int index) {
+  flush_denormals_to_zero();
   uint64_t seen = 0;
   for (;;) {
     // The next product of the step is usually microseconds away; between steps it may not be.
@@ -98,9 +110,20 @@ void ThreadTeam::worker_loop(int index) {
   }
 }
 
-ScopedTeam::ScopedTeam(ThreadTeam* team) : previous_(current_team) { current_team = team; }
+ScopedTeam::ScopedTeam(ThreadTeam* team) : previous_(current_team) {
+#if defined(__x86_64__)
+  previous_mxcsr_ = _mm_getcsr();
+#endif
+  current_team = team;
+  flush_denormals_to_zero();
+}
 
-ScopedTeam::~ScopedTeam() { current_team = previous_; }
+ScopedTeam::~ScopedTeam() {
+  current_team = previous_;
+#if defined(__x86_64__)
+  _mm_setcsr(previous_mxcsr_);
+#endif
+}
 
 size_t split_point(size_t size, int parts, int p) {
   if (p >= parts) return size;

@@ -47,7 +47,8 @@ class ThreadTeam {
   std::vector<std::jthread> workers_;
 };
 
-// Makes team the current team of this thread for the guard's lifetime.
+// Makes team the current team of this thread for the guard's lifetime, and has the thread flush
+// denormal floats to zero meanwhile, as the team's workers always do (see the .cc).
 class ScopedTeam {
  public:
   explicit ScopedTeam(ThreadTeam* team);
@@ -57,7 +58,11 @@ class ScopedTeam {
 
  private:
   ThreadTeam* previous_;
+  unsigned previous_mxcsr_ = 0;  // x86's floating-point control flags before the guard
 };
+
+// Sets this thread's FTZ and DAZ flags.
+void flush_denormals_to_zero();
 
 // Where part p of `parts` starts when the team divides `size` rows or columns: size·p/parts
 // rounded down to a multiple of 16 (size for p == parts). gemm() and parallel_rows() both cut

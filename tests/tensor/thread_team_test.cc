@@ -30,6 +30,26 @@ TEST(ThreadTeamTest, RunsEveryPartOnceOnDistinctThreads) {
   }
 }
 
+// A product whose exact value is a denormal: 1e-20 · 1e-20 = 1e-40 < FLT_MIN. volatile keeps the
+// compiler from folding it at build time, so the CPU's flags decide.
+float denormal_product() {
+  volatile float a = 1e-20f;
+  volatile float b = 1e-20f;
+  return a * b;
+}
+
+TEST(ThreadTeamTest, EveryPartFlushesDenormalsToZeroAndTheCallerGetsItsFlagsBack) {
+  ASSERT_GT(denormal_product(), 0.0f) << "the test thread starts without flushing";
+  ThreadTeam team(3);
+  std::vector<float> seen(3, -1.0f);
+  {
+    ScopedTeam scope(&team);
+    team.run([&](int p) { seen[p] = denormal_product(); });
+  }
+  EXPECT_EQ(seen, std::vector<float>(3, 0.0f));
+  EXPECT_GT(denormal_product(), 0.0f) << "the guard restores the caller's flags";
+}
+
 TEST(ThreadTeamTest, RethrowsAWorkersExceptionAndStaysUsable) {
   ThreadTeam team(2);
   EXPECT_THROW(team.run([](int part) {
