@@ -101,7 +101,9 @@ TEST_P(SharedFlags, CadencesRunLogAndCheckpointsAreTheSameAndTheCheckpointEvalua
       }
     }
   };
-  expect_cadence(evaluated, s.exact_cadence ? 3 : 2);
+  // Async: while the chief evaluates at the first multiple, the other worker may take the rest of
+  // the 240 steps (through memory, a softmax step is microseconds), so only that one is certain.
+  expect_cadence(evaluated, s.exact_cadence ? 3 : 1);
   EXPECT_GE(step_records, 1) << "--log_every writes the loss to the run log";
   ASSERT_TRUE(closing.has_value());
 
@@ -113,7 +115,7 @@ TEST_P(SharedFlags, CadencesRunLogAndCheckpointsAreTheSameAndTheCheckpointEvalua
   // The last one holds the final state, at whatever step the chief stopped (checked below): under
   // async that can fall short of the next multiple, when the other workers' pushes end the run.
   if (!s.exact_cadence) saved.pop_back();
-  expect_cadence(saved, s.exact_cadence ? 3 : 1);
+  expect_cadence(saved, s.exact_cadence ? 3 : 0);
   const Checkpoint newest = newest_checkpoint(dir.path());
   EXPECT_EQ(newest.global_step, (*closing)["step"].get<int64_t>());
   EXPECT_EQ(newest.model, "softmax");
@@ -144,10 +146,10 @@ TEST_P(SharedFlags, CadencesRunLogAndCheckpointsAreTheSameAndTheCheckpointEvalua
   }
   for (const char* tag : {"w", "b", "gradients_on_average/w", "gradients_on_average/b"}) {
     const auto histogram = last_histogram(events, tag);
-    ASSERT_TRUE(histogram.has_value()) << tag;
     if (s.exact_cadence) {
+      ASSERT_TRUE(histogram.has_value()) << tag;
       EXPECT_EQ(histogram->step, 200) << tag;
-    } else {
+    } else if (histogram.has_value()) {  // async: only if the chief took a step past 100
       EXPECT_GE(histogram->step, 100) << tag;
     }
   }
