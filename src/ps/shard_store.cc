@@ -268,6 +268,15 @@ int64_t ShardStore::read(size_t shard, std::span<float> out) const {
   return s.step;
 }
 
+int64_t ShardStore::read_to(size_t shard, void (*call)(const void*, std::span<const float>),
+                            const void* out) const {
+  const LocalShard& s = local(shard);
+  std::lock_guard lock(s.mutex);
+  check_initialized(s.initialized, s.index, ps_);
+  call(out, {values_.data() + s.offset, s.size});
+  return s.step;
+}
+
 void ShardStore::read_slot(size_t shard, size_t k, std::span<float> out) const {
   const LocalShard& s = local(shard);
   if (k >= slot_suffixes_.size()) {
