@@ -110,7 +110,7 @@ TEST(BadInputTest, TransportUnderALocalStrategyIsRefusedAndABadOneListsTheChoice
   ProcessResult local = run_dtrain({"train", "--strategy", "local", "--transport", "shm"});
   EXPECT_EQ(local.exit_code, 2) << local.err;
   EXPECT_THAT(local.err, HasSubstr("--transport: means nothing under --strategy local"));
-  for (const char* bench : {"allreduce"}) {
+  for (const char* bench : {"allreduce", "ps"}) {
     ProcessResult bad = run_dtrain({"bench", bench, "--transport", "rdma"});
     EXPECT_EQ(bad.exit_code, 2) << bad.err;
     EXPECT_THAT(bad.err, HasSubstr("--transport: rdma not in {auto,tcp,shm}"));
