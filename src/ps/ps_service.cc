@@ -4,7 +4,9 @@
 // connection's replier thread, and so do the pushes after it until the replier has caught up; the
 // connection's thread reads on meanwhile. A connection whose worker proved its memory reachable
 // moves payloads by reference: gradients are copied out of the worker's memory into the
-// connection's scratch, and values straight from the store into the worker's memory.
+// connection's scratch, and values straight from the store into the worker's memory, by the
+// connection's replier (which such a connection has in async mode too) while the connection's
+// thread copies and applies the next gradient.
 #include "ps/ps_service.h"
 
 #include <fmt/format.h>
@@ -149,8 +151,10 @@ struct PsService::Scratch {
   explicit Scratch(size_t floats) : buffer(floats) {}
   FloatBuffer buffer;
   proto::MetaWriter meta;
-  int worker = -1;             // the training worker that said hello on this connection, if any
-  Replier* replier = nullptr;  // sync mode
+  int worker = -1;  // the training worker that said hello on this connection, if any
+  // Sync mode, and connections whose payloads go through memory: own_replier, started once.
+  Replier* replier = nullptr;
+  std::optional<Replier> own_replier;
   // Payloads by reference: the challenge sent with the hello, until the worker's offer; then the
   // pid whose memory holds the worker's buffers (0: payloads travel in the frames).
   std::optional<Challenge> challenge;
@@ -364,11 +368,7 @@ void PsService::print_summary(std::ostream& out) const {
 
 void PsService::serve(Connection& connection) {
   Scratch scratch(max_shard_size_ * (1 + store_->slot_suffixes().size()));
-  std::optional<Replier> replier;
-  if (options_.sync.sync_replicas) {
-    replier.emplace(*this, connection, max_shard_size_);
-    scratch.replier = &*replier;
-  }
+  if (options_.sync.sync_replicas) start_replier(connection, scratch);
   // The connection ends only by an exception (its peer closed it, or broke the format); either
   // way a worker that said hello on it is gone from this connection.
   struct Presence {
@@ -530,10 +530,18 @@ void PsService::memory_offer(Connection& connection, const Connection::Incoming&
     send_error(connection, refusal);
     return;
   }
-  if (why.empty()) scratch.worker_pid = offer.pid;
+  if (why.empty()) {
+    scratch.worker_pid = offer.pid;
+    start_replier(connection, scratch);
+  }
   scratch.meta.clear();
   scratch.meta.put(static_cast<uint8_t>(why.empty())).put_string(why);
   connection.send(proto::kMemoryReady, in.request_id, scratch.meta.bytes(), {});
+}
+
+void PsService::start_replier(Connection& connection, Scratch& scratch) {
+  if (scratch.replier == nullptr)
+    scratch.replier = &scratch.own_replier.emplace(*this, connection, max_shard_size_);
 }
 
 std::string PsService::shm_failure(std::string_view worker, std::string_view why) const {
@@ -708,7 +716,10 @@ void PsService::apply_push(Connection& connection, uint64_t request_id, const pr
                             .worker_pid = scratch.worker_pid,
                             .deadline = std::chrono::steady_clock::now() +
                                         std::chrono::milliseconds(options_.sync_wait_ms)};
-  if (scratch.replier != nullptr && (reply.wait || !scratch.replier->idle())) {
+  // Values by reference are always handed over: copying them into the worker and replying is
+  // then the replier's work while this thread copies and applies the next gradient, so that one
+  // worker's round keeps two cores busy rather than one.
+  if (scratch.replier != nullptr && (reply.wait || values.bytes > 0 || !scratch.replier->idle())) {
     scratch.replier->defer(reply);
     return;
   }

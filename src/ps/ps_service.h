@@ -4,6 +4,8 @@
 // sync mode each connection also has a replier thread, which sends the replies that wait for a
 // step while the connection's own thread goes on reading the worker's pushes: a ps that stopped
 // reading would leave the worker's data unacknowledged, and the worker would take it for dead.
+// A connection whose payloads go through memory has one in async mode too: it copies the values
+// into the worker and replies while the connection's thread copies and applies the next shard.
 #pragma once
 
 #include <chrono>
@@ -97,7 +99,7 @@ class PsService {
 
  private:
   struct Scratch;  // a connection's buffers, sized once
-  class Replier;   // sync: a connection's replies that wait for a step
+  class Replier;   // a connection's replies that wait for a step, or go through memory
   struct DeferredReply;
 
   void serve(Connection& connection);
@@ -105,6 +107,8 @@ class PsService {
   void hello(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
   // The worker's answer to the hello's challenge: where it holds it. Reads it back there.
   void memory_offer(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
+  // Gives the connection its replier thread, unless it has one.
+  void start_replier(Connection& connection, Scratch& scratch);
   // "--transport shm: ps0 and worker1 cannot move payloads through memory: <why>; ...".
   std::string shm_failure(std::string_view worker, std::string_view why) const;
   // Throws Error unless the connection's worker has proved its memory reachable.
