@@ -42,7 +42,8 @@
 // parameter arena (Shard::begin floats in). The worker leaves those buffers alone until it has
 // every reply of the request, so the ps copies them while the worker waits. kInit and kPullState
 // (the chief's, rare and large) stay on TCP. The worker never reads or writes the ps's memory, so
-// it proves nothing in turn.
+// it proves nothing in turn. A ps started with --transport shm answers a hello that does not ask
+// for memory, or an offer it cannot read back, with kError naming the flag and both tasks.
 #pragma once
 
 #include <cstddef>
