@@ -294,43 +294,60 @@ void PsClient::reconnect(Lane& lane, const std::string& why,
 }
 
 template <typename Send, typename Receive>
-void PsClient::round(Send&& send, Receive&& receive) {
+void PsClient::round(Send&& send, Receive&& receive, bool by_caller) {
   std::vector<Lane*> pending;
   for (auto& lane : lanes_) pending.push_back(lane.get());
   std::optional<std::chrono::steady_clock::time_point> give_up_at;
   int losses = 0;
   auto backoff = std::chrono::milliseconds(50);
-  while (!pending.empty()) {
-    for (Lane* l : pending) {
-      l->sender.post([&send, l] { send(*l); });
-      l->receiver.post([&receive, l] {
-        try {
-          receive(*l);
-        } catch (const proto::ShortMeta& error) {
-          throw FrameError(
-              fmt::format("bad reply from {}: {}", l->connection->peer(), error.what()));
-        }
-      });
+  // Runs one side of a lane's part, converting a short meta block into the FrameError it is.
+  const auto receive_checked = [&receive](Lane& l) {
+    try {
+      receive(l);
+    } catch (const proto::ShortMeta& error) {
+      throw FrameError(fmt::format("bad reply from {}: {}", l.connection->peer(), error.what()));
     }
+  };
+  while (!pending.empty()) {
     // Lanes whose connection broke are done again after a reconnect; any other error ends the
     // operation.
     std::exception_ptr first;
     std::vector<std::pair<Lane*, std::string>> lost;
-    for (Lane* lane : pending) {
-      std::string why;
-      for (JobThread* thread : {&lane->sender, &lane->receiver}) {
-        try {
-          thread->wait();
-        } catch (const TransportError& error) {
-          // The lane is unusable now; closing it wakes its other thread.
-          lane->connection->close();
-          if (why.empty()) why = error.what();
-        } catch (...) {
-          lane->connection->close();
-          if (!first) first = std::current_exception();
-        }
+    const auto outcome = [&](Lane& lane, std::string& why, const std::function<void()>& part) {
+      try {
+        part();
+      } catch (const TransportError& error) {
+        // The lane is unusable now; closing it wakes its other thread.
+        lane.connection->close();
+        if (why.empty()) why = error.what();
+      } catch (...) {
+        lane.connection->close();
+        if (!first) first = std::current_exception();
       }
-      if (!why.empty()) lost.emplace_back(lane, why);
+    };
+    std::vector<std::string> why(pending.size());
+    if (by_caller &&
+        std::all_of(pending.begin(), pending.end(), [](const Lane* l) { return l->path.memory; })) {
+      // Every frame is small, so sending never waits for a reply being read: this thread sends
+      // every lane's requests, then reads each lane's replies in turn, where handing them to two
+      // threads a lane would cost more wake-ups than the frames cost to move.
+      for (size_t i = 0; i < pending.size(); ++i)
+        outcome(*pending[i], why[i], [&] { send(*pending[i]); });
+      for (size_t i = 0; i < pending.size(); ++i) {
+        if (why[i].empty()) outcome(*pending[i], why[i], [&] { receive_checked(*pending[i]); });
+      }
+    } else {
+      for (Lane* l : pending) {
+        l->sender.post([&send, l] { send(*l); });
+        l->receiver.post([&receive_checked, l] { receive_checked(*l); });
+      }
+      for (size_t i = 0; i < pending.size(); ++i) {
+        for (JobThread* thread : {&pending[i]->sender, &pending[i]->receiver})
+          outcome(*pending[i], why[i], [thread] { thread->wait(); });
+      }
+    }
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (!why[i].empty()) lost.emplace_back(pending[i], why[i]);
     }
     if (first) std::rethrow_exception(first);
     pending.clear();
@@ -466,7 +483,8 @@ void PsClient::pull(ParamSet& params) {
           receive_values(lane, in, params.flat().subspan(s.begin, s.size()));
           note_reply(reply);
         }
-      });
+      },
+      /*by_caller=*/true);
 }
 
 RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float lr) {
@@ -529,7 +547,8 @@ RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float l
               break;
           }
         }
-      });
+      },
+      /*by_caller=*/true);
   RoundOutcome total;
   for (const RoundOutcome& o : outcomes) {
     total.applied += o.applied;

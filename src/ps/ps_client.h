@@ -111,9 +111,11 @@ class PsClient {
   class Lane;  // one ps connection with its sender thread
 
   // Runs send(lane) on each lane's sender thread and receive(lane) on its receiver thread, every
-  // lane at once, and waits for all; rethrows the first error.
+  // lane at once, and waits for all; rethrows the first error. With by_caller, where every lane
+  // moves its payloads through memory (so that no frame carries tensors), this thread sends every
+  // lane's requests and then reads each lane's replies itself instead.
   template <typename Send, typename Receive>
-  void round(Send&& send, Receive&& receive);
+  void round(Send&& send, Receive&& receive, bool by_caller = false);
   // One connection to ps `ps`, handshake done, within deadline (connect() retries refusals).
   std::unique_ptr<Connection> connect_once(int ps, std::chrono::steady_clock::time_point deadline);
   // The same, retrying a connection that breaks before it is up, as reconnect() does.

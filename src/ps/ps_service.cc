@@ -716,10 +716,13 @@ void PsService::apply_push(Connection& connection, uint64_t request_id, const pr
                             .worker_pid = scratch.worker_pid,
                             .deadline = std::chrono::steady_clock::now() +
                                         std::chrono::milliseconds(options_.sync_wait_ms)};
-  // Values by reference are always handed over: copying them into the worker and replying is
-  // then the replier's work while this thread copies and applies the next gradient, so that one
-  // worker's round keeps two cores busy rather than one.
-  if (scratch.replier != nullptr && (reply.wait || values.bytes > 0 || !scratch.replier->idle())) {
+  // Values by reference go to the replier when the worker's next request has arrived already
+  // (the next shard of its round): this thread then copies and applies that one while the replier
+  // copies these values into the worker, and one worker's round keeps two cores busy. With nothing
+  // waiting, handing them over would only add a wake-up.
+  const bool overlap =
+      values.bytes > 0 && TcpStream::wait_either(&connection.stream(), nullptr, /*timeout_ms=*/0);
+  if (scratch.replier != nullptr && (reply.wait || overlap || !scratch.replier->idle())) {
     scratch.replier->defer(reply);
     return;
   }
