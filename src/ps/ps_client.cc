@@ -300,7 +300,7 @@ void PsClient::round(Send&& send, Receive&& receive, bool by_caller) {
   std::optional<std::chrono::steady_clock::time_point> give_up_at;
   int losses = 0;
   auto backoff = std::chrono::milliseconds(50);
-  // Runs one side of a lane's part, converting a short meta block into the FrameError it is.
+  // receive(lane), with a meta block too short for its reply turned into the FrameError it is.
   const auto receive_checked = [&receive](Lane& l) {
     try {
       receive(l);
@@ -313,7 +313,8 @@ void PsClient::round(Send&& send, Receive&& receive, bool by_caller) {
     // operation.
     std::exception_ptr first;
     std::vector<std::pair<Lane*, std::string>> lost;
-    const auto outcome = [&](Lane& lane, std::string& why, const std::function<void()>& part) {
+    // Runs part of a lane's work (a template, so that the steady state allocates nothing).
+    const auto outcome = [&](Lane& lane, std::string& why, auto&& part) {
       try {
         part();
       } catch (const TransportError& error) {
