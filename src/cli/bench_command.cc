@@ -28,6 +28,7 @@ struct PsBenchFlags {
   PsBenchConfig config;
   std::vector<std::string> model_bytes;  // empty: the config's default sizes
   std::string max_shard_bytes = "1MiB";
+  std::string transport = "auto";
   bool unauthenticated_frames = false;
   std::string csv_path;
 };
@@ -41,6 +42,7 @@ PsBenchConfig resolve(const PsBenchFlags& flags) {
   }
   config.max_shard_bytes = parse_byte_size(flags.max_shard_bytes, "--max_shard_bytes");
   config.authenticate_frames = !flags.unauthenticated_frames;
+  config.transport = parse_transport(flags.transport);
   config.csv_path = flags.csv_path;
   return config;
 }
@@ -48,7 +50,9 @@ PsBenchConfig resolve(const PsBenchFlags& flags) {
 void add_bench_ps_command(CLI::App& bench, Action& action) {
   auto flags = std::make_shared<PsBenchFlags>();
   CLI::App* ps = bench.add_subcommand(
-      "ps", "Push+pull rounds through parameter servers over loopback TCP, without compute");
+      "ps",
+      "Push+pull rounds through parameter servers (shared memory or loopback TCP), without "
+      "compute");
   ps->add_option("--ps", flags->config.ps, "ps tasks (threads of this process)")
       ->capture_default_str();
   ps->add_option("--workers", flags->config.workers, "Workers, each with its own connections")
@@ -64,6 +68,11 @@ void add_bench_ps_command(CLI::App& bench, Action& action) {
   ps->add_option("--secs", flags->config.seconds_per_size, "Least seconds timed per size")
       ->capture_default_str();
   ps->add_option("--min_rounds", flags->config.min_rounds, "Least rounds timed per size")
+      ->capture_default_str();
+  ps->add_option("--transport", flags->transport,
+                 "auto (the ps copies gradients out of and values into a worker's memory where "
+                 "the kernel allows it, else TCP), tcp, or shm (memory only)")
+      ->check(CLI::IsMember({"auto", "tcp", "shm"}))
       ->capture_default_str();
   add_frames_flag(*ps, flags->unauthenticated_frames);
   ps->add_option("--csv", flags->csv_path,

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "base/error.h"
 #include "cli/byte_size.h"
@@ -73,18 +74,19 @@ struct PsTasks {
   std::vector<HostPort> addresses;
 };
 
-PsTasks start_ps_tasks(const std::vector<ParamSpec>& specs, const PartitionMap& map, int workers,
-                       const std::string& secret, bool authenticate_frames) {
+PsTasks start_ps_tasks(const std::vector<ParamSpec>& specs, const PartitionMap& map,
+                       const PsBenchConfig& config, const std::string& secret) {
   PsTasks tasks;
   for (int p = 0; p < map.num_ps(); ++p) {
     PsServiceOptions options;
     options.ps = p;
     options.specs = specs;
     options.map = map;
-    options.sync.total_num_replicas = workers;
+    options.sync.total_num_replicas = config.workers;
     options.server.bind_host = "127.0.0.1";
     options.server.secret = secret;
-    options.server.connection.authenticate_frames = authenticate_frames;
+    options.server.connection.authenticate_frames = config.authenticate_frames;
+    options.transport = config.transport;
     tasks.services.push_back(std::make_unique<PsService>(std::move(options)));
     tasks.addresses.push_back({"127.0.0.1", tasks.services.back()->port()});
   }
@@ -154,6 +156,7 @@ std::vector<double> timed_rounds(PsClient& client, const GradSet& grads, ParamSe
 // What one worker measured, or why it could not.
 struct WorkerTimes {
   std::vector<double> round_seconds;
+  int memory_paths = 0;  // of its connections, those whose payloads went through memory
   std::exception_ptr error;
 };
 
@@ -168,6 +171,8 @@ void run_worker(SizeRun& run, int worker, WorkerTimes& result) {
     GradSet grads(run.specs);
     std::ranges::fill(grads.values(0), 1.0f);
     const std::unique_ptr<PsClient> client = ready_client(run, worker, params);
+    for (int p = 0; p < run.map.num_ps(); ++p)
+      result.memory_paths += client->payload_path(p).memory;
     meet();
     const double fastest = warm_up(*client, grads, params, run.config.warmup_seconds);
     meet();
@@ -187,6 +192,7 @@ double median(std::vector<double> values) {
 }
 
 struct SizeResult {
+  std::string transport;     // "shm" (every connection through memory), "tcp", or "mixed"
   uint64_t model_bytes = 0;  // as laid out: whole rows
   size_t shards = 0;
   size_t rounds = 0;                         // the fewest timed rounds of any worker
@@ -198,11 +204,12 @@ SizeResult bench_size(const PsBenchConfig& config, uint64_t requested_bytes,
   const std::vector<ParamSpec> specs = bench_layout(requested_bytes);
   const PartitionMap map = make_partition(ParamSet(specs), config.ps, Placement::kBalanced,
                                           kMinShardBytes, config.max_shard_bytes);
-  PsTasks tasks = start_ps_tasks(specs, map, config.workers, secret, config.authenticate_frames);
+  PsTasks tasks = start_ps_tasks(specs, map, config, secret);
   PsClientOptions client;
   client.ps = tasks.addresses;
   client.secret = secret;
   client.connection.authenticate_frames = config.authenticate_frames;
+  client.transport = config.transport;
   SizeRun run{config, specs, map, std::move(client), std::barrier<>(config.workers)};
   std::vector<WorkerTimes> workers(static_cast<size_t>(config.workers));
   {
@@ -220,6 +227,11 @@ SizeResult bench_size(const PsBenchConfig& config, uint64_t requested_bytes,
   for (int p = 0; p < map.num_ps(); ++p) result.model_bytes += map.bytes_on(p);
   result.shards = map.shards.size();
   result.rounds = workers[0].round_seconds.size();
+  int memory_paths = 0;
+  for (const WorkerTimes& w : workers) memory_paths += w.memory_paths;
+  result.transport = memory_paths == 0                            ? "tcp"
+                     : memory_paths == config.workers * config.ps ? "shm"
+                                                                  : "mixed";
   for (WorkerTimes& w : workers) {
     result.rounds = std::min(result.rounds, w.round_seconds.size());
     result.median_round_seconds.push_back(median(std::move(w.round_seconds)));
@@ -227,15 +239,21 @@ SizeResult bench_size(const PsBenchConfig& config, uint64_t requested_bytes,
   return result;
 }
 
-void print_header(const PsBenchConfig& config, std::ostream& out) {
+// Printed once the first size has run: it says which way that size's payloads actually went.
+void print_header(const PsBenchConfig& config, const std::string& transport, std::ostream& out) {
   const std::string shards =
       config.max_shard_bytes == 0
           ? "shards not cut"
           : fmt::format("shards cut at {}", format_bytes(config.max_shard_bytes));
+  const std::string payloads =
+      transport == "shm"   ? "payloads copied by the ps out of and into the workers' memory "
+                             "(process_vm_readv/writev), frames over loopback TCP"
+      : transport == "tcp" ? "payloads over loopback TCP"
+                           : "payloads through memory on some connections, TCP on others";
   fmt::print(out,
-             "dtrain bench ps: {} ps, {} worker(s), async sgd over loopback TCP, {}, frames {}; "
-             "per size at least {} rounds and {:g} s\n",
-             config.ps, config.workers, shards,
+             "dtrain bench ps: {} ps, {} worker(s) (threads of this process), async sgd, {} "
+             "(--transport {}), {}, frames {}; per size at least {} rounds and {:g} s\n",
+             config.ps, config.workers, payloads, transport_name(config.transport), shards,
              config.authenticate_frames ? "tagged (GMAC)" : "with a CRC32C (unauthenticated)",
              config.min_rounds, config.seconds_per_size);
   fmt::print(out,
@@ -268,8 +286,8 @@ void add_csv_row(const PsBenchConfig& config, const SizeResult& r, CsvRows& csv)
     mean_round += s / static_cast<double>(r.median_round_seconds.size());
     total_gbps += 2.0 * static_cast<double>(r.model_bytes) / s / 1e9;
   }
-  csv.add({std::to_string(config.ps), std::to_string(config.workers), std::to_string(r.model_bytes),
-           std::to_string(r.shards), std::to_string(r.rounds),
+  csv.add({std::to_string(config.ps), std::to_string(config.workers), r.transport,
+           std::to_string(r.model_bytes), std::to_string(r.shards), std::to_string(r.rounds),
            fmt::format("{:.4f}", mean_round * 1e3),
            fmt::format("{:.4f}", total_gbps / static_cast<double>(config.workers)),
            fmt::format("{:.4f}", total_gbps)});
@@ -281,15 +299,16 @@ void run_ps_bench(const PsBenchConfig& config, std::ostream& out) {
   check_config(config);
   // The ps tasks are this process's own threads; the secret only has to be shared with itself.
   const std::string secret = new_cluster_secret();
-  print_header(config, out);
   std::optional<CsvRows> csv;
   if (!config.csv_path.empty()) {
     csv.emplace(config.csv_path,
-                std::vector<std::string>{"ps", "workers", "model_bytes", "shards", "rounds",
-                                         "round_ms", "gbps_per_worker", "gbps_total"});
+                std::vector<std::string>{"ps", "workers", "transport", "model_bytes", "shards",
+                                         "rounds", "round_ms", "gbps_per_worker", "gbps_total"});
   }
+  bool header_printed = false;
   for (uint64_t bytes : config.model_bytes) {
     const SizeResult result = bench_size(config, bytes, secret);
+    if (!std::exchange(header_printed, true)) print_header(config, result.transport, out);
     print_row(result, out);
     if (csv) add_csv_row(config, result, *csv);
   }

@@ -1,7 +1,8 @@
 // `dtrain bench ps`: the parameter-server round trip alone. P ps tasks and W workers run as threads
 // of one process over loopback TCP, and every worker times push_pull rounds of an S-byte model
-// with no gradient computation, so what is measured is framing, CRC, copies, the optimizer's pass
-// over the values, and the sockets.
+// with no gradient computation, so what is measured is framing, tags, copies, the optimizer's pass
+// over the values, and the sockets, or, with payloads through memory, the ps's copies out of and
+// into the workers' buffers (process_vm_readv / process_vm_writev, here within one process).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "comm/peer_memory.h"
 
 namespace dtrain::cli {
 
@@ -25,7 +28,8 @@ struct PsBenchConfig {
   int min_rounds = 10;
   // Frames tagged after the handshake (ConnectionOptions::authenticate_frames), as in training.
   bool authenticate_frames = true;
-  std::string csv_path;  // --csv: a row per size is appended there too
+  Transport transport = Transport::kAuto;  // PsClientOptions / PsServiceOptions::transport
+  std::string csv_path;                    // --csv: a row per size is appended there too
 };
 
 // Runs every size of the config in turn and prints one line per size. Throws UsageError for a bad

@@ -164,11 +164,7 @@ const std::vector<StrategyFlag>& strategy_flags() {
       {"--on_worker_loss", {"async", "sync"}},
       {"--fusion_bytes", {"allreduce"}},
       {"--collective_timeout", {"allreduce"}},
-      {"--transport",
-       {"allreduce"},
-       "async",
-       "the ps strategies move payloads over TCP (shared memory carries the allreduce "
-       "strategy's chunks only); leave --transport out"},
+      {"--transport", {"async", "sync", "allreduce"}},
       {"--inject_nonfinite_at", {"async", "sync", "allreduce"}},
       {"--bind", {"async", "sync", "allreduce"}},
       {"--unauthenticated_frames", {"async", "sync", "allreduce"}},
@@ -377,6 +373,7 @@ PsClusterConfig ps_config(const TrainFlags& f, ClusterConfig cluster) {
   c.liveness_timeout_ms = f.liveness_timeout * 1000;
   c.on_worker_loss =
       f.on_worker_loss == "continue" ? WorkerLossPolicy::kContinue : WorkerLossPolicy::kStop;
+  c.transport = parse_transport(f.transport);
   return c;
 }
 
@@ -650,9 +647,10 @@ void add_cluster_flags(CLI::App* cmd, TrainFlags* flags) {
                   "lost or stuck worker fails every other, named, within this")
       ->capture_default_str();
   cmd->add_option("--transport", flags->transport,
-                  "allreduce: how chunks reach a worker on the same host: auto (copied straight "
-                  "out of the sender's memory where the kernel allows it, else TCP), tcp, or shm "
-                  "(memory only; a pair that cannot is an error)")
+                  "How payloads move between tasks on the same host (all-reduce chunks; a "
+                  "worker's gradients and values to and from a ps): auto (copied straight out of "
+                  "or into the other task's memory where the kernel allows it, else TCP), tcp, or "
+                  "shm (memory only; a pair that cannot is an error)")
       ->check(CLI::IsMember({"auto", "tcp", "shm"}))
       ->capture_default_str();
 }

@@ -1,5 +1,5 @@
 // The messages between neighbours of a collective ring: frame types (comm/frame_format.h; the ps
-// protocol has 16-30) and their meta blocks. Each connection carries frames both ways: the ring
+// protocol has 16-36) and their meta blocks. Each connection carries frames both ways: the ring
 // algorithms send chunks left to right, halving-doubling exchanges them with either neighbour.
 //
 // clang-format off

@@ -19,31 +19,6 @@ namespace dtrain {
 
 namespace proto = ring_protocol;
 
-namespace {
-
-void put_challenge(MetaWriter& meta, const Challenge& challenge) {
-  for (const std::byte b : challenge) meta.put(b);
-}
-
-Challenge get_challenge(MetaReader& meta) {
-  Challenge challenge;
-  for (std::byte& b : challenge) b = meta.get<std::byte>();
-  return challenge;
-}
-
-void put_offer(MetaWriter& meta, const MemoryOffer& offer) {
-  meta.put(offer.pid).put(offer.address);
-}
-
-MemoryOffer get_offer(MetaReader& meta) {
-  MemoryOffer offer;
-  offer.pid = meta.get<int32_t>();
-  offer.address = meta.get<uint64_t>();
-  return offer;
-}
-
-}  // namespace
-
 int ring_spin_us(int ranks_here) { return ranks_here <= available_cores() ? 50 : 0; }
 
 TcpRing::TcpRing(TcpRingOptions options) : options_(std::move(options)) {

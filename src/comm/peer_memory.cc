@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "base/error.h"
@@ -24,6 +26,25 @@ void allow_peer_reads() {
     return true;
   }();
   (void)once;
+}
+
+// "" when every user id of process `pid` (real, effective, saved, file system) is this process's
+// effective one; otherwise what differs. From /proc/<pid>/status, which says so whatever the
+// process's dumpable flag (the owner of /proc/<pid> itself turns to root when that is off).
+std::string other_user(int32_t pid) {
+  std::ifstream status(fmt::format("/proc/{}/status", pid));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (!line.starts_with("Uid:")) continue;
+    std::istringstream ids(line.substr(4));
+    const uid_t own = geteuid();
+    for (uid_t id; ids >> id;) {
+      if (id != own)
+        return fmt::format("runs as another user (uid {}, this task as uid {})", id, own);
+    }
+    return {};
+  }
+  return "cannot be looked up in /proc";
 }
 
 }  // namespace
@@ -78,24 +99,52 @@ std::string check_memory_offer(const MemoryOffer& offer, const Challenge& challe
     return fmt::format("process {} here is another process (another host or pid namespace)",
                        offer.pid);
   }
+  if (const std::string owner = other_user(offer.pid); !owner.empty()) {
+    return fmt::format("process {} {}", offer.pid, owner);
+  }
   return {};
 }
 
+namespace {
+
+// The loop both directions share: process_vm_readv / process_vm_writev may copy less than asked
+// (a page boundary, a signal), so it goes on from where the last call stopped. `verb` and
+// `preposition` word the error: "read", "from" or "write", "into".
+template <typename Copy>
+void copy_peer_memory(int32_t pid, uint64_t address, std::byte* local_bytes, size_t bytes,
+                      std::string_view peer, const char* verb, const char* preposition,
+                      Copy&& copy) {
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{local_bytes + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(address + done), bytes - done};
+    const ssize_t moved = copy(pid, &local, 1UL, &remote, 1UL, 0UL);
+    const int error = moved < 0 ? errno : 0;
+    if (error == EINTR) continue;
+    if (moved > 0) {
+      done += static_cast<size_t>(moved);
+      continue;
+    }
+    const std::string message =
+        fmt::format("could not {} {} bytes {} the memory of {}: {}", verb, bytes, preposition, peer,
+                    error != 0 ? std::strerror(error) : "nothing was copied");
+    if (error == ESRCH) throw PeerProcessGone(message);
+    throw TransportError(message);
+  }
+}
+
+}  // namespace
+
 void read_peer_memory(int32_t pid, uint64_t address, std::span<std::byte> into,
                       std::string_view peer) {
-  size_t done = 0;
-  while (done < into.size()) {
-    iovec local{into.data() + done, into.size() - done};
-    iovec remote{reinterpret_cast<void*>(address + done), into.size() - done};
-    const ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      throw TransportError(fmt::format("could not read {} bytes from the memory of {}: {}",
-                                       into.size(), peer,
-                                       got < 0 ? std::strerror(errno) : "nothing was read"));
-    }
-    done += static_cast<size_t>(got);
-  }
+  copy_peer_memory(pid, address, into.data(), into.size(), peer, "read", "from", process_vm_readv);
+}
+
+void write_peer_memory(int32_t pid, uint64_t address, std::span<const std::byte> from,
+                       std::string_view peer) {
+  // process_vm_writev only reads the local side; its iovec has no const.
+  copy_peer_memory(pid, address, const_cast<std::byte*>(from.data()), from.size(), peer, "write",
+                   "into", process_vm_writev);
 }
 
 }  // namespace dtrain

@@ -1,13 +1,15 @@
-// Moving a payload between two processes of one host with a single copy: the receiver reads it
-// straight out of the sender's memory (process_vm_readv, Linux's cross-memory attach, the
-// single-copy path of Open MPI's shared-memory transport). What crosses the authenticated TCP
-// connection is then only where the payload lies, never the payload itself.
+// Moving a payload between two processes of one host with a single copy: one of them copies it
+// straight out of or into the other's memory (process_vm_readv / process_vm_writev, Linux's
+// cross-memory attach, the single-copy path of Open MPI's shared-memory transport). What crosses
+// the authenticated TCP connection is then only where the payload lies, never the payload itself.
 //
-// Two peers find out whether this works between them by proof, not by comparing host names: each
-// sends the other a random challenge, and the other answers with its pid and the address where it
-// now holds it; each then reads the other's memory there. A match means the same kernel lets one
-// read the other; anything else (another host, another pid namespace, a kernel or seccomp policy
-// that forbids it) falls back to TCP, or is an error naming the reason under --transport shm.
+// Two peers find out whether this works between them by proof, not by comparing host names: the
+// one that will copy (both ends of an all-reduce link; a ps, which copies out of and into its
+// workers) sends the other a random challenge, and the other answers with its pid and the address
+// where it now holds it; the verifier then reads the other's memory there. A match means the same
+// kernel lets one reach the other; anything else (another host, another pid namespace, a kernel
+// or seccomp policy that forbids it) falls back to TCP, or is an error naming the reason under
+// --transport shm.
 #pragma once
 
 #include <array>
@@ -18,11 +20,14 @@
 #include <string>
 #include <string_view>
 
+#include "base/error.h"
+#include "comm/meta_codec.h"
+
 namespace dtrain {
 
-// How payloads travel between co-located tasks: kAuto reads a peer's memory where the proof above
-// holds and uses TCP elsewhere; kTcp always uses TCP; kShm requires the single copy and refuses a
-// peer with which it does not work.
+// How payloads travel between co-located tasks: kAuto copies through a peer's memory where the
+// proof above holds and uses TCP elsewhere; kTcp always uses TCP; kShm requires the single copy and
+// refuses a peer with which it does not work.
 enum class Transport { kAuto, kTcp, kShm };
 
 std::string_view transport_name(Transport transport);  // "auto", "tcp", "shm"
@@ -42,6 +47,26 @@ struct MemoryOffer {
   uint64_t address = 0;
 };
 
+// How a challenge (16 bytes) and an offer (pid i32, address u64) travel in meta blocks; the ring
+// and the ps protocols both carry them.
+inline void put_challenge(MetaWriter& meta, const Challenge& challenge) {
+  for (const std::byte b : challenge) meta.put(b);
+}
+inline Challenge get_challenge(MetaReader& meta) {
+  Challenge challenge;
+  for (std::byte& b : challenge) b = meta.get<std::byte>();
+  return challenge;
+}
+inline void put_offer(MetaWriter& meta, const MemoryOffer& offer) {
+  meta.put(offer.pid).put(offer.address);
+}
+inline MemoryOffer get_offer(MetaReader& meta) {
+  MemoryOffer offer;
+  offer.pid = meta.get<int32_t>();
+  offer.address = meta.get<uint64_t>();
+  return offer;
+}
+
 // The prover's side: holds a verifier's challenge in this process's memory, where the verifier
 // reads it, until destroyed. Also allows any process of this user to read this process's memory
 // where the Yama security module restricts that to ancestors (what Open MPI does for the same
@@ -55,14 +80,29 @@ class MemoryProof {
   std::unique_ptr<Challenge> held_;  // on the heap: its address must not move
 };
 
-// "" when process offer.pid holds `challenge` (which this process drew) at offer.address;
-// otherwise why not, e.g. "process 4711 cannot be read from here (Operation not permitted)".
+// "" when process offer.pid holds `challenge` (which this process drew) at offer.address and
+// runs as this process's user; otherwise why not, e.g. "process 4711 cannot be read from here
+// (Operation not permitted)". The user is checked because the kernel's own rule is weaker for a
+// privileged verifier: a task running as root could otherwise be pointed by a peer at the memory
+// of any process that happens to hold the challenge.
 std::string check_memory_offer(const MemoryOffer& offer, const Challenge& challenge);
 
+// What read_peer_memory and write_peer_memory throw when process `pid` no longer exists: it has
+// exited (or been killed), so its connections are closing too.
+class PeerProcessGone : public TransportError {
+ public:
+  using TransportError::TransportError;
+};
+
 // Copies into.size() bytes from `address` in process `pid`. Throws TransportError naming `peer`
-// and the system's reason (a process that has exited: "No such process"); a short read is an
-// error too.
+// and the system's reason (PeerProcessGone for a process that has exited: "No such process"); a
+// short read is an error too.
 void read_peer_memory(int32_t pid, uint64_t address, std::span<std::byte> into,
                       std::string_view peer);
+// Copies `from` to `address` in process `pid`, with read_peer_memory's errors. The kernel's
+// permission check is the same for both directions, so a peer whose memory can be read (which
+// check_memory_offer proves) can be written too.
+void write_peer_memory(int32_t pid, uint64_t address, std::span<const std::byte> from,
+                       std::string_view peer);
 
 }  // namespace dtrain

@@ -93,6 +93,7 @@ class PsClient::Lane {
   int ps;
   std::unique_ptr<Connection> connection;
   bool initialized = false;  // as of the last hello
+  PayloadPath path;          // as of the last hello
   proto::MetaWriter meta;    // the sender's
   JobThread sender, receiver;
 
@@ -140,18 +141,20 @@ PsClient::PsClient(const ParamSet& layout, const PartitionMap& map, PsClientOpti
     const int ps = static_cast<int>(p);
     lanes_.push_back(std::make_unique<Lane>(ps, connect_retrying(ps, deadline)));
   }
-  round([&](Lane& lane) { send_hello(lane); }, [&](Lane& lane) { receive_hello(lane); });
+  // The hello is a dialogue (a challenge, then the offer that answers it): each lane's receiver
+  // thread holds all of it, and the senders have nothing to do.
+  round([](Lane&) {}, [&](Lane& lane) { say_hello(lane); });
 }
 
 PsClient::~PsClient() = default;
 
-void PsClient::send_hello(Lane& lane) {
+int64_t PsClient::say_hello(Lane& lane) {
+  const bool ask_memory = options_.transport != Transport::kTcp;
   lane.meta.clear();
-  lane.meta.put(fingerprint_).put(static_cast<int32_t>(worker_));
+  lane.meta.put(fingerprint_)
+      .put(static_cast<int32_t>(worker_))
+      .put(static_cast<uint8_t>(ask_memory));
   lane.connection->send(proto::kHello, 0, lane.meta.bytes(), {});
-}
-
-int64_t PsClient::receive_hello(Lane& lane) {
   proto::MetaReader r(lane.expect(proto::kHelloReply).meta);
   const auto ps = r.get<int32_t>();
   const bool initialized = r.get<uint8_t>() != 0;
@@ -163,11 +166,39 @@ int64_t PsClient::receive_hello(Lane& lane) {
                     "than that task was started with",
                     lane.connection->peer(), ps));
   }
+  PayloadPath path;
+  if (r.get<uint8_t>() != 0) {
+    // The ps reads its challenge back where we hold it; the proof lives until it has answered.
+    const MemoryProof proof(get_challenge(r));
+    lane.meta.clear();
+    put_offer(lane.meta, proof.offer());
+    lane.connection->send(proto::kMemoryOffer, 0, lane.meta.bytes(), {});
+    proto::MetaReader ready(lane.expect(proto::kMemoryReady).meta);
+    path.memory = ready.get<uint8_t>() != 0;
+    if (!path.memory) path.why_not = ready.rest_as_string();
+  } else if (ask_memory) {
+    path.why_not = r.rest_as_string();
+  }
+  if (!path.memory && options_.transport == Transport::kShm) {
+    throw Error(shm_failure(lane.ps, path.why_not));
+  }
+  lane.path = path;
   std::lock_guard lock(mutex_);
   initialized_at_hello_ = initialized_at_hello_ && initialized;
   lane.initialized = initialized;
   sequence_ = std::max(sequence_, next_sequence);
   return step;
+}
+
+std::string PsClient::shm_failure(int ps, std::string_view why) const {
+  return fmt::format(
+      "--transport shm: {} and ps{} cannot move payloads through memory: {}; run them with "
+      "--transport tcp or auto",
+      worker_ >= 0 ? fmt::format("worker{}", worker_) : std::string("this client"), ps, why);
+}
+
+PayloadPath PsClient::payload_path(int ps) const {
+  return lanes_.at(static_cast<size_t>(ps))->path;
 }
 
 void PsClient::report(const std::string& line) const {
@@ -232,10 +263,10 @@ void PsClient::reconnect(Lane& lane, const std::string& why,
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   int64_t step = 0;
+  const bool memory_before = lane.path.memory;
   retrying(lane.ps, deadline, "reconnect", [&] {
     lane.connection = connect_once(lane.ps, deadline);
-    send_hello(lane);
-    step = receive_hello(lane);
+    step = say_hello(lane);
   });
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!lane.initialized) {
@@ -255,46 +286,69 @@ void PsClient::reconnect(Lane& lane, const std::string& why,
   } else {
     report(fmt::format("reconnected to ps{} after {:.1f} s", lane.ps, seconds));
   }
+  if (lane.path.memory != memory_before) {
+    report(lane.path.memory
+               ? fmt::format("payloads to ps{} now go through memory", lane.ps)
+               : fmt::format("payloads to ps{} now go over TCP: {}", lane.ps, lane.path.why_not));
+  }
 }
 
 template <typename Send, typename Receive>
-void PsClient::round(Send&& send, Receive&& receive) {
+void PsClient::round(Send&& send, Receive&& receive, bool by_caller) {
   std::vector<Lane*> pending;
   for (auto& lane : lanes_) pending.push_back(lane.get());
   std::optional<std::chrono::steady_clock::time_point> give_up_at;
   int losses = 0;
   auto backoff = std::chrono::milliseconds(50);
-  while (!pending.empty()) {
-    for (Lane* l : pending) {
-      l->sender.post([&send, l] { send(*l); });
-      l->receiver.post([&receive, l] {
-        try {
-          receive(*l);
-        } catch (const proto::ShortMeta& error) {
-          throw FrameError(
-              fmt::format("bad reply from {}: {}", l->connection->peer(), error.what()));
-        }
-      });
+  // receive(lane), with a meta block too short for its reply turned into the FrameError it is.
+  const auto receive_checked = [&receive](Lane& l) {
+    try {
+      receive(l);
+    } catch (const proto::ShortMeta& error) {
+      throw FrameError(fmt::format("bad reply from {}: {}", l.connection->peer(), error.what()));
     }
+  };
+  while (!pending.empty()) {
     // Lanes whose connection broke are done again after a reconnect; any other error ends the
     // operation.
     std::exception_ptr first;
     std::vector<std::pair<Lane*, std::string>> lost;
-    for (Lane* lane : pending) {
-      std::string why;
-      for (JobThread* thread : {&lane->sender, &lane->receiver}) {
-        try {
-          thread->wait();
-        } catch (const TransportError& error) {
-          // The lane is unusable now; closing it wakes its other thread.
-          lane->connection->close();
-          if (why.empty()) why = error.what();
-        } catch (...) {
-          lane->connection->close();
-          if (!first) first = std::current_exception();
-        }
+    // Runs part of a lane's work (a template, so that the steady state allocates nothing).
+    const auto outcome = [&](Lane& lane, std::string& why, auto&& part) {
+      try {
+        part();
+      } catch (const TransportError& error) {
+        // The lane is unusable now; closing it wakes its other thread.
+        lane.connection->close();
+        if (why.empty()) why = error.what();
+      } catch (...) {
+        lane.connection->close();
+        if (!first) first = std::current_exception();
       }
-      if (!why.empty()) lost.emplace_back(lane, why);
+    };
+    std::vector<std::string> why(pending.size());
+    if (by_caller &&
+        std::all_of(pending.begin(), pending.end(), [](const Lane* l) { return l->path.memory; })) {
+      // Every frame is small, so sending never waits for a reply being read: this thread sends
+      // every lane's requests, then reads each lane's replies in turn, where handing them to two
+      // threads a lane would cost more wake-ups than the frames cost to move.
+      for (size_t i = 0; i < pending.size(); ++i)
+        outcome(*pending[i], why[i], [&] { send(*pending[i]); });
+      for (size_t i = 0; i < pending.size(); ++i) {
+        if (why[i].empty()) outcome(*pending[i], why[i], [&] { receive_checked(*pending[i]); });
+      }
+    } else {
+      for (Lane* l : pending) {
+        l->sender.post([&send, l] { send(*l); });
+        l->receiver.post([&receive_checked, l] { receive_checked(*l); });
+      }
+      for (size_t i = 0; i < pending.size(); ++i) {
+        for (JobThread* thread : {&pending[i]->sender, &pending[i]->receiver})
+          outcome(*pending[i], why[i], [thread] { thread->wait(); });
+      }
+    }
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (!why[i].empty()) lost.emplace_back(pending[i], why[i]);
     }
     if (first) std::rethrow_exception(first);
     pending.clear();
@@ -395,20 +449,43 @@ proto::ShardReply read_reply_for(const Connection::Incoming& in, size_t shard,
   return reply;
 }
 
+// Where a buffer of this process lies, for a ps that copies it itself.
+proto::MemoryRef ref_to(std::span<const float> buffer) {
+  return {.address = reinterpret_cast<uint64_t>(buffer.data()), .bytes = buffer.size_bytes()};
+}
+
 }  // namespace
 
+// A reply's values: in its frame, or, through memory, already written into `into` by the ps
+// before it replied (a ps may still answer in the frame).
+void PsClient::receive_values(Lane& lane, const Connection::Incoming& in, std::span<float> into) {
+  if (lane.path.memory && in.tensor_bytes == 0) return;
+  const std::span<float> spans[] = {into};
+  lane.connection->receive_tensors(spans);
+}
+
 void PsClient::pull(ParamSet& params) {
-  round([&](Lane& lane) { lane.connection->send(proto::kPull, 0, {}, {}); },
-        [&](Lane& lane) {
-          for (size_t shard : map_.shards_of_ps[lane.ps]) {
-            const Shard& s = map_.shards[shard];
-            const auto in = lane.expect(proto::kValues);
-            const proto::ShardReply reply = read_reply_for(in, shard, *lane.connection);
-            const std::span<float> into[] = {params.flat().subspan(s.begin, s.size())};
-            lane.connection->receive_tensors(into);
-            note_reply(reply);
-          }
-        });
+  round(
+      [&](Lane& lane) {
+        if (!lane.path.memory) {
+          lane.connection->send(proto::kPull, 0, {}, {});
+          return;
+        }
+        // Every shard lands at its own offset in the arena.
+        lane.meta.clear();
+        proto::write(lane.meta, ref_to(params.flat()));
+        lane.connection->send(proto::kPullRef, 0, lane.meta.bytes(), {});
+      },
+      [&](Lane& lane) {
+        for (size_t shard : map_.shards_of_ps[lane.ps]) {
+          const Shard& s = map_.shards[shard];
+          const auto in = lane.expect(proto::kValues);
+          const proto::ShardReply reply = read_reply_for(in, shard, *lane.connection);
+          receive_values(lane, in, params.flat().subspan(s.begin, s.size()));
+          note_reply(reply);
+        }
+      },
+      /*by_caller=*/true);
 }
 
 RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float lr) {
@@ -433,8 +510,15 @@ RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float l
                                                   .computed_at_step = computed_at,
                                                   .lr = lr,
                                                   .want_values = 1});
-          const std::span<const float> tensors[] = {grads.flat().subspan(s.begin, s.size())};
-          lane.connection->send(proto::kPush, 0, lane.meta.bytes(), tensors);
+          const std::span<const float> grad = grads.flat().subspan(s.begin, s.size());
+          if (lane.path.memory) {
+            proto::write(lane.meta, ref_to(grad));
+            proto::write(lane.meta, ref_to(params.flat().subspan(s.begin, s.size())));
+            lane.connection->send(proto::kPushRef, 0, lane.meta.bytes(), {});
+          } else {
+            const std::span<const float> tensors[] = {grad};
+            lane.connection->send(proto::kPush, 0, lane.meta.bytes(), tensors);
+          }
         }
       },
       [&](Lane& lane) {
@@ -444,8 +528,7 @@ RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float l
           const Shard& s = map_.shards[shard];
           const auto in = lane.expect(proto::kPushReply);
           const proto::ShardReply reply = read_reply_for(in, shard, *lane.connection);
-          const std::span<float> into[] = {params.flat().subspan(s.begin, s.size())};
-          lane.connection->receive_tensors(into);
+          receive_values(lane, in, params.flat().subspan(s.begin, s.size()));
           note_reply(reply);
           switch (static_cast<PushResult::Outcome>(reply.outcome)) {
             case PushResult::Outcome::kApplied:
@@ -465,7 +548,8 @@ RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float l
               break;
           }
         }
-      });
+      },
+      /*by_caller=*/true);
   RoundOutcome total;
   for (const RoundOutcome& o : outcomes) {
     total.applied += o.applied;

@@ -3,6 +3,8 @@
 // optimizer state for a checkpoint, report done. Every operation runs on all ps tasks at once, and
 // on each connection the requests go out from one thread while the replies come in on another, so
 // a model streams through the servers shard by shard; values land straight in the caller's arena.
+// With a ps of this host that can reach this process's memory, pushes and pulls carry only where
+// the gradient and the values lie, and the ps copies them itself (ps_protocol.h).
 #pragma once
 
 #include <atomic>
@@ -16,6 +18,7 @@
 
 #include "cluster/cluster_spec.h"
 #include "comm/connection.h"
+#include "comm/peer_memory.h"
 #include "nn/param_set.h"
 #include "ps/partition.h"
 #include "ps/ps_protocol.h"
@@ -31,6 +34,16 @@ struct PsClientOptions {
   int worker = -1;
   // Told of each lost ps and of its return, one line each (not one per step); may be empty.
   std::function<void(const std::string&)> report;
+  // How payloads travel to a ps of this host (ps_protocol.h): kAuto through memory where the ps
+  // agrees and proves it can reach ours, else TCP; kTcp always TCP; kShm fails the connection
+  // (Error naming the flag, both tasks and why) where memory does not work.
+  Transport transport = Transport::kAuto;
+};
+
+// Which way payloads travel to and from one ps task.
+struct PayloadPath {
+  bool memory = false;  // the ps copies them out of and into this process's buffers
+  std::string why_not;  // when memory was asked for and the connection stays on TCP
 };
 
 // What the pushes of one round did, over every shard.
@@ -39,6 +52,10 @@ struct RoundOutcome {
   int rejected = 0;  // gradients with a NaN or an infinity, dropped by the ps
 };
 
+// Through memory, the buffers an operation names (the gradient, the values' destination) are
+// copied by the ps while the operation waits for its replies; the caller must not touch them until
+// it returns, which every operation's blocking already ensures.
+//
 // A lost connection to a ps (it died, restarted, or the link broke) does not end the operation:
 // the client reconnects with backoff (connect's retry, up to options.connection.connect_timeout_ms)
 // and sends that ps's part of the operation again. A retried push carries its first sequence
@@ -87,14 +104,18 @@ class PsClient {
   // A ps task said it is stopping (a signal asked it to): the worker should stop too.
   bool halting() const { return halting_; }
   uint64_t next_sequence() const { return sequence_; }
+  // As of the last (re)connection to ps `ps`. REQUIRES: 0 <= ps < the number of ps tasks.
+  PayloadPath payload_path(int ps) const;
 
  private:
   class Lane;  // one ps connection with its sender thread
 
   // Runs send(lane) on each lane's sender thread and receive(lane) on its receiver thread, every
-  // lane at once, and waits for all; rethrows the first error.
+  // lane at once, and waits for all; rethrows the first error. With by_caller, where every lane
+  // moves its payloads through memory (so that no frame carries tensors), this thread sends every
+  // lane's requests and then reads each lane's replies itself instead.
   template <typename Send, typename Receive>
-  void round(Send&& send, Receive&& receive);
+  void round(Send&& send, Receive&& receive, bool by_caller = false);
   // One connection to ps `ps`, handshake done, within deadline (connect() retries refusals).
   std::unique_ptr<Connection> connect_once(int ps, std::chrono::steady_clock::time_point deadline);
   // The same, retrying a connection that breaks before it is up, as reconnect() does.
@@ -108,9 +129,12 @@ class PsClient {
   ps_protocol::DoneReply counters_round(uint16_t reply_type,
                                         const std::function<void(Lane&)>& request);
   void note_reply(const ps_protocol::ShardReply& reply);
-  void send_hello(Lane& lane);
-  // Reads a hello reply; returns the ps's step.
-  int64_t receive_hello(Lane& lane);
+  void receive_values(Lane& lane, const Connection::Incoming& in, std::span<float> into);
+  // The hello and, where this client asks for it, the ps's proof that it can reach this process's
+  // memory; returns the ps's step. Sends and receives on the calling thread.
+  int64_t say_hello(Lane& lane);
+  // "--transport shm: worker0 and ps1 cannot move payloads through memory: <why>; ...".
+  std::string shm_failure(int ps, std::string_view why) const;
   // A new connection and hello in place of a lost one, the lane's `losses`-th in this operation;
   // throws TransportError once deadline has passed, Error if the ps came back without its
   // variables.

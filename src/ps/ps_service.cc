@@ -2,7 +2,11 @@
 // and answers it, so replies keep request order; a gradient is applied only after its frame has
 // been checked. Sync: a push whose reply must wait for its step hands that reply to the
 // connection's replier thread, and so do the pushes after it until the replier has caught up; the
-// connection's thread reads on meanwhile.
+// connection's thread reads on meanwhile. A connection whose worker proved its memory reachable
+// moves payloads by reference: gradients are copied out of the worker's memory into the
+// connection's scratch, and values straight from the store into the worker's memory, by the
+// connection's replier (which such a connection has in async mode too) while the connection's
+// thread copies and applies the next gradient.
 #include "ps/ps_service.h"
 
 #include <fmt/format.h>
@@ -28,6 +32,12 @@ namespace proto = ps_protocol;
 
 namespace {
 
+// How messages name the peer that said hello as `worker`: "worker1", or "a client" for one that
+// never pushes.
+std::string worker_name(int worker) {
+  return worker >= 0 ? fmt::format("worker{}", worker) : std::string("a client");
+}
+
 void send_error(Connection& connection, const std::string& message) {
   proto::MetaWriter meta;
   meta.put_string(message);
@@ -46,6 +56,9 @@ struct PsService::DeferredReply {
   int64_t computed_at_step = 0;
   bool wait = false;
   bool want_values = false;
+  // Where the values go when they go by reference (values.bytes > 0): into process worker_pid.
+  ps_protocol::MemoryRef values;
+  int32_t worker_pid = 0;
   std::chrono::steady_clock::time_point deadline;
 };
 
@@ -96,6 +109,14 @@ class PsService::Replier {
       lock.unlock();
       try {
         service_.send_push_reply(connection_, reply, buffer_, meta_, stop);
+      } catch (const PeerProcessGone&) {
+        // The worker's process has gone: its connection is ending by itself, and the connection's
+        // thread, reading, sees that end as it would over TCP. Closing it here would instead
+        // make the loss look like a failure of this task's.
+        lock.lock();
+        failure_ = std::current_exception();
+        changed_.notify_all();
+        return;
       } catch (...) {
         lock.lock();
         failure_ = std::current_exception();
@@ -130,13 +151,34 @@ struct PsService::Scratch {
   explicit Scratch(size_t floats) : buffer(floats) {}
   FloatBuffer buffer;
   proto::MetaWriter meta;
-  int worker = -1;             // the training worker that said hello on this connection, if any
-  Replier* replier = nullptr;  // sync mode
+  int worker = -1;  // the training worker that said hello on this connection, if any
+  // Sync mode, and connections whose payloads go through memory: own_replier, started once.
+  Replier* replier = nullptr;
+  std::optional<Replier> own_replier;
+  // Payloads by reference: the challenge sent with the hello, until the worker's offer; then the
+  // pid whose memory holds the worker's buffers (0: payloads travel in the frames).
+  std::optional<Challenge> challenge;
+  int32_t worker_pid = 0;
 };
+
+namespace {
+
+// The worker's process has gone while its memory was being copied. Its connection ends too, once
+// the kernel has closed its socket: reading on to that end (dropping the requests it had sent
+// already) makes the loss the one a closed connection reports, named and counted alike.
+[[noreturn]] void read_to_the_end(Connection& connection) {
+  for (;;) {
+    const Connection::Incoming in = connection.receive();  // throws at the end
+    if (in.tensor_bytes > 0) connection.discard_tensors();
+  }
+}
+
+}  // namespace
 
 PsService::PsService(PsServiceOptions options, const PsRestoredState* restored)
     : options_(std::move(options)),
-      fingerprint_(partition_fingerprint(ParamSet(options_.specs), options_.map)) {
+      fingerprint_(partition_fingerprint(ParamSet(options_.specs), options_.map)),
+      arena_floats_(ParamSet(options_.specs).flat().size()) {
   store_ = std::make_unique<ShardStore>(options_.specs, options_.map, options_.ps,
                                         options_.optimizer, options_.sync);
   for (size_t shard : store_->shards())
@@ -326,11 +368,7 @@ void PsService::print_summary(std::ostream& out) const {
 
 void PsService::serve(Connection& connection) {
   Scratch scratch(max_shard_size_ * (1 + store_->slot_suffixes().size()));
-  std::optional<Replier> replier;
-  if (options_.sync.sync_replicas) {
-    replier.emplace(*this, connection, max_shard_size_);
-    scratch.replier = &*replier;
-  }
+  if (options_.sync.sync_replicas) start_replier(connection, scratch);
   // The connection ends only by an exception (its peer closed it, or broke the format); either
   // way a worker that said hello on it is gone from this connection.
   struct Presence {
@@ -344,8 +382,12 @@ void PsService::serve(Connection& connection) {
     const Connection::Incoming in = connection.receive();
     try {
       // Only pushes queue behind a deferred reply; anything else is answered after those.
-      if (scratch.replier != nullptr && in.type != proto::kPush) scratch.replier->drain();
+      if (scratch.replier != nullptr && in.type != proto::kPush && in.type != proto::kPushRef) {
+        scratch.replier->drain();
+      }
       handle(connection, in, scratch);
+    } catch (const PeerProcessGone&) {
+      read_to_the_end(connection);
     } catch (const TransportError&) {
       throw;
     } catch (const proto::ShortMeta& error) {
@@ -365,16 +407,22 @@ void PsService::handle(Connection& connection, const Connection::Incoming& in, S
   switch (in.type) {
     case proto::kHello:
       return hello(connection, in, scratch);
+    case proto::kMemoryOffer:
+      return memory_offer(connection, in, scratch);
     case proto::kInit:
       return init(connection, in, scratch);
     case proto::kWaitReady:
       return wait_ready(connection, in, scratch);
     case proto::kPull:
       return pull(connection, /*with_slots=*/false, scratch);
+    case proto::kPullRef:
+      return pull_by_reference(connection, in, scratch);
     case proto::kPullState:
       return pull(connection, /*with_slots=*/true, scratch);
     case proto::kPush:
       return push(connection, in, scratch);
+    case proto::kPushRef:
+      return push_by_reference(connection, in, scratch);
     case proto::kWorkerDone:
       return worker_done(connection, in, scratch);
     case proto::kCounters:
@@ -406,6 +454,7 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
   proto::MetaReader r(in.meta);
   const auto fingerprint = r.get<uint64_t>();
   const auto worker = r.get<int32_t>();
+  const bool wants_memory = r.get<uint8_t>() != 0;
   if (fingerprint != fingerprint_) {
     throw Error(fmt::format(
         "{} has another model or partition than this ps task (fingerprint {:016x}, ours "
@@ -426,6 +475,17 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
     throw Error(fmt::format("{} said hello as worker {} and now as worker {}", connection.peer(),
                             scratch.worker, worker));
   }
+  // A hello (again) puts the connection back on TCP until the worker proves its memory anew.
+  scratch.worker_pid = 0;
+  scratch.challenge.reset();
+  if (!wants_memory && options_.transport == Transport::kShm) {
+    const std::string refusal =
+        shm_failure(worker_name(worker),
+                    fmt::format("{} was started with --transport tcp", worker_name(worker)));
+    spdlog::warn("ps{}: refused {}: {}", options_.ps, connection.peer(), refusal);
+    send_error(connection, refusal);
+    return;
+  }
   if (worker >= 0 && scratch.worker < 0) {
     scratch.worker = worker;
     worker_connected(worker);
@@ -442,7 +502,60 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
       .put(static_cast<uint8_t>(store_->initialized()))
       .put(next_sequence)
       .put(step);
+  const bool offer_memory = wants_memory && options_.transport != Transport::kTcp;
+  meta.put(static_cast<uint8_t>(offer_memory));
+  if (offer_memory) {
+    scratch.challenge = new_challenge();
+    put_challenge(meta, *scratch.challenge);
+  } else if (wants_memory) {
+    meta.put_string(fmt::format("ps{} was started with --transport tcp", options_.ps));
+  }
   connection.send(proto::kHelloReply, in.request_id, meta.bytes(), {});
+}
+
+void PsService::memory_offer(Connection& connection, const Connection::Incoming& in,
+                             Scratch& scratch) {
+  if (!scratch.challenge) {
+    throw Error(fmt::format("{} sent a memory offer without having been sent a challenge",
+                            connection.peer()));
+  }
+  proto::MetaReader r(in.meta);
+  const MemoryOffer offer = get_offer(r);
+  const Challenge challenge = *scratch.challenge;
+  scratch.challenge.reset();  // one offer per challenge
+  const std::string why = check_memory_offer(offer, challenge);
+  if (!why.empty() && options_.transport == Transport::kShm) {
+    const std::string refusal = shm_failure(worker_name(scratch.worker), why);
+    spdlog::warn("ps{}: refused {}: {}", options_.ps, connection.peer(), refusal);
+    send_error(connection, refusal);
+    return;
+  }
+  if (why.empty()) {
+    scratch.worker_pid = offer.pid;
+    start_replier(connection, scratch);
+  }
+  scratch.meta.clear();
+  scratch.meta.put(static_cast<uint8_t>(why.empty())).put_string(why);
+  connection.send(proto::kMemoryReady, in.request_id, scratch.meta.bytes(), {});
+}
+
+void PsService::start_replier(Connection& connection, Scratch& scratch) {
+  if (scratch.replier == nullptr)
+    scratch.replier = &scratch.own_replier.emplace(*this, connection, max_shard_size_);
+}
+
+std::string PsService::shm_failure(std::string_view worker, std::string_view why) const {
+  return fmt::format(
+      "--transport shm: ps{} and {} cannot move payloads through memory: {}; run them with "
+      "--transport tcp or auto",
+      options_.ps, worker, why);
+}
+
+void PsService::require_memory(const Connection& connection, const Scratch& scratch,
+                               const char* what) const {
+  if (scratch.worker_pid != 0) return;
+  throw Error(fmt::format("{} sent {} on a connection that has not proved its memory reachable",
+                          connection.peer(), what));
 }
 
 void PsService::init(Connection& connection, const Connection::Incoming& in, Scratch& scratch) {
@@ -505,22 +618,76 @@ void PsService::pull(Connection& connection, bool with_slots, Scratch& scratch) 
   }
 }
 
+void PsService::pull_by_reference(Connection& connection, const Connection::Incoming& in,
+                                  Scratch& scratch) {
+  proto::MetaReader r(in.meta);
+  const proto::MemoryRef arena = proto::read_ref(r);
+  require_memory(connection, scratch, "a pull by reference");
+  if (arena.bytes != arena_floats_ * sizeof(float)) {
+    throw Error(fmt::format("{} sent a pull into an arena of {} bytes; the model's has {}",
+                            connection.peer(), arena.bytes, arena_floats_ * sizeof(float)));
+  }
+  for (size_t shard : store_->shards()) {
+    const uint64_t address = arena.address + options_.map.shards[shard].begin * sizeof(float);
+    const int64_t step = store_->read_to(shard, [&](std::span<const float> values) {
+      write_peer_memory(scratch.worker_pid, address, std::as_bytes(values), connection.peer());
+    });
+    scratch.meta.clear();
+    proto::write(scratch.meta,
+                 proto::ShardReply{.shard = static_cast<uint32_t>(shard),
+                                   .step = step,
+                                   .finished = static_cast<uint8_t>(store_->finished()),
+                                   .halting = static_cast<uint8_t>(store_->halting())});
+    connection.send(proto::kValues, 0, scratch.meta.bytes(), {});
+  }
+}
+
+void PsService::check_push(const Connection& connection, const proto::PushMeta& m,
+                           const Scratch& scratch) const {
+  held_shard(m.shard);
+  check_own_worker(connection, m.worker, scratch, "a push");
+  if (const auto reason = store_->aborted()) throw Error(*reason);
+}
+
 void PsService::push(Connection& connection, const Connection::Incoming& in, Scratch& scratch) {
   proto::MetaReader r(in.meta);
   const proto::PushMeta m = proto::read_push(r);
   try {
-    held_shard(m.shard);
-    check_own_worker(connection, m.worker, scratch, "a push");
-    if (const auto reason = store_->aborted()) throw Error(*reason);
+    check_push(connection, m, scratch);
   } catch (const Error&) {
     connection.discard_tensors();
     throw;
   }
+  const std::span<float> into[] = {std::span(scratch.buffer).first(store_->shard_size(m.shard))};
+  connection.receive_tensors(into);
+  apply_push(connection, in.request_id, m, {}, scratch);
+}
+
+void PsService::push_by_reference(Connection& connection, const Connection::Incoming& in,
+                                  Scratch& scratch) {
+  proto::MetaReader r(in.meta);
+  const proto::PushMeta m = proto::read_push(r);
+  const proto::MemoryRef grad = proto::read_ref(r);
+  const proto::MemoryRef values = proto::read_ref(r);
+  check_push(connection, m, scratch);
+  require_memory(connection, scratch, "a push by reference");
+  const size_t bytes = store_->shard_size(m.shard) * sizeof(float);
+  if (grad.bytes != bytes || values.bytes != (m.want_values ? bytes : 0)) {
+    throw Error(fmt::format(
+        "{} sent a push by reference for shard {} of {} bytes, with {} bytes for its values; the "
+        "shard has {}",
+        connection.peer(), m.shard, grad.bytes, values.bytes, bytes));
+  }
+  read_peer_memory(scratch.worker_pid, grad.address,
+                   std::as_writable_bytes(std::span(scratch.buffer).first(bytes / sizeof(float))),
+                   connection.peer());
+  apply_push(connection, in.request_id, m, values, scratch);
+}
+
+void PsService::apply_push(Connection& connection, uint64_t request_id, const proto::PushMeta& m,
+                           const proto::MemoryRef& values, Scratch& scratch) {
   const size_t size = store_->shard_size(m.shard);
   const auto grad = std::span(scratch.buffer).first(size);
-  const std::span<float> into[] = {grad};
-  connection.receive_tensors(into);
-
   const PushResult result =
       options_.sync.sync_replicas
           ? store_->push_sync(m.shard, m.worker, m.sequence, m.computed_at_step, grad, m.lr)
@@ -536,7 +703,7 @@ void PsService::push(Connection& connection, const Connection::Incoming& in, Scr
   }
   const bool counted = result.outcome == PushResult::Outcome::kAccepted ||
                        result.outcome == PushResult::Outcome::kDuplicate;
-  const DeferredReply reply{.request_id = in.request_id,
+  const DeferredReply reply{.request_id = request_id,
                             .shard = m.shard,
                             .outcome = static_cast<uint8_t>(result.outcome),
                             .step = result.step,
@@ -545,9 +712,17 @@ void PsService::push(Connection& connection, const Connection::Incoming& in, Scr
                             .wait = options_.sync.sync_replicas && m.want_values && counted &&
                                     result.step == m.computed_at_step,
                             .want_values = m.want_values != 0,
+                            .values = values,
+                            .worker_pid = scratch.worker_pid,
                             .deadline = std::chrono::steady_clock::now() +
                                         std::chrono::milliseconds(options_.sync_wait_ms)};
-  if (scratch.replier != nullptr && (reply.wait || !scratch.replier->idle())) {
+  // Values by reference go to the replier when the worker's next request has arrived already
+  // (the next shard of its round): this thread then copies and applies that one while the replier
+  // copies these values into the worker, and one worker's round keeps two cores busy. With nothing
+  // waiting, handing them over would only add a wake-up.
+  const bool overlap =
+      values.bytes > 0 && TcpStream::wait_either(&connection.stream(), nullptr, /*timeout_ms=*/0);
+  if (scratch.replier != nullptr && (reply.wait || overlap || !scratch.replier->idle())) {
     scratch.replier->defer(reply);
     return;
   }
@@ -588,7 +763,14 @@ void PsService::send_push_reply(Connection& connection, const DeferredReply& rep
   }
   std::span<const float> values[1];
   size_t count = 0;
-  if (reply.want_values) {
+  if (reply.want_values && reply.values.bytes > 0) {
+    // Never into a worker that has left this connection: it may have moved on.
+    if (!connection.is_open()) return;
+    step = store_->read_to(reply.shard, [&](std::span<const float> shard_values) {
+      write_peer_memory(reply.worker_pid, reply.values.address, std::as_bytes(shard_values),
+                        connection.peer());
+    });
+  } else if (reply.want_values) {
     const auto shard_values = buffer.first(store_->shard_size(reply.shard));
     step = store_->read(reply.shard, shard_values);
     values[count++] = shard_values;

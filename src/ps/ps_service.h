@@ -4,6 +4,8 @@
 // sync mode each connection also has a replier thread, which sends the replies that wait for a
 // step while the connection's own thread goes on reading the worker's pushes: a ps that stopped
 // reading would leave the worker's data unacknowledged, and the worker would take it for dead.
+// A connection whose payloads go through memory has one in async mode too: it copies the values
+// into the worker and replies while the connection's thread copies and applies the next shard.
 #pragma once
 
 #include <chrono>
@@ -20,9 +22,11 @@
 
 #include "base/stop_request.h"
 #include "comm/meta_codec.h"
+#include "comm/peer_memory.h"
 #include "comm/server.h"
 #include "nn/param_set.h"
 #include "ps/partition.h"
+#include "ps/ps_protocol.h"
 #include "ps/shard_store.h"
 
 namespace dtrain {
@@ -52,6 +56,10 @@ struct PsServiceOptions {
   // none is connected any more, or shutdown_timeout_ms after the request at the latest.
   const StopRequest* stop = nullptr;
   int shutdown_timeout_ms = 20'000;
+  // How payloads move between this task and a worker of its host (ps_protocol.h): kAuto through
+  // the worker's memory where it asks for that and the proof holds, over TCP otherwise; kTcp
+  // always over TCP; kShm refuses a worker with which memory does not work, naming the flag.
+  Transport transport = Transport::kAuto;
 };
 
 // A checkpoint's values, optimizer slots (one ParamSet per slot, in the store's order) and step:
@@ -91,16 +99,34 @@ class PsService {
 
  private:
   struct Scratch;  // a connection's buffers, sized once
-  class Replier;   // sync: a connection's replies that wait for a step
+  class Replier;   // a connection's replies that wait for a step, or go through memory
   struct DeferredReply;
 
   void serve(Connection& connection);
   void handle(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
   void hello(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
+  // The worker's answer to the hello's challenge: where it holds it. Reads it back there.
+  void memory_offer(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
+  // Gives the connection its replier thread, unless it has one.
+  void start_replier(Connection& connection, Scratch& scratch);
+  // "--transport shm: ps0 and worker1 cannot move payloads through memory: <why>; ...".
+  std::string shm_failure(std::string_view worker, std::string_view why) const;
+  // Throws Error unless the connection's worker has proved its memory reachable.
+  void require_memory(const Connection& connection, const Scratch& scratch, const char* what) const;
   void init(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
   void wait_ready(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
   void pull(Connection& connection, bool with_slots, Scratch& scratch);
+  // kPullRef: each shard's values written straight into the worker's arena.
+  void pull_by_reference(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
+  // kPush and kPushRef: the gradient received, or copied out of the worker's memory, then
+  // applied and answered by apply_push.
   void push(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
+  void push_by_reference(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
+  // Throws Error for a push this task must refuse (a shard held elsewhere, another worker's).
+  void check_push(const Connection& connection, const ps_protocol::PushMeta& m,
+                  const Scratch& scratch) const;
+  void apply_push(Connection& connection, uint64_t request_id, const ps_protocol::PushMeta& m,
+                  const ps_protocol::MemoryRef& values, Scratch& scratch);
   // The reply to a push once its step allows: the shard's values (if asked) and step, or an error
   // saying why the step will not come. Blocks up to the reply's deadline; stop ends the wait.
   void send_push_reply(Connection& connection, const DeferredReply& reply, std::span<float> buffer,
@@ -117,6 +143,7 @@ class PsService {
 
   const PsServiceOptions options_;
   const uint64_t fingerprint_;
+  const size_t arena_floats_;  // of the model's parameter arena, where kPullRef's values land
   std::unique_ptr<ShardStore> store_;
   size_t max_shard_size_ = 0;
 

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "ckpt/checkpoint_manager.h"
 #include "cluster/bind_address.h"
+#include "comm/crc32c.h"
 #include "nn/model_zoo.h"
 #include "ps/ps_client.h"
 #include "ps/ps_protocol.h"
@@ -98,6 +99,7 @@ int run_ps(const TrainConfig& train, const PsClusterConfig& config, std::ostream
   options.server.connection.authenticate_frames = config.cluster.authenticate_frames;
   options.server.connection.identity = ps_protocol::ps_identity(ps);
   options.sync_wait_ms = config.peer_timeout_ms;
+  options.transport = config.transport;
   options.worker_timeout_ms = config.worker_timeout_ms;
   options.on_worker_loss = config.on_worker_loss;
   options.stop = train.stop;
@@ -168,6 +170,7 @@ class PsStrategy final : public Strategy {
     options.connection.liveness_timeout_ms = config_.liveness_timeout_ms;
     options.connection.authenticate_frames = config_.cluster.authenticate_frames;
     options.worker = rank_;
+    options.transport = config_.transport;
     options.report = [this](const std::string& line) {
       fmt::print(out_, "{}: {}\n", name(), line);
       out_ << std::flush;
@@ -175,7 +178,7 @@ class PsStrategy final : public Strategy {
     client_.emplace(state.params(), map_, options);
     fmt::print(out_, "{}: connected to {} ps task(s) as worker {}\n", name(), options.ps.size(),
                rank_);
-    out_ << std::flush;
+    print_payload_paths(options.ps.size());
     bool restored = false;
     if (chief_) {
       restored = initialize_or_restore(state, restore);
@@ -228,6 +231,7 @@ class PsStrategy final : public Strategy {
     } else {
       client_->pull(state.params());
     }
+    params_crc_ = crc32c(std::as_bytes(std::span<const float>(state.params().flat())));
     done_ = client_->worker_done(reached_end);
   }
 
@@ -246,6 +250,9 @@ class PsStrategy final : public Strategy {
   }
 
   void print_summary(std::ostream& out, const RunFigures& f) const override {
+    // The values this worker last pulled, to the bit: what tests compare across runs and
+    // transports.
+    fmt::print(out, "worker={}: parameters crc32c = 0x{:08X}\n", rank_, params_crc_);
     if (!chief_) return;
     const int64_t per_step = sync_.sync_replicas ? sync_.replicas_to_aggregate : 1;
     const int64_t steps = done_.step - f.first_step;
@@ -260,6 +267,28 @@ class PsStrategy final : public Strategy {
 
  private:
   std::string name() const { return fmt::format("worker{}", rank_); }
+
+  // Which way gradients and values travel to each ps: the honest answer to "is this run using
+  // memory or TCP?"
+  void print_payload_paths(size_t ps_tasks) {
+    std::string paths;
+    bool memory = false;
+    for (size_t p = 0; p < ps_tasks; ++p) {
+      const PayloadPath path = client_->payload_path(static_cast<int>(p));
+      memory = memory || path.memory;
+      paths += fmt::format("{}ps{}: {}", p == 0 ? "" : "; ", p,
+                           path.memory            ? "shm"
+                           : path.why_not.empty() ? "tcp"
+                                                  : fmt::format("tcp ({})", path.why_not));
+    }
+    if (memory) {
+      paths +=
+          " (shm: the ps copies the gradients out of this worker's memory and the values "
+          "into it)";
+    }
+    fmt::print(out_, "worker={}: transport to {}\n", rank_, paths);
+    out_ << std::flush;
+  }
 
   void print_start_line(const TrainingState& state) {
     fmt::print(out_, "{}: {} training of {} ({} parameters), batch {} on slice {} of {}{}\n",
@@ -332,6 +361,7 @@ class PsStrategy final : public Strategy {
   ps_protocol::DoneReply done_;
   int64_t stale_rounds_ = 0;
   int64_t nonfinite_rounds_ = 0;  // gradients held back, or rejected by a ps
+  uint32_t params_crc_ = 0;       // of the values pulled at the end
 };
 
 }  // namespace

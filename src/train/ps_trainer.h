@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cluster/cluster_spec.h"
+#include "comm/peer_memory.h"
 #include "ps/partition.h"
 #include "ps/ps_service.h"
 #include "ps/shard_store.h"
@@ -34,6 +35,9 @@ struct PsClusterConfig {
   // connection.h): workers then reconnect to a ps, and a ps counts the worker as gone.
   int liveness_timeout_ms = 10'000;
   WorkerLossPolicy on_worker_loss = WorkerLossPolicy::kStop;
+  // How gradients and values travel between a worker and a ps of one host (--transport;
+  // ps/ps_protocol.h): through memory or over TCP.
+  Transport transport = Transport::kAuto;
 };
 
 // Runs the task config.cluster.task names. Returns the process exit code. Throws UsageError for

@@ -104,15 +104,17 @@ TEST(BadInputTest, RendezvousOutsideALauncherIsRefusedByName) {
   EXPECT_THAT(placed.err, HasSubstr("--rendezvous: this task's place comes from --ps_hosts"));
 }
 
-// --transport means the same under every strategy: the ps strategies cannot honour it yet, so
-// they refuse it rather than ignore it.
-TEST(BadInputTest, TransportUnderAPsStrategyIsRefusedAndABadOneListsTheChoices) {
-  ProcessResult ps = run_dtrain({"train", "--strategy", "async", "--transport", "shm"});
-  EXPECT_EQ(ps.exit_code, 2) << ps.err;
-  EXPECT_THAT(ps.err, HasSubstr("--transport shm: the ps strategies move payloads over TCP"));
-  ProcessResult bad = run_dtrain({"bench", "allreduce", "--transport", "rdma"});
-  EXPECT_EQ(bad.exit_code, 2) << bad.err;
-  EXPECT_THAT(bad.err, HasSubstr("--transport: rdma not in {auto,tcp,shm}"));
+// --transport means the same under every distributed strategy; a process of its own has no peer
+// to move payloads to, so there it is refused rather than ignored.
+TEST(BadInputTest, TransportUnderALocalStrategyIsRefusedAndABadOneListsTheChoices) {
+  ProcessResult local = run_dtrain({"train", "--strategy", "local", "--transport", "shm"});
+  EXPECT_EQ(local.exit_code, 2) << local.err;
+  EXPECT_THAT(local.err, HasSubstr("--transport: means nothing under --strategy local"));
+  for (const char* bench : {"allreduce", "ps"}) {
+    ProcessResult bad = run_dtrain({"bench", bench, "--transport", "rdma"});
+    EXPECT_EQ(bad.exit_code, 2) << bad.err;
+    EXPECT_THAT(bad.err, HasSubstr("--transport: rdma not in {auto,tcp,shm}"));
+  }
 }
 
 }  // namespace

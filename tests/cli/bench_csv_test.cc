@@ -77,19 +77,31 @@ TEST(BenchCsv, AllreduceRowsAccumulateOverRunsAndNameTheirTransport) {
   }
 }
 
-TEST(BenchCsv, PsRowsGiveEverySizeAndAFileOfOtherColumnsIsRefusedByName) {
+TEST(BenchCsv, PsRowsGiveEverySizeAndTransportAndAFileOfOtherColumnsIsRefusedByName) {
   TempDir dir;
   const std::string csv = (dir.path() / "ps.csv").string();
-  const ProcessResult r =
-      run_dtrain({"bench", "ps", "--ps", "2", "--workers", "2", "--model_bytes", "64KiB,1MiB",
-                  "--secs", "0.05", "--min_rounds", "3", "--warmup_secs", "0.01", "--csv", csv});
-  ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  for (const char* transport : {"tcp", "shm"}) {
+    const ProcessResult r =
+        run_dtrain({"bench", "ps", "--ps", "2", "--workers", "2", "--model_bytes", "64KiB,1MiB",
+                    "--secs", "0.05", "--min_rounds", "3", "--warmup_secs", "0.01", "--transport",
+                    transport, "--csv", csv});
+    ASSERT_EQ(r.exit_code, 0) << all_output(r);
+    // The header says which way the payloads went.
+    EXPECT_THAT(r.out, HasSubstr(std::string(transport) == "tcp"
+                                     ? "payloads over loopback TCP (--transport tcp)"
+                                     : "payloads copied by the ps out of and into the workers' "
+                                       "memory (process_vm_readv/writev), frames over loopback "
+                                       "TCP (--transport shm)"))
+        << r.out;
+  }
   const auto rows = read_rows(csv);
-  ASSERT_EQ(rows.size(), 2u);
-  const double bytes[] = {65536, 1 << 20};
+  ASSERT_EQ(rows.size(), 4u);
+  const double bytes[] = {65536, 1 << 20, 65536, 1 << 20};
+  const char* transports[] = {"tcp", "tcp", "shm", "shm"};
   for (size_t i = 0; i < rows.size(); ++i) {
     EXPECT_EQ(rows[i].at("ps"), "2");
     EXPECT_EQ(rows[i].at("workers"), "2");
+    EXPECT_EQ(rows[i].at("transport"), transports[i]) << "row " << i;
     EXPECT_EQ(number(rows[i], "model_bytes"), bytes[i]);
     EXPECT_GE(number(rows[i], "rounds"), 3);
     EXPECT_GT(number(rows[i], "round_ms"), 0);
@@ -102,7 +114,7 @@ TEST(BenchCsv, PsRowsGiveEverySizeAndAFileOfOtherColumnsIsRefusedByName) {
       run_dtrain({"bench", "allreduce", "--bytes", "4KiB", "--secs", "0.05", "--csv", csv});
   EXPECT_NE(wrong.exit_code, 0);
   EXPECT_THAT(wrong.err, HasSubstr("--csv " + csv + ": holds other columns"));
-  EXPECT_EQ(read_rows(csv).size(), 2u);  // and left as it was
+  EXPECT_EQ(read_rows(csv).size(), 4u);  // and left as it was
 }
 
 TEST(BenchCsv, EveryTaskSaysItsPeakResidentMemory) {

@@ -1,8 +1,9 @@
-// Reading another process's memory (comm/peer_memory.h) with real processes: a forked child's
-// bytes are read, a forged or foreign offer is told apart, and a process that has gone is an
-// error that names the peer.
+// Reading and writing another process's memory (comm/peer_memory.h) with real processes: a forked
+// child's bytes are read and written, a forged or foreign offer is told apart, a process of
+// another user is refused, and a process that has gone is an error that names the peer.
 #include "comm/peer_memory.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -24,11 +25,13 @@ using ::testing::HasSubstr;
 // until it is killed. The parent's copy of `bytes` keeps the parent's values (copy-on-write).
 class PatternChild {
  public:
-  explicit PatternChild(std::vector<std::byte>& bytes) {
+  // become_uid >= 0: the child first switches to that user (REQUIRES: run as root).
+  explicit PatternChild(std::vector<std::byte>& bytes, int become_uid = -1) {
     int ready[2];
     if (pipe(ready) != 0) throw std::runtime_error("pipe");
     pid_ = fork();
     if (pid_ == 0) {
+      if (become_uid >= 0 && setuid(static_cast<uid_t>(become_uid)) != 0) _exit(1);
       for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 7 + 3);
       const char one = 1;
       (void)!write(ready[1], &one, 1);
@@ -72,6 +75,44 @@ TEST(PeerMemory, ReadsAnotherProcesssBytesAndNamesTheOneThatHasGone) {
     EXPECT_THAT(error.what(), HasSubstr("worker1"));
     EXPECT_THAT(error.what(), HasSubstr("No such process"));
   }
+}
+
+TEST(PeerMemory, WritesAnotherProcesssBytesAndNamesTheOneThatHasGone) {
+  std::vector<std::byte> bytes(3 << 20, std::byte{0});
+  PatternChild child(bytes);
+  const auto address = reinterpret_cast<uint64_t>(bytes.data());
+  std::vector<std::byte> written(bytes.size());
+  for (size_t i = 0; i < written.size(); ++i) written[i] = static_cast<std::byte>(i * 13 + 1);
+  write_peer_memory(child.pid(), address, written, "worker1");
+  std::vector<std::byte> seen(bytes.size());
+  read_peer_memory(child.pid(), address, seen, "worker1");
+  EXPECT_EQ(seen, written);
+  EXPECT_EQ(bytes[1], std::byte{0});  // what was written is the child's, not ours
+
+  const int32_t gone = child.pid();
+  child.stop();
+  try {
+    write_peer_memory(gone, address, written, "worker1");
+    FAIL() << "wrote into the memory of a process that has exited";
+  } catch (const PeerProcessGone& error) {
+    EXPECT_THAT(error.what(),
+                HasSubstr("could not write 3145728 bytes into the memory of worker1"));
+    EXPECT_THAT(error.what(), HasSubstr("No such process"));
+  }
+}
+
+// A verifier running as root may read any process; it takes only its own user's.
+TEST(PeerMemory, AnOfferFromAProcessOfAnotherUserIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to start a process of another user";
+  std::vector<std::byte> bytes(kChallengeBytes);
+  PatternChild child(bytes, /*become_uid=*/65534);
+  Challenge challenge;
+  for (size_t i = 0; i < challenge.size(); ++i) challenge[i] = static_cast<std::byte>(i * 7 + 3);
+  const MemoryOffer offer{.pid = child.pid(), .address = reinterpret_cast<uint64_t>(bytes.data())};
+  EXPECT_THAT(check_memory_offer(offer, challenge),
+              HasSubstr(fmt::format("process {} runs as another user (uid 65534, this task as "
+                                    "uid 0)",
+                                    child.pid())));
 }
 
 // The verifier draws the challenge, so only a process that was sent it can show it.

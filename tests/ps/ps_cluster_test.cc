@@ -1,7 +1,9 @@
 // Parameter-server training end to end: real dtrain processes (the local launcher, or ps and
 // worker tasks started one by one) over loopback. Sync training equals local training on the
-// combined batch, backup workers leave a straggler behind, a ps survives hostile connections while
-// training goes on, Ctrl-C stops every task, and bad secrets or cluster flags fail cleanly.
+// combined batch, and ends with the same parameters to the bit whether payloads move over TCP,
+// through memory, or some each way; backup workers leave a straggler behind, a ps survives hostile
+// connections while training goes on, Ctrl-C stops every task, and bad secrets, cluster flags or
+// --transport shm against a tcp peer fail cleanly.
 #include "support/ps_cluster.h"
 
 #include <arpa/inet.h>
@@ -19,6 +21,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -38,6 +41,7 @@
 #include "support/checkpoints.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
+#include "support/text_match.h"
 
 namespace dtrain {
 namespace {
@@ -56,6 +60,7 @@ using testing::ps_summary;
 using testing::run_dtrain;
 using testing::secret_env;
 using testing::softmax_flags;
+using testing::with_flag;
 
 // ---- 1. sync training is local training on the combined batch ----
 
@@ -88,6 +93,107 @@ TEST(PsCluster, SyncTrainingOfTwoWorkersMatchesLocalTrainingOnTheCombinedBatch) 
   testing::expect_same_training_as_the_combined_batch(newest_checkpoint(sync_dir.path()),
                                                       newest_checkpoint(local_dir.path()),
                                                       newest_checkpoint(half_batch_dir.path()), 50);
+}
+
+// ---- 1b. payloads through memory ----
+
+// worker -> the CRC32C of the parameters it pulled last, from the workers' closing lines.
+std::map<int, std::string> parameter_crcs(const std::string& out) {
+  std::map<int, std::string> crcs;
+  for (const testing::Match& line :
+       testing::all_matches(out, R"(worker=([0-9]+): parameters crc32c = (0x[0-9A-F]{8}))"))
+    crcs[std::stoi(line[1])] = line[2];
+  return crcs;
+}
+
+// Sync with two workers is exact arithmetic whatever the order the gradients arrive in (a + b is
+// b + a), so the same run over TCP, through memory and in a cluster where some connections go
+// each way must end with the same parameters, to the bit: a value written into a worker's memory
+// late, at the wrong offset or not at all, or a gradient read from the wrong place, shows. Two ps
+// tasks, so that the mlp's shards are spread and a pull writes pieces into each worker's arena.
+TEST(PsCluster, PayloadsThroughMemoryTrainBitForBitAsOverTcp) {
+  const std::vector<std::string> common =
+      concat(with_flag(softmax_flags(), "--model", "mlp"), {"--train_steps", "60"});
+  std::map<std::string, std::string> crc;  // transport -> the one CRC of every worker
+  for (const std::string transport : {"tcp", "shm"}) {
+    const ProcessResult r =
+        run_dtrain(concat({"train", "--strategy", "sync", "--ps", "2", "--workers", "2"},
+                          concat(common, {"--transport", transport})));
+    ASSERT_EQ(r.exit_code, 0) << all_output(r);
+    const std::map<int, std::string> crcs = parameter_crcs(r.out);
+    ASSERT_EQ(crcs.size(), 2u) << r.out;
+    EXPECT_EQ(crcs.at(0), crcs.at(1)) << r.out;
+    crc[transport] = crcs.at(0);
+    const std::string line =
+        transport == "tcp"
+            ? ": transport to ps0: tcp; ps1: tcp"
+            : ": transport to ps0: shm; ps1: shm (shm: the ps copies the gradients out of this "
+              "worker's memory and the values into it)";
+    EXPECT_EQ(testing::count_lines_containing(r.out, line), 2) << r.out;
+  }
+  EXPECT_EQ(crc["tcp"], crc["shm"]);
+
+  // Mixed, each task's own --transport: ps0 tcp, ps1 auto; worker0 auto, worker1 tcp. Worker 0
+  // reaches ps1 through memory and ps0 over TCP, saying why; worker 1 reaches both over TCP.
+  HandStartedCluster cluster(2, 2);
+  const std::vector<std::string> flags =
+      concat(common, {"--sync_replicas", "--replicas_to_aggregate", "2", "--peer_timeout", "60"});
+  auto with_transport = [&](const char* transport) {
+    return concat(flags, {"--transport", transport});
+  };
+  const auto ps0 = cluster.start("ps", 0, with_transport("tcp"));
+  const auto ps1 = cluster.start("ps", 1, with_transport("auto"));
+  const auto worker0 = cluster.start("worker", 0, with_transport("auto"));
+  const auto worker1 = cluster.start("worker", 1, with_transport("tcp"));
+  const ProcessResult w0 = worker0->wait(), w1 = worker1->wait();
+  ASSERT_EQ(w0.exit_code, 0) << all_output(w0);
+  ASSERT_EQ(w1.exit_code, 0) << all_output(w1);
+  for (const auto* ps : {&ps0, &ps1}) {
+    const ProcessResult r = (*ps)->wait();
+    EXPECT_EQ(r.exit_code, 0) << all_output(r);
+  }
+  EXPECT_THAT(w0.out, HasSubstr("worker=0: transport to ps0: tcp (ps0 was started with "
+                                "--transport tcp); ps1: shm (shm: "));
+  EXPECT_THAT(w1.out, HasSubstr("worker=1: transport to ps0: tcp; ps1: tcp\n"));
+  for (const ProcessResult* w : {&w0, &w1}) {
+    const std::map<int, std::string> crcs = parameter_crcs(w->out);
+    ASSERT_EQ(crcs.size(), 1u) << w->out;
+    EXPECT_EQ(crcs.begin()->second, crc["tcp"]) << w->out;
+  }
+}
+
+// --transport shm meets a peer started with --transport tcp: the worker stops with one error
+// naming the flag and both tasks, whichever side asked for shm.
+TEST(PsCluster, ShmAgainstATcpPeerIsRefusedNamingTheFlagAndBothTasks) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"tcp",
+       "--transport shm: worker0 and ps0 cannot move payloads through memory: ps0 was started "
+       "with --transport tcp; run them with --transport tcp or auto"},
+      {"shm",
+       "--transport shm: ps0 and worker0 cannot move payloads through memory: worker0 was "
+       "started with --transport tcp; run them with --transport tcp or auto"},
+  };
+  for (const auto& [ps_transport, refusal] : cases) {
+    HandStartedCluster cluster(1, 1);
+    const std::vector<std::string> flags =
+        concat(softmax_flags(), {"--train_steps", "10", "--peer_timeout", "30"});
+    const auto ps = cluster.start("ps", 0, concat(flags, {"--transport", ps_transport}));
+    const ProcessResult worker =
+        cluster
+            .start("worker", 0,
+                   concat(flags, {"--transport", ps_transport == "tcp" ? "shm" : "tcp"}))
+            ->wait();
+    EXPECT_EQ(worker.exit_code, 1) << all_output(worker);
+    EXPECT_EQ(testing::count_lines_containing(worker.err, "dtrain: error:"), 1) << worker.err;
+    EXPECT_THAT(worker.err, HasSubstr(refusal));
+    // The ps waits for a worker that will agree with it: it ends only by the signal.
+    ps->send_signal(SIGTERM);
+    const ProcessResult ps_result = ps->wait();
+    EXPECT_EQ(ps_result.exit_code, 128 + SIGTERM) << all_output(ps_result);
+    if (ps_transport == "shm") {
+      EXPECT_THAT(all_output(ps_result), HasSubstr(refusal));
+    }
+  }
 }
 
 // ---- 2. backup workers ----

@@ -1,15 +1,24 @@
 // The ps wire protocol end to end over loopback, in one process: a PsClient against PsService
 // tasks. Pushes land on the right rows of the right task, push-pull returns the values after the
 // update, a restarted worker continues its sequence numbers, sync replies wait for the step's R
-// gradients, and a worker built for another model is refused with a message naming the flags.
+// gradients, and a worker built for another model is refused with a message naming the flags —
+// with payloads in the frames and through memory alike. Through memory, a peer that has not
+// proved its memory reachable cannot push by reference, and a worker and a ps that disagree on
+// --transport shm refuse each other by name.
 #include "ps/ps_service.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <future>
 #include <limits>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "base/error.h"
@@ -35,7 +44,9 @@ PartitionMap map_for(const std::vector<ParamSpec>& s, int num_ps) {
 
 // num_ps services on loopback ports, each for `workers` workers.
 struct Cluster {
-  Cluster(int num_ps, int workers, bool sync, int replicas = 0) : map(map_for(specs(), num_ps)) {
+  Cluster(int num_ps, int workers, bool sync, int replicas = 0,
+          Transport transport = Transport::kAuto, int worker_timeout_ms = 60'000)
+      : map(map_for(specs(), num_ps)), transport(transport) {
     for (int p = 0; p < num_ps; ++p) {
       PsServiceOptions o;
       o.ps = p;
@@ -45,6 +56,8 @@ struct Cluster {
           .sync_replicas = sync, .total_num_replicas = workers, .replicas_to_aggregate = replicas};
       o.server = testing::loopback_options();
       o.sync_wait_ms = 10'000;
+      o.transport = transport;
+      o.worker_timeout_ms = worker_timeout_ms;
       services.push_back(std::make_unique<PsService>(o));
     }
   }
@@ -54,9 +67,11 @@ struct Cluster {
     o.secret = std::string(kLoopbackSecret);
     o.connection = testing::client_options();
     o.worker = worker;
+    o.transport = transport;
     return o;
   }
   PartitionMap map;
+  Transport transport;
   std::vector<std::unique_ptr<PsService>> services;
 };
 
@@ -72,12 +87,27 @@ void fill_ramp(ParamSet& set) {
   }
 }
 
-TEST(PsService, PushPullAppliesEveryShardOnItsTaskAndReturnsTheUpdate) {
-  Cluster cluster(2, 1, /*sync=*/false);
+// Under --transport tcp and auto; auto moves payloads through memory here, every task being in
+// this process.
+class PsServiceTransportTest : public ::testing::TestWithParam<Transport> {
+ protected:
+  // Asserts that the client's payloads go the way the parameter says to every ps.
+  void expect_paths(const PsClient& client, const Cluster& cluster) {
+    for (int p = 0; p < static_cast<int>(cluster.services.size()); ++p) {
+      const PayloadPath path = client.payload_path(p);
+      EXPECT_EQ(path.memory, GetParam() != Transport::kTcp) << "ps" << p;
+      EXPECT_EQ(path.why_not, "") << "ps" << p;
+    }
+  }
+};
+
+TEST_P(PsServiceTransportTest, PushPullAppliesEveryShardOnItsTaskAndReturnsTheUpdate) {
+  Cluster cluster(2, 1, /*sync=*/false, 0, GetParam());
   ASSERT_GT(cluster.map.shards.size(), 4u);  // the test is about many shards on two tasks
   ParamSet params(specs()), grads(specs()), expected(specs());
   fill_ramp(params);
   PsClient client(params, cluster.map, cluster.client(0));
+  expect_paths(client, cluster);
   EXPECT_FALSE(client.initialized_at_hello());
   client.initialize(params, {}, 0);
   ASSERT_TRUE(client.wait_ready(1000));
@@ -105,8 +135,8 @@ TEST(PsService, PushPullAppliesEveryShardOnItsTaskAndReturnsTheUpdate) {
   for (auto& s : cluster.services) s->run();  // returns: the only worker is done
 }
 
-TEST(PsService, ARestartedWorkerContinuesItsSequenceSoItsPushesAreNotDuplicates) {
-  Cluster cluster(1, 1, /*sync=*/false);
+TEST_P(PsServiceTransportTest, ARestartedWorkerContinuesItsSequenceSoItsPushesAreNotDuplicates) {
+  Cluster cluster(1, 1, /*sync=*/false, 0, GetParam());
   ParamSet params(specs()), grads(specs());
   {
     PsClient first(params, cluster.map, cluster.client(0));
@@ -125,8 +155,8 @@ TEST(PsService, ARestartedWorkerContinuesItsSequenceSoItsPushesAreNotDuplicates)
   EXPECT_FLOAT_EQ(params.values(0)[0], -0.4f);
 }
 
-TEST(PsService, NonFiniteShardsAreRejectedCountedAndLeaveTheValuesAlone) {
-  Cluster cluster(2, 1, /*sync=*/false);
+TEST_P(PsServiceTransportTest, NonFiniteShardsAreRejectedCountedAndLeaveTheValuesAlone) {
+  Cluster cluster(2, 1, /*sync=*/false, 0, GetParam());
   ParamSet params(specs()), grads(specs()), pulled(specs());
   fill_ramp(params);
   PsClient client(params, cluster.map, cluster.client(0));
@@ -158,9 +188,10 @@ TEST(PsService, NonFiniteShardsAreRejectedCountedAndLeaveTheValuesAlone) {
 
 // A peer holding the secret can still send numbers that are not gradients: a push's learning rate
 // and an initial step are checked as its gradient is, so they cannot poison the values.
-TEST(PsService, PushesWithAnUnusableLearningRateAreRejectedCountedAndLeaveTheValuesAlone) {
+TEST_P(PsServiceTransportTest,
+       PushesWithAnUnusableLearningRateAreRejectedCountedAndLeaveTheValuesAlone) {
   for (const bool sync : {false, true}) {
-    Cluster cluster(1, 1, sync);
+    Cluster cluster(1, 1, sync, 0, GetParam());
     ParamSet params(specs()), grads(specs()), pulled(specs());
     fill_ramp(params);
     PsClient client(params, cluster.map, cluster.client(0));
@@ -197,8 +228,8 @@ TEST(PsService, AnInitialisationBelowStepZeroOrWithNonFiniteValuesIsRefusedNamin
   EXPECT_FALSE(cluster.services[0]->store().wait_initialized(std::chrono::steady_clock::now()));
 }
 
-TEST(PsService, SyncRepliesCarryTheAverageOfBothWorkersGradients) {
-  Cluster cluster(2, 2, /*sync=*/true);
+TEST_P(PsServiceTransportTest, SyncRepliesCarryTheAverageOfBothWorkersGradients) {
+  Cluster cluster(2, 2, /*sync=*/true, 0, GetParam());
   ParamSet init(specs());
   fill(init, 1.0f);
   std::vector<ParamSet> results(2, ParamSet(specs()));
@@ -208,6 +239,7 @@ TEST(PsService, SyncRepliesCarryTheAverageOfBothWorkersGradients) {
   }
   auto run_worker = [&](int worker, float gradient) {
     PsClient client(init, cluster.map, cluster.client(worker));
+    expect_paths(client, cluster);
     client.pull(results[worker]);
     ParamSet grads(specs());
     fill(grads, gradient);
@@ -225,6 +257,12 @@ TEST(PsService, SyncRepliesCarryTheAverageOfBothWorkersGradients) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Transports, PsServiceTransportTest,
+                         ::testing::Values(Transport::kTcp, Transport::kAuto),
+                         [](const ::testing::TestParamInfo<Transport>& info) {
+                           return info.param == Transport::kTcp ? "Tcp" : "Memory";
+                         });
+
 // A process of its own that holds the cluster secret and speaks the ps protocol by hand: what a
 // task with the secret could send.
 class HandSpokenPeer {
@@ -236,19 +274,18 @@ class HandSpokenPeer {
     connection_ = connect("127.0.0.1", service.port(), kLoopbackSecret, options);
   }
 
-  // The reply's type, and its text if it is a kError.
+  // The reply's type, and its text if it is a kError (else its meta, as text).
   std::pair<uint16_t, std::string> request(uint16_t type, const ps_protocol::MetaWriter& meta,
                                            std::span<const std::span<const float>> tensors = {}) {
     connection_->send(type, 0, meta.bytes(), tensors);
     const auto in = connection_->receive();
-    std::string text;
-    if (in.type == ps_protocol::kError) text = ps_protocol::MetaReader(in.meta).rest_as_string();
+    const std::string text = ps_protocol::MetaReader(in.meta).rest_as_string();
     connection_->discard_tensors();
     return {in.type, text};
   }
-  std::pair<uint16_t, std::string> hello(uint64_t fingerprint, int worker) {
+  std::pair<uint16_t, std::string> hello(uint64_t fingerprint, int worker, bool memory = false) {
     ps_protocol::MetaWriter meta;
-    meta.put(fingerprint).put(static_cast<int32_t>(worker));
+    meta.put(fingerprint).put(static_cast<int32_t>(worker)).put(static_cast<uint8_t>(memory));
     return request(ps_protocol::kHello, meta);
   }
   std::pair<uint16_t, std::string> push(int worker, uint64_t sequence,
@@ -258,6 +295,40 @@ class HandSpokenPeer {
                                  .shard = 0, .worker = worker, .sequence = sequence, .lr = 0.1f});
     const std::span<const float> tensors[] = {grad};
     return request(ps_protocol::kPush, meta, tensors);
+  }
+  // The challenge of a hello that asks for payloads through memory.
+  Challenge hello_asking_memory(uint64_t fingerprint, int worker) {
+    ps_protocol::MetaWriter meta;
+    meta.put(fingerprint).put(static_cast<int32_t>(worker)).put(uint8_t{1});
+    connection_->send(ps_protocol::kHello, 0, meta.bytes(), {});
+    const auto in = connection_->receive();
+    EXPECT_EQ(in.type, ps_protocol::kHelloReply);
+    ps_protocol::MetaReader r(in.meta);
+    r.get<int32_t>();   // ps
+    r.get<uint8_t>();   // initialized
+    r.get<uint64_t>();  // next sequence
+    r.get<int64_t>();   // step
+    EXPECT_EQ(r.get<uint8_t>(), 1) << "the ps offers no memory link";
+    return get_challenge(r);
+  }
+  void send(uint16_t type, const ps_protocol::MetaWriter& meta) {
+    connection_->send(type, 0, meta.bytes(), {});
+  }
+  void close() { connection_->close(); }
+  // A push that says the gradient lies at `grad` in this process.
+  std::pair<uint16_t, std::string> push_by_reference(int worker, uint64_t sequence,
+                                                     std::span<const float> grad) {
+    return request(ps_protocol::kPushRef, push_by_reference_meta(worker, sequence, grad));
+  }
+  static ps_protocol::MetaWriter push_by_reference_meta(int worker, uint64_t sequence,
+                                                        std::span<const float> grad) {
+    ps_protocol::MetaWriter meta;
+    ps_protocol::write(meta, ps_protocol::PushMeta{
+                                 .shard = 0, .worker = worker, .sequence = sequence, .lr = 0.1f});
+    ps_protocol::write(
+        meta, ps_protocol::MemoryRef{reinterpret_cast<uint64_t>(grad.data()), grad.size_bytes()});
+    ps_protocol::write(meta, ps_protocol::MemoryRef{});
+    return meta;
   }
   std::pair<uint16_t, std::string> done(int worker) {
     ps_protocol::MetaWriter meta;
@@ -309,6 +380,112 @@ TEST(PsService, AWorkersPushesAndDoneReportCountOnlyOnTheConnectionItsHandshakeP
   EXPECT_EQ(forger.done(1).first, ps_protocol::kDoneReply);
   ps.run();
   EXPECT_EQ(ps.store().counters(0).duplicates, 0);
+}
+
+// Payloads through memory are the ps's copies into and out of a process its handshake proved: a
+// peer with the secret cannot have the ps read from where it likes before it has shown, at the
+// ps's challenge, that the memory is its own; nor by pointing at bytes other than the challenge.
+TEST(PsService, APushByReferenceNeedsTheWorkersMemoryProvedFirst) {
+  Cluster cluster(1, 1, /*sync=*/false);
+  PsService& ps = *cluster.services[0];
+  ParamSet params(specs());
+  PsClient chief(params, cluster.map, cluster.client(-1));
+  chief.initialize(params, {}, 0);
+  const uint64_t fingerprint = partition_fingerprint(ParamSet(specs()), cluster.map);
+  const std::vector<float> gradient(ps.store().shard_size(0), 1.0f);
+
+  HandSpokenPeer peer(ps, "worker 0", 97);
+  ASSERT_EQ(peer.hello(fingerprint, 0).first, ps_protocol::kHelloReply);  // payloads by TCP
+  auto [type, text] = peer.push_by_reference(0, 0, gradient);
+  EXPECT_EQ(type, ps_protocol::kError);
+  EXPECT_THAT(text, HasSubstr("sent a push by reference on a connection that has not proved its "
+                              "memory reachable"));
+
+  // Asked for, then answered with an offer where the challenge is not.
+  ASSERT_EQ(peer.hello(fingerprint, 0, /*memory=*/true).first, ps_protocol::kHelloReply);
+  ps_protocol::MetaWriter offer;
+  put_offer(offer, MemoryOffer{.pid = static_cast<int32_t>(getpid()),
+                               .address = reinterpret_cast<uint64_t>(gradient.data())});
+  std::tie(type, text) = peer.request(ps_protocol::kMemoryOffer, offer);
+  EXPECT_EQ(type, ps_protocol::kMemoryReady);
+  EXPECT_THAT(text, HasSubstr("is another process"));  // after the 0 byte: why not
+  std::tie(type, text) = peer.push_by_reference(0, 0, gradient);
+  EXPECT_EQ(type, ps_protocol::kError);
+  EXPECT_THAT(text, HasSubstr("has not proved its memory reachable"));
+  EXPECT_EQ(ps.store().counters(0).applied, 0);
+}
+
+// A worker whose process is gone while the ps copies out of its memory is lost as a worker whose
+// connection closed is: the ps reads on to the connection's end instead of failing it, so its log
+// and its counts (a finished connection, not a failed one) are those of a killed worker over TCP.
+// The worker here is a child process that shares a page with the test, so that it holds the
+// ps's challenge without having been sent it; the test speaks for it, then kills it.
+TEST(PsService, AWorkerGoneDuringACopyIsLostAsOneWhoseConnectionClosed) {
+  Cluster cluster(1, 1, /*sync=*/false, 0, Transport::kAuto, /*worker_timeout_ms=*/100);
+  PsService& ps = *cluster.services[0];
+  ParamSet params(specs());
+  PsClient(params, cluster.map, cluster.client(-1)).initialize(params, {}, 0);
+  const uint64_t fingerprint = partition_fingerprint(ParamSet(specs()), cluster.map);
+
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* shared = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  const pid_t child = fork();
+  if (child == 0) {
+    for (;;) pause();
+  }
+  HandSpokenPeer peer(ps, "worker 0", 95);
+  const Challenge challenge = peer.hello_asking_memory(fingerprint, 0);
+  std::memcpy(shared, challenge.data(), challenge.size());
+  ps_protocol::MetaWriter offer;
+  put_offer(offer, MemoryOffer{.pid = child, .address = reinterpret_cast<uint64_t>(shared)});
+  const auto [type, text] = peer.request(ps_protocol::kMemoryOffer, offer);
+  ASSERT_EQ(type, ps_protocol::kMemoryReady);
+  ASSERT_EQ(text, std::string(1, '\1'));  // proved, by the child's pid
+
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  const std::vector<float> gradient(ps.store().shard_size(0), 1.0f);  // where the child held it
+  peer.send(ps_protocol::kPushRef, HandSpokenPeer::push_by_reference_meta(0, 0, gradient));
+  peer.close();
+  ps.run();  // returns once worker 0 is given up as lost
+  EXPECT_EQ(ps.stats().failed, 0u);
+  EXPECT_EQ(ps.store().counters(0).applied, 0);
+  munmap(shared, page);
+}
+
+// --transport shm on one side and tcp on the other: each side's refusal names the flag and both
+// tasks. auto against tcp trains over TCP, and says why when it had asked for memory.
+TEST(PsService, ShmAgainstTcpIsRefusedNamingTheFlagAndAutoFallsBackToTcp) {
+  ParamSet params(specs());
+  {
+    Cluster cluster(1, 1, /*sync=*/false, 0, Transport::kTcp);
+    PsClientOptions options = cluster.client(0);
+    options.transport = Transport::kShm;
+    EXPECT_THAT([&] { PsClient client(params, cluster.map, options); },
+                ThrowsMessage<Error>(HasSubstr(
+                    "--transport shm: worker0 and ps0 cannot move payloads through memory: ps0 "
+                    "was started with --transport tcp; run them with --transport tcp or auto")));
+    options.transport = Transport::kAuto;
+    PsClient client(params, cluster.map, options);
+    EXPECT_FALSE(client.payload_path(0).memory);
+    EXPECT_EQ(client.payload_path(0).why_not, "ps0 was started with --transport tcp");
+    client.initialize(params, {}, 0);
+    client.pull(params);
+  }
+  {
+    Cluster cluster(1, 1, /*sync=*/false, 0, Transport::kShm);
+    PsClientOptions options = cluster.client(0);
+    options.transport = Transport::kTcp;
+    EXPECT_THAT([&] { PsClient client(params, cluster.map, options); },
+                ThrowsMessage<Error>(HasSubstr(
+                    "--transport shm: ps0 and worker0 cannot move payloads through memory: "
+                    "worker0 was started with --transport tcp; run them with --transport tcp or "
+                    "auto")));
+    options.transport = Transport::kAuto;
+    PsClient client(params, cluster.map, options);
+    EXPECT_TRUE(client.payload_path(0).memory);
+  }
 }
 
 TEST(PsService, AWorkerWithAnotherModelIsRefusedWithTheFlagsToCheck) {

@@ -2,10 +2,12 @@
 // moments, both processes alive, reconnect and retry; the ps applies each acknowledged push once
 // and answers a retry of one it had applied as a duplicate. The cuts drop a reply on its way back,
 // after the ps applied the push, which is the case that would be applied twice without the
-// (worker, sequence) check.
+// (worker, sequence) check. Over TCP and through memory, where the ps has written the values into
+// the worker's memory before the reply is lost.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,22 +26,28 @@ using testing::HandStartedCluster;
 using testing::ProcessResult;
 using testing::softmax_flags;
 
-TEST(Reliability, PushesRetriedAcrossCutConnectionsAreAppliedExactlyOnce) {
+class ExactlyOnce : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExactlyOnce, PushesRetriedAcrossCutConnectionsAreAppliedExactlyOnce) {
   constexpr int kCuts = 4;
   HandStartedCluster cluster(1, 2);
   // The first kCuts connections through the proxy are cut after a seeded number of bytes back
-  // from the ps, past the handshake and the first pull (softmax: about 31 KiB a reply); later
-  // ones live on.
+  // from the ps, past the handshake and the first pull; later ones live on. Over TCP a softmax
+  // reply carries its values, about 31 KiB; through memory it is about a hundred bytes, the
+  // values being written into the worker's memory before it.
+  const bool tcp = GetParam() == "tcp";
+  const int64_t first = tcp ? 64 * 1024 : 4 * 1024;
   int connections = 0;
   testing::CutProxy proxy(cluster.ps_port(0), [&]() -> uint64_t {
     const int k = connections++;
     if (k >= kCuts) return 0;
-    return static_cast<uint64_t>(
-        fault_step(fmt::format("cut connection {} after bytes", k), 64 * 1024, 512 * 1024));
+    return static_cast<uint64_t>(fault_step(
+        fmt::format("cut connection {} ({}) after bytes", k, GetParam()), first, 8 * first));
   });
   cluster.route_workers_to_ps(0, proxy.port());
   const std::vector<std::string> flags =
-      concat(softmax_flags(), {"--train_steps", "1500", "--peer_timeout", "60"});
+      concat(softmax_flags(),
+             {"--train_steps", "1500", "--peer_timeout", "60", "--transport", GetParam()});
   const auto ps = cluster.start("ps", 0, flags);
   const auto worker0 = cluster.start("worker", 0, flags);
   const auto worker1 = cluster.start("worker", 1, flags);
@@ -63,6 +71,9 @@ TEST(Reliability, PushesRetriedAcrossCutConnectionsAreAppliedExactlyOnce) {
   // Each cut dropped the reply to a push the ps had applied: its retry was a duplicate.
   EXPECT_GE(summary->duplicates, kCuts) << all_output(ps_result);
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, ExactlyOnce, ::testing::Values("tcp", "shm"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace dtrain

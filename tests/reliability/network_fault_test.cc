@@ -1,5 +1,6 @@
 // Network faults (issue 5, item 9): each task on a host of its own (a network namespace with its
-// own address, on a bridge), and the faults put on one worker's link to the ps at a seeded step:
+// own address, on a bridge; payloads over TCP, as between hosts), and the faults put on one
+// worker's link to the ps at a seeded step:
 // a slow link with random loss, which training rides out untouched; a cut, which heartbeats find
 // on both sides within --liveness_timeout and which heals by reconnecting; and a cut that lasts,
 // which ends sync training with an error naming the worker. Skipped, with the reason, where this
@@ -46,7 +47,10 @@ class NetworkFaults : public ::testing::Test {
   }
 
   // Starts the ps and both workers; worker 1 prints every step, so that a fault can wait for one.
-  void start(const std::vector<std::string>& flags) {
+  // Payloads over TCP, as between hosts: these hosts share this machine's kernel, so under the
+  // default --transport auto the ps would copy them through memory, past the faulty link.
+  void start(const std::vector<std::string>& given) {
+    const std::vector<std::string> flags = concat(given, {"--transport", "tcp"});
     ps_ = cluster_->start("ps", 0, flags);
     worker0_ = cluster_->start("worker", 0, flags);
     worker1_ = cluster_->start("worker", 1, testing::with_flag(flags, "--log_every", "1"));
@@ -70,9 +74,9 @@ class NetworkFaults : public ::testing::Test {
 // connection taken for lost on the way.
 TEST_F(NetworkFaults, SyncOverASlowLossyLinkEndsWithTheParametersOfACleanRun) {
   constexpr int kSteps = 200;
-  const std::vector<std::string> flags =
-      concat(softmax_flags(), {"--sync_replicas", "--train_steps", std::to_string(kSteps),
-                               "--liveness_timeout", "3", "--peer_timeout", "60"});
+  const std::vector<std::string> flags = concat(
+      softmax_flags(), {"--sync_replicas", "--train_steps", std::to_string(kSteps),
+                        "--liveness_timeout", "3", "--peer_timeout", "60", "--transport", "tcp"});
   // ps, chief (which checkpoints into `dir` at the end), worker 1.
   auto train = [&](const testing::TempDir& dir) {
     auto ps = cluster_->start("ps", 0, flags);

@@ -2,13 +2,15 @@
 // seeded random steps. A killed ps comes back from the newest checkpoint and the workers report
 // exactly the steps lost; a killed async worker comes back and carries on from the current
 // parameters; a killed chief comes back without re-initialising the variables; and the local
-// launcher does the restarting by itself.
+// launcher does the restarting by itself. A ps or a worker killed while payloads move (over TCP,
+// or copied by the ps out of and into the worker's memory) is named alike on both transports.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,7 @@ using testing::numbers_in;
 using testing::ProcessResult;
 using testing::softmax_flags;
 using testing::test_accuracy;
+using testing::wait_for_global_step;
 using testing::with_flag;
 
 // The global step of the last step line before the first line holding `marker`; -1 if none.
@@ -172,9 +175,10 @@ TEST(Reliability, KilledAsyncWorkerComesBackWithTheCurrentParametersWhileTheOthe
 // killed at a
 // seeded random global step; returns once the kill is done. The others and the ps go on.
 struct SyncLoss {
-  SyncLoss(int workers, int replicas, int victim, const std::vector<std::string>& extra)
+  SyncLoss(int workers, int replicas, int victim, const std::vector<std::string>& extra,
+           const std::vector<std::string>& model_flags = softmax_flags())
       : cluster(1, workers) {
-    flags = concat(with_flag(softmax_flags(), "--log_every", "1"),
+    flags = concat(with_flag(model_flags, "--log_every", "1"),
                    concat({"--sync_replicas", "--replicas_to_aggregate", std::to_string(replicas),
                            "--train_steps", std::to_string(kSteps), "--peer_timeout", "60"},
                           extra));
@@ -280,6 +284,54 @@ TEST(Reliability, SyncWithoutSparesStopsWithAnErrorNamingTheLostWorkerByDefault)
     EXPECT_THAT(r->err, HasSubstr("--on_worker_loss stop"));
   }
 }
+
+// ---- killed while payloads move, on both transports ----
+
+// An mlp 1000 units wide: 3.2 MB of gradients pushed and of values pulled a step, so that a kill
+// often lands while they move (through memory: while the ps copies out of or into the worker).
+std::vector<std::string> wide_mlp_flags() {
+  return concat(with_flag(softmax_flags(), "--model", "mlp"), {"--hidden_units", "1000"});
+}
+
+class KilledDuringTransfers : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KilledDuringTransfers, AKilledSyncWorkerIsNamedByThePsAndTheOtherWorker) {
+  SyncLoss run(2, 2, 1, {"--worker_timeout", "2", "--transport", GetParam()}, wide_mlp_flags());
+  ASSERT_TRUE(run.killed);
+  const ProcessResult chief = run.workers[0]->wait();
+  const ProcessResult ps_result = run.ps->wait();
+  EXPECT_EQ(ps_result.exit_code, 1) << all_output(ps_result);
+  EXPECT_EQ(chief.exit_code, 1) << all_output(chief);
+  for (const ProcessResult* r : {&chief, &ps_result}) {
+    EXPECT_THAT(r->err, HasSubstr("ps0: worker 1 was lost at step")) << all_output(*r);
+  }
+  EXPECT_THAT(all_output(ps_result), HasSubstr("ps0: lost worker 1 at step"));
+}
+
+TEST_P(KilledDuringTransfers, AKilledPsIsNamedByEveryWorker) {
+  HandStartedCluster cluster(1, 2);
+  // Async, so that both workers keep pushing; no checkpoint to come back from, and 5 s to
+  // reconnect before they give up.
+  const std::vector<std::string> flags =
+      concat(with_flag(wide_mlp_flags(), "--log_every", "1"),
+             {"--train_steps", "100000", "--peer_timeout", "5", "--transport", GetParam()});
+  const auto ps = cluster.start("ps", 0, flags);
+  std::vector<std::unique_ptr<DtrainProcess>> workers;
+  for (int i = 0; i < 2; ++i) workers.push_back(cluster.start("worker", i, flags));
+  const int64_t kill_at = fault_step("ps killed in transfers at global step", 20, 200);
+  ASSERT_THAT(wait_for_global_step(*workers[0], kill_at), HasSubstr("worker=0"));
+  ps->send_signal(SIGKILL);
+  EXPECT_EQ(ps->wait().signal, SIGKILL);
+  for (int i = 0; i < 2; ++i) {
+    const ProcessResult r = workers[static_cast<size_t>(i)]->wait();
+    EXPECT_EQ(r.exit_code, 1) << all_output(r);
+    EXPECT_EQ(testing::count_lines_containing(r.out, "lost ps0 (localhost:"), 1) << all_output(r);
+    EXPECT_THAT(r.err, HasSubstr("could not reconnect to ps0 (localhost:")) << all_output(r);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, KilledDuringTransfers, ::testing::Values("tcp", "shm"),
+                         [](const auto& info) { return info.param; });
 
 // ---- 3. a killed chief comes back without re-initialising ----
 

@@ -1,7 +1,9 @@
 // A relay on the path between a worker and a ps that does not hold the cluster secret: it passes
 // the handshake through, then negates the gradient in every push and recomputes the CRC
 // (support/tamper_relay.h). Frame tags catch the first rewritten push; without them the same
-// relay ruins training unnoticed, which is what shows it really tampers.
+// relay ruins training unnoticed, which is what shows it really tampers. The gradients must cross
+// the wire for that (--transport tcp): through memory they never pass the relay, whose frames,
+// tagged alike, carry only where they lie.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -21,9 +23,10 @@ struct TamperedRun {
 
 TamperedRun train_through_a_tampering_relay(const std::vector<std::string>& extra) {
   HandStartedCluster cluster(1, 1);
-  const std::vector<std::string> flags = concat(
-      softmax_flags(),
-      concat({"--train_steps", "200", "--peer_timeout", "5", "--worker_timeout", "1"}, extra));
+  const std::vector<std::string> flags =
+      concat(softmax_flags(), concat({"--train_steps", "200", "--peer_timeout", "5",
+                                      "--worker_timeout", "1", "--transport", "tcp"},
+                                     extra));
   const auto ps = cluster.start("ps", 0, flags);
   TamperRelay relay(cluster.ps_port(0));
   cluster.route_workers_to_ps(0, relay.port());
