@@ -609,13 +609,17 @@ void PsService::pull(Connection& connection, bool with_slots, Scratch& scratch) 
       tensors.push_back(slot);
     }
     scratch.meta.clear();
-    proto::write(scratch.meta,
-                 proto::ShardReply{.shard = static_cast<uint32_t>(shard),
-                                   .step = step,
-                                   .finished = static_cast<uint8_t>(store_->finished()),
-                                   .halting = static_cast<uint8_t>(store_->halting())});
+    proto::write(scratch.meta, shard_reply(static_cast<uint32_t>(shard), step));
     connection.send(with_slots ? proto::kState : proto::kValues, 0, scratch.meta.bytes(), tensors);
   }
+}
+
+proto::ShardReply PsService::shard_reply(uint32_t shard, int64_t step, uint8_t outcome) const {
+  return {.shard = shard,
+          .outcome = outcome,
+          .step = step,
+          .finished = static_cast<uint8_t>(store_->finished()),
+          .halting = static_cast<uint8_t>(store_->halting())};
 }
 
 void PsService::pull_by_reference(Connection& connection, const Connection::Incoming& in,
@@ -633,11 +637,7 @@ void PsService::pull_by_reference(Connection& connection, const Connection::Inco
       write_peer_memory(scratch.worker_pid, address, std::as_bytes(values), connection.peer());
     });
     scratch.meta.clear();
-    proto::write(scratch.meta,
-                 proto::ShardReply{.shard = static_cast<uint32_t>(shard),
-                                   .step = step,
-                                   .finished = static_cast<uint8_t>(store_->finished()),
-                                   .halting = static_cast<uint8_t>(store_->halting())});
+    proto::write(scratch.meta, shard_reply(static_cast<uint32_t>(shard), step));
     connection.send(proto::kValues, 0, scratch.meta.bytes(), {});
   }
 }
@@ -776,11 +776,7 @@ void PsService::send_push_reply(Connection& connection, const DeferredReply& rep
     values[count++] = shard_values;
   }
   meta.clear();
-  proto::write(meta, proto::ShardReply{.shard = reply.shard,
-                                       .outcome = reply.outcome,
-                                       .step = step,
-                                       .finished = static_cast<uint8_t>(store_->finished()),
-                                       .halting = static_cast<uint8_t>(store_->halting())});
+  proto::write(meta, shard_reply(reply.shard, step, reply.outcome));
   connection.send(proto::kPushReply, reply.request_id, meta.bytes(), std::span(values, count));
 }
 

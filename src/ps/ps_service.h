@@ -118,6 +118,8 @@ class PsService {
   void pull(Connection& connection, bool with_slots, Scratch& scratch);
   // kPullRef: each shard's values written straight into the worker's arena.
   void pull_by_reference(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
+  // The reply of a shard at `step`, with whether training is over and the task is halting.
+  ps_protocol::ShardReply shard_reply(uint32_t shard, int64_t step, uint8_t outcome = 0) const;
   // kPush and kPushRef: the gradient received, or copied out of the worker's memory, then
   // applied and answered by apply_push.
   void push(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
