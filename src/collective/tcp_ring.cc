@@ -606,13 +606,12 @@ void TcpRing::wait_for_io(const Side* reading, SteadyClock::time_point until) {
   }
   TcpStream::wait_any(std::span(waits, count), timeout_ms);
   // Frames from a neighbour we are not reading from are keepalives or an abort, or a chunk
-  // arriving early; read their openings now so that an abort is acted on at once.
+  // arriving early; read their openings now so that an abort is acted on at once. A link moving
+  // chunks by reference is not read here: progress() reads its announcements first thing, where
+  // what they bring (a keepalive from the neighbour it waits on, a chunk read) counts against the
+  // timeouts. Read here, they kept a live neighbour's keepalives from counting.
   for (const Side side : {Side::kLeft, Side::kRight}) {
-    if (link(side).by_reference) {
-      read_announcements(side);
-    } else if (reading == nullptr || *reading != side) {
-      read_header(side);
-    }
+    if (!link(side).by_reference && (reading == nullptr || *reading != side)) read_header(side);
   }
 }
 
