@@ -145,10 +145,17 @@ class Builder {
                                 .stride_height = layer.strides[0],
                                 .stride_width = layer.strides[1],
                                 .padding = layer.padding};
-    if (layer.kind == LayerKind::kMaxPooling2D) {
-      push(std::make_unique<MaxPool2D>(options));
-    } else {
+    if (layer.kind != LayerKind::kMaxPooling2D) {
       push(std::make_unique<AveragePool2D>(options));
+    } else if (!layers_.empty() && dynamic_cast<const Relu*>(layers_.back().get()) != nullptr) {
+      // ReLU then max pooling is max pooling then ReLU: ReLU is monotone, so the window's first
+      // maximum is the same input either way, and its gradient is masked by the same sign. Run
+      // in that order, ReLU touches a quarter of the values (2x2 windows) in both passes.
+      layers_.pop_back();
+      push(std::make_unique<MaxPool2D>(options));
+      push(std::make_unique<Relu>(shape_));
+    } else {
+      push(std::make_unique<MaxPool2D>(options));
     }
   }
 

@@ -795,6 +795,41 @@ PoolRun pool_one_image(const Pool2DOptions& options, const std::vector<float>& i
   return run;
 }
 
+// build_model runs ReLU followed by max pooling as max pooling followed by ReLU (model_spec.cc).
+// Both orders give the same outputs and input gradients bit for bit, here on inputs of halves in
+// [-1, 1], so that windows hold ties, zeros, and nothing but negatives.
+TEST(MaxPool2D, AfterReluEqualsBeforeReluForwardAndBackward) {
+  const MaxPool2D pool(square_pool(7, 6, 3, 2, 2));
+  const Relu relu_before(pool.input_shape()), relu_after(pool.output_shape());
+  ParamSet params;
+  GradSet grads;
+  std::mt19937 rng(90);
+  const int batch = 3;
+  std::vector<float> x = uniform(batch_floats(pool.input_shape(), batch), -1, 1, rng);
+  for (float& v : x) v = std::round(v * 2) / 2;
+  const std::vector<float> dout = uniform(batch_floats(pool.output_shape(), batch), -1, 1, rng);
+  std::vector<float> scratch_a, scratch_b, unused;
+  std::vector<float> din_a(x.size()), din_b(x.size()), between_a(x.size()), between_b(dout.size());
+
+  std::vector<float> relu_x = run_forward(relu_before, params, batch, x, unused);
+  std::vector<float> y_a = run_forward(pool, params, batch, relu_x, scratch_a);
+  pool.backward(params, grads, {batch, relu_x.data(), y_a.data(), scratch_a.data()}, dout.data(),
+                between_a.data());
+  relu_before.backward(params, grads, {batch, x.data(), relu_x.data(), nullptr}, between_a.data(),
+                       din_a.data());
+
+  std::vector<float> pooled = run_forward(pool, params, batch, x, scratch_b);
+  std::vector<float> y_b = run_forward(relu_after, params, batch, pooled, unused);
+  relu_after.backward(params, grads, {batch, pooled.data(), y_b.data(), nullptr}, dout.data(),
+                      between_b.data());
+  pool.backward(params, grads, {batch, x.data(), pooled.data(), scratch_b.data()}, between_b.data(),
+                din_b.data());
+
+  EXPECT_EQ(y_a, y_b);
+  EXPECT_EQ(din_a, din_b);
+  EXPECT_GT(std::count(y_a.begin(), y_a.end(), 0.0f), 0) << "no window was all negative";
+}
+
 TEST(MaxPool2D, PicksTheMaximumOfEachWindowAndRoutesItsGradientThere) {
   const std::vector<float> image = {
       1, 5, 2, 0,  //

@@ -98,8 +98,8 @@ TEST_P(CnnFixture, BuildsSameAndValidConvolutionsAndBothPoolingsFromAReshapedInp
   EXPECT_EQ(output_shapes(*model), (std::vector<Shape>{
                                        {28, 28, 1},   // Reshape 784 -> 28x28x1
                                        {28, 28, 8},   // Conv2D 3x3 same
-                                       {28, 28, 8},   // relu
-                                       {14, 14, 8},   // MaxPooling2D 2x2 valid
+                                       {14, 14, 8},   // MaxPooling2D 2x2 valid, before
+                                       {14, 14, 8},   // the conv's relu (they commute)
                                        {12, 12, 16},  // Conv2D 3x3 valid
                                        {12, 12, 16},  // relu
                                        {6, 6, 16},    // AveragePooling2D 2x2 same
