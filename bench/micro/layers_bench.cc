@@ -64,7 +64,8 @@ struct ConvRig {
                .kernel_height = static_cast<int>(state.range(3)),
                .kernel_width = static_cast<int>(state.range(3)),
                .weight_name = "conv_w",
-               .bias_name = "conv_b"}),
+               .bias_name = "conv_b",
+               .implementation = static_cast<ConvImplementation>(state.range(5))}),
         params(layer.param_specs()),
         grads(layer.param_specs()),
         in(random_floats(kBatch * num_elements(layer.input_shape()), 3)),
@@ -89,13 +90,16 @@ struct ConvRig {
   std::vector<float> in, out, dout, din, scratch;
 };
 
-// Args: H (= W), C_in, C_out, kernel, and for backward whether din is computed (lenet's first
-// convolution needs no input gradient).
-#define LENET_CONVS(bench)                                       \
-  BENCHMARK(bench)                                               \
-      ->ArgNames({"hw", "cin", "cout", "k", "din"})              \
-      ->Args({28, 1, 32, 5, 0})  /* conv1: 28x28x1 -> 32, k5 */  \
-      ->Args({14, 32, 64, 5, 1}) /* conv2: 14x14x32 -> 64, k5 */ \
+// Args: H (= W), C_in, C_out, kernel, for backward whether din is computed (lenet's first
+// convolution needs no input gradient), and the implementation (ConvImplementation's value: 0
+// auto, 1 oneDNN, 2 direct, 3 im2col). lenet's two, then first layers with 1, 3 and 4 channels
+// by each implementation auto chooses between for them.
+#define LENET_CONVS(bench)                                          \
+  BENCHMARK(bench)                                                  \
+      ->ArgNames({"hw", "cin", "cout", "k", "din", "impl"})         \
+      ->Args({28, 1, 32, 5, 0, 0})  /* conv1: 28x28x1 -> 32, k5 */  \
+      ->Args({14, 32, 64, 5, 1, 0}) /* conv2: 14x14x32 -> 64, k5 */ \
+      ->ArgsProduct({{28}, {1, 3, 4}, {32}, {5}, {0, 1}, {2, 3}})   \
       ->Unit(benchmark::kMillisecond)
 
 void BM_Conv2DForward(benchmark::State& state) {

@@ -198,8 +198,9 @@ void add_bench_command(CLI::App& app, Action& action) {
   train->add_option("--reps", config->reps, "Timed repetitions (the median is reported)")
       ->capture_default_str();
   train
-      ->add_option("--conv_kernels", config->conv_kernels,
-                   "Convolutions by auto | onednn | im2col (auto: oneDNN where it is faster)")
+      ->add_option(
+          "--conv_kernels", config->conv_kernels,
+          "Convolutions by auto | onednn | direct | im2col (auto: the fastest for each layer)")
       ->capture_default_str();
   train->callback([config, &action] {
     action = [config] {

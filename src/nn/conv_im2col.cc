@@ -98,6 +98,30 @@ void Im2colConv::col2im_add(const float* cols, int images, float* din) const {
   }
 }
 
+void Im2colConv::input_gradient_chunk(const float* w, const float* dout, int images, float* dcols,
+                                      float* din) const {
+  const int p = patch_size(), o = s_.out_channels;
+  gemm(Trans::kNo, Trans::kYes, images * out_pixels(), p, o, 1.0f, dout, o, w, o, 0.0f, dcols, p,
+       Split::kNone);
+  col2im_add(dcols, images, din);
+}
+
+void Im2colConv::input_gradient(const float* w, const float* dout, int batch, float* din) const {
+  const int parts = parallel_parts();
+  parallel_ranges(static_cast<size_t>(parts), 1, [&](int part, size_t, size_t) {
+    const auto [begin, end] = conv_detail::image_range(batch, parts, part);
+    float* dcols = conv_detail::thread_buffer(
+        ThreadBuffer::kColumnGradient,
+        static_cast<size_t>(chunk_images_) * out_pixels() * patch_size());
+    std::fill_n(din + begin * s_.image_floats(), (end - begin) * s_.image_floats(), 0.0f);
+    for (int first = begin; first < end; first += chunk_images_) {
+      input_gradient_chunk(w, dout + first * s_.out_image_floats(),
+                           std::min(chunk_images_, end - first), dcols,
+                           din + first * s_.image_floats());
+    }
+  });
+}
+
 void Im2colConv::forward(const float* w, const float* bias, const float* in, int batch,
                          float* out) const {
   const int p = patch_size(), o = s_.out_channels, pixels = out_pixels();
@@ -152,10 +176,9 @@ void Im2colConv::backward(const float* w, const float* in, const float* dout, in
         const float* __restrict row = dout_chunk + static_cast<size_t>(r) * o;
         for (int j = 0; j < o; ++j) db_part[j] += row[j];
       }
-      if (din == nullptr) continue;
-      gemm(Trans::kNo, Trans::kYes, rows, p, o, 1.0f, dout_chunk, o, w, o, 0.0f, dcols, p,
-           Split::kNone);
-      col2im_add(dcols, images, din + first * s_.image_floats());
+      if (din != nullptr) {
+        input_gradient_chunk(w, dout_chunk, images, dcols, din + first * s_.image_floats());
+      }
     }
     dw_parts[part] = dw_part;
     db_parts[part] = db_part;

@@ -17,12 +17,17 @@ class Im2colConv final : public ConvKernels {
                float* out) const override;
   void backward(const float* w, const float* in, const float* dout, int batch, float beta,
                 float* dw, float* db, float* din) const override;
+  // din = the input gradient alone (backward's din), for DirectConv.
+  void input_gradient(const float* w, const float* dout, int batch, float* din) const;
 
  private:
   int patch_size() const;  // KH·KW·C_in: one row of the patch matrix
   int out_pixels() const { return s_.out_height * s_.out_width; }
   void im2col(const float* in, int images, float* cols) const;
   void col2im_add(const float* cols, int images, float* din) const;
+  // din = col2im(dout·wᵀ) for `images` images, by way of dcols; din is added to.
+  void input_gradient_chunk(const float* w, const float* dout, int images, float* dcols,
+                            float* din) const;
 
   ConvShape s_;
   int chunk_images_;  // images whose patch rows a thread builds at once

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "base/error.h"
+#include "nn/conv_direct.h"
 #include "nn/conv_im2col.h"
 #include "nn/conv_onednn.h"
 #include "tensor/aligned.h"
@@ -19,6 +20,8 @@ std::string_view conv_implementation_name(ConvImplementation implementation) {
       return "auto";
     case ConvImplementation::kOneDnn:
       return "onednn";
+    case ConvImplementation::kDirect:
+      return "direct";
     case ConvImplementation::kIm2col:
       return "im2col";
   }
@@ -26,24 +29,35 @@ std::string_view conv_implementation_name(ConvImplementation implementation) {
 }
 
 ConvImplementation parse_conv_implementation(std::string_view name) {
-  for (const ConvImplementation c :
-       {ConvImplementation::kAuto, ConvImplementation::kOneDnn, ConvImplementation::kIm2col}) {
+  for (const ConvImplementation c : {ConvImplementation::kAuto, ConvImplementation::kOneDnn,
+                                     ConvImplementation::kDirect, ConvImplementation::kIm2col}) {
     if (name == conv_implementation_name(c)) return c;
   }
   throw std::invalid_argument(
-      fmt::format("--conv_kernels {}: choose auto, onednn or im2col", std::string(name)));
+      fmt::format("--conv_kernels {}: choose auto, onednn, direct or im2col", std::string(name)));
 }
 
 std::unique_ptr<ConvKernels> make_conv_kernels(const ConvShape& shape,
                                                ConvImplementation implementation,
                                                std::string_view layer) {
-  if (implementation == ConvImplementation::kIm2col) return std::make_unique<Im2colConv>(shape);
   std::string why_not;
-  std::unique_ptr<ConvKernels> onednn =
-      OneDnnConv::create(shape, implementation == ConvImplementation::kOneDnn, &why_not);
-  if (onednn != nullptr) return onednn;
-  if (implementation == ConvImplementation::kOneDnn) {
-    throw Error(fmt::format("conv2d '{}': --conv_kernels onednn: {}", layer, why_not));
+  switch (implementation) {
+    case ConvImplementation::kIm2col:
+      return std::make_unique<Im2colConv>(shape);
+    case ConvImplementation::kDirect:
+      if (!DirectConv::supports(shape, &why_not)) {
+        throw Error(fmt::format("conv2d '{}': --conv_kernels direct: {}", layer, why_not));
+      }
+      return std::make_unique<DirectConv>(shape, *direct_conv_isas_here().front());
+    case ConvImplementation::kOneDnn:
+      if (auto onednn = OneDnnConv::create(shape, /*forced=*/true, &why_not)) return onednn;
+      throw Error(fmt::format("conv2d '{}': --conv_kernels onednn: {}", layer, why_not));
+    case ConvImplementation::kAuto:
+      break;
+  }
+  if (auto onednn = OneDnnConv::create(shape, /*forced=*/false, &why_not)) return onednn;
+  if (DirectConv::supports(shape, &why_not)) {
+    return std::make_unique<DirectConv>(shape, *direct_conv_isas_here().front());
   }
   return std::make_unique<Im2colConv>(shape);
 }

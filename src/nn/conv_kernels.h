@@ -1,12 +1,13 @@
 // The arithmetic behind Conv2D, behind one seam so the layer can run whichever implementation is
 // fastest for its shape: oneDNN's JIT convolutions (conv_onednn.h) where oneDNN has a vectorised
-// kernel for the shape, im2col + OpenBLAS GEMM (conv_im2col.h) elsewhere, e.g. a first layer with
-// one input channel, for which oneDNN 2.6 offers only its reference loops.
+// kernel for the shape; dtrain's direct kernels (conv_direct.h) for few input channels, e.g. a
+// first layer with one, for which oneDNN 2.6 offers only its reference loops; im2col + OpenBLAS
+// GEMM (conv_im2col.h) for the rest.
 //
-// Both divide a batch over the current ThreadTeam by images: each thread convolves its own images
-// from start to end, so nothing between the layer's products is serial and each thread's working
-// set stays in its own core's cache. The weight gradient is then one partial sum per thread, added
-// in thread order, so a given team size gives the same gradient bit for bit.
+// All three divide a batch over the current ThreadTeam by images: each thread convolves its own
+// images from start to end, so nothing between the layer's products is serial and each thread's
+// working set stays in its own core's cache. The weight gradient is then one partial sum per
+// thread, added in thread order, so a given team size gives the same gradient bit for bit.
 #pragma once
 
 #include <cstddef>
@@ -62,19 +63,20 @@ class ConvKernels {
 };
 
 // Which implementation Conv2D runs: kAuto takes oneDNN where it has a vectorised kernel for the
-// shape that is faster than im2col, and im2col otherwise; the others force one, whatever its speed
-// (tests and `dtrain bench train` compare them).
-enum class ConvImplementation { kAuto, kOneDnn, kIm2col };
+// shape that is faster than im2col, the direct kernels where they run the shape, and im2col
+// otherwise; the others force one, whatever its speed (tests and `dtrain bench train` compare
+// them).
+enum class ConvImplementation { kAuto, kOneDnn, kDirect, kIm2col };
 std::string_view conv_implementation_name(ConvImplementation implementation);
 // Throws std::invalid_argument naming the value and the choices.
 ConvImplementation parse_conv_implementation(std::string_view name);
 
-// Throws Error naming `layer` when kOneDnn is forced on a shape oneDNN cannot run at all.
+// Throws Error naming `layer` when kOneDnn or kDirect is forced on a shape it cannot run at all.
 std::unique_ptr<ConvKernels> make_conv_kernels(const ConvShape& shape,
                                                ConvImplementation implementation,
                                                std::string_view layer);
 
-// The helpers both implementations share.
+// The helpers the implementations share.
 namespace conv_detail {
 
 // [begin, end) of the images part p of `parts` convolves: the whole batch split evenly.

@@ -3,6 +3,7 @@
 // The checks use the scalar loss L = Σ out ⊙ R for a fixed random R, so backward with dout = R must
 // give dL/dparams and dL/din.
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -352,6 +353,16 @@ const auto kConvCases = testing::Values(
 const auto kConvImplementations =
     testing::Values(ConvImplementation::kIm2col, ConvImplementation::kOneDnn);
 
+// The direct kernels take output channels 16 at a time, 32 where they can: 16, 32 and 48 (a pair
+// and a single block). Rows of outputs go in strips, here with a last partial strip (29 columns),
+// and kernel rows of 15 taps (3 channels × 5) in groups with a partial last one; strides and
+// VALID padding as above.
+const auto kDirectConvCases =
+    testing::Values(ConvCase{5, 5, 1, 16, 3}, ConvCase{6, 5, 2, 48, 4}, ConvCase{3, 29, 1, 16, 3},
+                    ConvCase{6, 6, 3, 32, 5}, ConvCase{7, 6, 3, 16, 3, 3, 2, 2},
+                    ConvCase{7, 6, 2, 32, 3, 2, 2, 3, Padding::kValid},
+                    ConvCase{4, 5, 1, 16, 4, 5, 1, 1, Padding::kValid});
+
 class Conv2DGradient : public testing::TestWithParam<ConvParam> {};
 
 TEST_P(Conv2DGradient, MatchesFiniteDifferences) {
@@ -364,6 +375,10 @@ TEST_P(Conv2DGradient, MatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(GradientCheck, Conv2DGradient,
                          testing::Combine(kConvCases, kConvImplementations), conv_case_name);
+INSTANTIATE_TEST_SUITE_P(Direct, Conv2DGradient,
+                         testing::Combine(kDirectConvCases,
+                                          testing::Values(ConvImplementation::kDirect)),
+                         conv_case_name);
 
 // Backward computes the input gradient a few images at a time; 9 images spans several such chunks
 // and ends on a partial one.
@@ -381,7 +396,8 @@ TEST(GradientCheck, Conv2DMatchesFiniteDifferencesOverABatchOfManyImages) {
 class Conv2DOnATeam : public testing::TestWithParam<ConvImplementation> {};
 
 TEST_P(Conv2DOnATeam, MatchesFiniteDifferencesWhenThreadsSplitTheBatch) {
-  Conv2D layer = make_conv({5, 5, 8, 3, 3, 0, 1, 1, Padding::kSame, GetParam()});
+  const int out_channels = GetParam() == ConvImplementation::kDirect ? 16 : 3;
+  Conv2D layer = make_conv({5, 5, 8, out_channels, 3, 0, 1, 1, Padding::kSame, GetParam()});
   ThreadTeam team(3);
   ScopedTeam scope(&team);
   std::mt19937 rng(44);
@@ -393,17 +409,33 @@ TEST_P(Conv2DOnATeam, MatchesFiniteDifferencesWhenThreadsSplitTheBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(GradientCheck, Conv2DOnATeam, kConvImplementations,
+INSTANTIATE_TEST_SUITE_P(GradientCheck, Conv2DOnATeam,
+                         testing::Values(ConvImplementation::kIm2col, ConvImplementation::kOneDnn,
+                                         ConvImplementation::kDirect),
                          [](const testing::TestParamInfo<ConvImplementation>& info) {
                            return std::string(conv_implementation_name(info.param));
                          });
 
-// auto takes oneDNN where it is measured faster (8 input channels and more) and names what runs.
-TEST(Conv2D, AutoTakesOneDnnFromEightInputChannelsAndIm2colBelow) {
+// auto takes oneDNN where it is measured faster (8 input channels and more), the direct kernels
+// below that where they run the shape (output channels a multiple of 16), im2col elsewhere; and
+// it names what runs.
+TEST(Conv2D, AutoTakesOneDnnFromEightInputChannelsDirectBelowAndIm2colElsewhere) {
   EXPECT_EQ(make_conv({14, 14, 32, 64, 5}).kernels().rfind("oneDNN ", 0), 0u)
       << make_conv({14, 14, 32, 64, 5}).kernels();
-  EXPECT_EQ(make_conv({28, 28, 1, 32, 5}).kernels(), "im2col + OpenBLAS");
-  EXPECT_EQ(make_conv({28, 28, 4, 32, 5}).kernels(), "im2col + OpenBLAS");
+  EXPECT_EQ(make_conv({28, 28, 1, 32, 5}).kernels().rfind("direct ", 0), 0u)
+      << make_conv({28, 28, 1, 32, 5}).kernels();
+  EXPECT_EQ(make_conv({28, 28, 4, 48, 5}).kernels().rfind("direct ", 0), 0u);
+  EXPECT_EQ(make_conv({28, 28, 4, 20, 5}).kernels(), "im2col + OpenBLAS");
+}
+
+TEST(Conv2D, ForcingDirectKernelsOnAShapeTheyDoNotRunNamesTheLayerAndWhy) {
+  try {
+    make_conv({28, 28, 1, 20, 5, 0, 1, 1, Padding::kSame, ConvImplementation::kDirect});
+    FAIL() << "20 output channels were accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("conv2d 'conv_w'"));
+    EXPECT_THAT(e.what(), testing::HasSubstr("20 output channels"));
+  }
 }
 
 struct PoolCase {
@@ -680,6 +712,10 @@ TEST_P(Conv2DForward, EqualsDirectConvolutionOnRandomData) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Conv2D, Conv2DForward, testing::Combine(kConvCases, kConvImplementations),
+                         conv_case_name);
+INSTANTIATE_TEST_SUITE_P(Direct, Conv2DForward,
+                         testing::Combine(kDirectConvCases,
+                                          testing::Values(ConvImplementation::kDirect)),
                          conv_case_name);
 
 // One 3x3 image holding 1..9, one input and one output channel; returns the 3x3 output.
