@@ -200,7 +200,8 @@ void run_allreduce_bench_rank(const AllreduceBenchConfig& config, int rank,
   options.authenticate_frames = config.authenticate_frames;
   options.timeout_ms = config.timeout_ms;
   options.job = "rank";
-  options.spin_us = config.spin_us >= 0 ? config.spin_us : ring_spin_us(config.ranks);
+  options.spin_us =
+      config.spin_us >= 0 ? config.spin_us : ring_spin_us(config.ranks, config.transport);
   options.transport = config.transport;
   TcpRing ring(options);
   ring.connect({"127.0.0.1", ports[(rank + 1) % config.ranks]});

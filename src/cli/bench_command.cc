@@ -141,8 +141,8 @@ void add_bench_allreduce_command(CLI::App& bench, Action& action) {
       ->capture_default_str();
   allreduce
       ->add_option("--spin_us", flags->config.spin_us,
-                   "Microseconds a waiting rank retries before it sleeps (default: chosen from "
-                   "ranks per core)")
+                   "Microseconds a waiting rank retries before it sleeps (default: 50, or 0 over "
+                   "--transport tcp when ranks outnumber cores)")
       ->capture_default_str();
   allreduce
       ->add_option("--algorithm", flags->algorithm,

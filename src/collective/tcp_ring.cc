@@ -19,7 +19,9 @@ namespace dtrain {
 
 namespace proto = ring_protocol;
 
-int ring_spin_us(int ranks_here) { return ranks_here <= available_cores() ? 50 : 0; }
+int ring_spin_us(int ranks_here, Transport transport) {
+  return ranks_here <= available_cores() || transport != Transport::kTcp ? 50 : 0;
+}
 
 TcpRing::TcpRing(TcpRingOptions options) : options_(std::move(options)) {
   if (options_.size < 1 || options_.rank < 0 || options_.rank >= options_.size) {

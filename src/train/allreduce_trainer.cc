@@ -126,17 +126,18 @@ class AllreduceStrategy final : public Strategy {
     const HostPort& own = config.cluster.cluster.address(config.cluster.task);
     const BindAddress bind = bind_address_for(own, config.cluster.bind_host);
     fmt::print(out_, "worker={}: listening on {}:{} ({})\n", rank_, bind.host, own.port, bind.why);
-    ring_.emplace(TcpRingOptions{.size = size(),
-                                 .rank = rank_,
-                                 .bind_host = bind.host,
-                                 .port = own.port,
-                                 .secret = config.secret,
-                                 .authenticate_frames = config.cluster.authenticate_frames,
-                                 .fingerprint = fnv1a(settings_),
-                                 .timeout_ms = config.collective_timeout_ms,
-                                 .spin_us = ring_spin_us(workers_on_host(own.host)),
-                                 .job = rank_prefix(),
-                                 .transport = config.transport});
+    ring_.emplace(
+        TcpRingOptions{.size = size(),
+                       .rank = rank_,
+                       .bind_host = bind.host,
+                       .port = own.port,
+                       .secret = config.secret,
+                       .authenticate_frames = config.cluster.authenticate_frames,
+                       .fingerprint = fnv1a(settings_),
+                       .timeout_ms = config.collective_timeout_ms,
+                       .spin_us = ring_spin_us(workers_on_host(own.host), config.transport),
+                       .job = rank_prefix(),
+                       .transport = config.transport});
     communicator_.emplace(*ring_, CollectiveOptions{.max_chunk_bytes = config.chunk_bytes});
   }
 
