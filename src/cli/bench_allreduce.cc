@@ -23,6 +23,7 @@
 #include "cluster/local_launcher.h"
 #include "collective/communicator.h"
 #include "collective/tcp_ring.h"
+#include "tensor/aligned.h"
 
 namespace dtrain::cli {
 namespace {
@@ -87,7 +88,7 @@ void print_header(const AllreduceBenchConfig& config, const std::string& payload
 // Times one size on every rank; returns the median seconds (the same on every rank).
 double time_size(Communicator& communicator, const AllreduceBenchConfig& config, uint64_t bytes,
                  int& iters) {
-  std::vector<float> data(bytes / sizeof(float), 0.0f);  // zeros stay zeros, however many sums
+  FloatBuffer data(bytes / sizeof(float), 0.0f);  // zeros stay zeros, however many sums
   double fastest = 1e30;
   for (int i = 0; i < kWarmupIters; ++i) {
     const auto start = Clock::now();
