@@ -6,8 +6,8 @@
 // buffer then takes one TLB entry per 2 MiB instead of per 4 KiB, and, what matters most, a
 // co-located peer that copies it with process_vm_readv (comm/peer_memory.h) pins 512 times fewer
 // pages: an all-reduce between two processes of one host runs 20% faster at 1 MiB, 25-35% at
-// 16 MiB and 55-65% at 64 MiB. Rounding up to whole huge pages costs at most half of such a
-// mapping, and only for buffers under 2 MiB.
+// 16 MiB and 55-65% at 64 MiB. Rounding up to whole huge pages costs under 2 MiB a buffer, at most
+// half of its mapping.
 #pragma once
 
 #include <cstddef>
