@@ -94,7 +94,11 @@ class PsClient::Lane {
   std::unique_ptr<Connection> connection;
   bool initialized = false;  // as of the last hello
   PayloadPath path;          // as of the last hello
-  proto::MetaWriter meta;    // the sender's
+  // As of the last hello: which ps process answered (a restarted ps has another) and the step of
+  // the checkpoint it restored, -1 for none.
+  uint64_t instance = 0;
+  int64_t restored_step = -1;
+  proto::MetaWriter meta;  // the sender's
   JobThread sender, receiver;
 
   // Reads the next reply, which must be of type `expected`; a kError reply becomes an Error with
@@ -160,6 +164,8 @@ int64_t PsClient::say_hello(Lane& lane) {
   const bool initialized = r.get<uint8_t>() != 0;
   const auto next_sequence = r.get<uint64_t>();
   const auto step = r.get<int64_t>();
+  const auto instance = r.get<uint64_t>();
+  const auto restored_step = r.get<int64_t>();
   if (ps != lane.ps) {
     throw Error(
         fmt::format("{} says it is ps{}: the ps hosts are listed in another order "
@@ -183,6 +189,8 @@ int64_t PsClient::say_hello(Lane& lane) {
     throw Error(shm_failure(lane.ps, path.why_not));
   }
   lane.path = path;
+  lane.instance = instance;
+  lane.restored_step = restored_step;
   std::lock_guard lock(mutex_);
   initialized_at_hello_ = initialized_at_hello_ && initialized;
   lane.initialized = initialized;
@@ -264,6 +272,7 @@ void PsClient::reconnect(Lane& lane, const std::string& why,
   const auto start = Clock::now();
   int64_t step = 0;
   const bool memory_before = lane.path.memory;
+  const uint64_t instance_before = lane.instance;
   retrying(lane.ps, deadline, "reconnect", [&] {
     lane.connection = connect_once(lane.ps, deadline);
     step = say_hello(lane);
@@ -278,11 +287,15 @@ void PsClient::reconnect(Lane& lane, const std::string& why,
   int64_t before = 0;
   for (size_t shard : map_.shards_of_ps[static_cast<size_t>(lane.ps)])
     before = std::max(before, shard_step_[shard]);
-  if (step < before) {
+  // A restarted ps went back to its checkpoint even when other workers have since pushed it past
+  // the step this worker last saw, so its restored step, not its current one, says what was lost.
+  const bool restarted = lane.instance != instance_before;
+  const int64_t back_to = restarted && lane.restored_step >= 0 ? lane.restored_step : step;
+  if (back_to < before) {
     report(fmt::format(
         "ps{} is back after {:.1f} s, restored at global step {}: the {} steps after that "
         "checkpoint are lost",
-        lane.ps, seconds, step, before - step));
+        lane.ps, seconds, back_to, before - back_to));
   } else {
     report(fmt::format("reconnected to ps{} after {:.1f} s", lane.ps, seconds));
   }

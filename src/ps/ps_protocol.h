@@ -10,7 +10,10 @@
 //     (worker -1: a client that never pushes; else the worker its handshake's identity names)
 //     (memory 1: the worker asks to move payloads through memory, below)
 //     (kHelloReply: ps i32, initialized u8, next_sequence u64, step i64 of its first shard,
-//      memory u8, then if 1 a challenge, else why not)
+//      instance u64, restored_step i64, memory u8, then if 1 a challenge, else why not)
+//     (instance: drawn at random when the ps process starts, so that a worker tells a restarted
+//      ps from a cut connection; restored_step: the global step of the checkpoint that process
+//      restored its shards from, -1 if it restored none)
 //   kMemoryOffer (after memory 1)    an offer                            -               kMemoryReady
 //     (kMemoryReady: memory u8, then if 0 why not)
 //   kInit (chief)                    shard u32, step i64, slots u32      values, slots   kAck

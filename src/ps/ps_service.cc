@@ -18,6 +18,7 @@
 #include <chrono>
 #include <deque>
 #include <exception>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -31,6 +32,11 @@ namespace dtrain {
 namespace proto = ps_protocol;
 
 namespace {
+
+uint64_t random_instance() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
 
 // How messages name the peer that said hello as `worker`: "worker1", or "a client" for one that
 // never pushes.
@@ -178,13 +184,17 @@ namespace {
 PsService::PsService(PsServiceOptions options, const PsRestoredState* restored)
     : options_(std::move(options)),
       fingerprint_(partition_fingerprint(ParamSet(options_.specs), options_.map)),
+      instance_(random_instance()),
       arena_floats_(ParamSet(options_.specs).flat().size()) {
   store_ = std::make_unique<ShardStore>(options_.specs, options_.map, options_.ps,
                                         options_.optimizer, options_.sync);
   for (size_t shard : store_->shards())
     max_shard_size_ = std::max(max_shard_size_, store_->shard_size(shard));
   workers_.resize(static_cast<size_t>(options_.sync.total_num_replicas));
-  if (restored != nullptr) initialize_from(restored->params, restored->slots, restored->step);
+  if (restored != nullptr) {
+    initialize_from(restored->params, restored->slots, restored->step);
+    restored_step_ = restored->step;
+  }
   server_ = std::make_unique<Server>(options_.server,
                                      [this](Connection& connection) { serve(connection); });
 }
@@ -501,7 +511,9 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
   meta.put(static_cast<int32_t>(options_.ps))
       .put(static_cast<uint8_t>(store_->initialized()))
       .put(next_sequence)
-      .put(step);
+      .put(step)
+      .put(instance_)
+      .put(restored_step_);
   const bool offer_memory = wants_memory && options_.transport != Transport::kTcp;
   meta.put(static_cast<uint8_t>(offer_memory));
   if (offer_memory) {

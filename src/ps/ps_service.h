@@ -145,7 +145,9 @@ class PsService {
 
   const PsServiceOptions options_;
   const uint64_t fingerprint_;
-  const size_t arena_floats_;  // of the model's parameter arena, where kPullRef's values land
+  const uint64_t instance_;     // kHelloReply's: this process, as opposed to a restarted one
+  int64_t restored_step_ = -1;  // the checkpoint's step, once initialised from one
+  const size_t arena_floats_;   // of the model's parameter arena, where kPullRef's values land
   std::unique_ptr<ShardStore> store_;
   size_t max_shard_size_ = 0;
 

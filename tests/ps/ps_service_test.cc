@@ -296,6 +296,21 @@ class HandSpokenPeer {
     const std::span<const float> tensors[] = {grad};
     return request(ps_protocol::kPush, meta, tensors);
   }
+  // Which ps process answers a hello, and the step it restored (kHelloReply).
+  std::pair<uint64_t, int64_t> hello_instance(uint64_t fingerprint, int worker) {
+    ps_protocol::MetaWriter meta;
+    meta.put(fingerprint).put(static_cast<int32_t>(worker)).put(uint8_t{0});
+    connection_->send(ps_protocol::kHello, 0, meta.bytes(), {});
+    const auto in = connection_->receive();
+    EXPECT_EQ(in.type, ps_protocol::kHelloReply);
+    ps_protocol::MetaReader r(in.meta);
+    r.get<int32_t>();   // ps
+    r.get<uint8_t>();   // initialized
+    r.get<uint64_t>();  // next sequence
+    r.get<int64_t>();   // step
+    const auto instance = r.get<uint64_t>();
+    return {instance, r.get<int64_t>()};
+  }
   // The challenge of a hello that asks for payloads through memory.
   Challenge hello_asking_memory(uint64_t fingerprint, int worker) {
     ps_protocol::MetaWriter meta;
@@ -308,6 +323,8 @@ class HandSpokenPeer {
     r.get<uint8_t>();   // initialized
     r.get<uint64_t>();  // next sequence
     r.get<int64_t>();   // step
+    r.get<uint64_t>();  // instance
+    r.get<int64_t>();   // restored step
     EXPECT_EQ(r.get<uint8_t>(), 1) << "the ps offers no memory link";
     return get_challenge(r);
   }
@@ -385,6 +402,33 @@ TEST(PsService, AWorkersPushesAndDoneReportCountOnlyOnTheConnectionItsHandshakeP
 // Payloads through memory are the ps's copies into and out of a process its handshake proved: a
 // peer with the secret cannot have the ps read from where it likes before it has shown, at the
 // ps's challenge, that the memory is its own; nor by pointing at bytes other than the challenge.
+// What lets a worker tell a restarted ps from a cut connection, and report the steps that went
+// with the restart even after other workers have pushed the ps past them: each ps process answers
+// with an instance of its own and the step of the checkpoint it restored.
+TEST(PsService, AHelloNamesThePsProcessAndTheStepItRestored) {
+  Cluster cluster(1, 1, /*sync=*/false);
+  PsServiceOptions options;
+  options.specs = specs();
+  options.map = cluster.map;
+  options.sync = SyncOptions{.sync_replicas = false, .total_num_replicas = 1};
+  options.server = testing::loopback_options();
+  ParamSet restored_values(specs());
+  fill_ramp(restored_values);
+  const PsRestoredState checkpoint{restored_values, {}, 7};
+  PsService restarted(options, &checkpoint);
+  const uint64_t fingerprint = partition_fingerprint(ParamSet(specs()), cluster.map);
+
+  HandSpokenPeer first(*cluster.services[0], "worker 0", 11);
+  const auto [first_instance, first_restored] = first.hello_instance(fingerprint, 0);
+  EXPECT_EQ(first_restored, -1) << "a ps the chief initialises restored nothing";
+  HandSpokenPeer second(restarted, "worker 0", 12);
+  const auto [second_instance, second_restored] = second.hello_instance(fingerprint, 0);
+  EXPECT_EQ(second_restored, 7);
+  EXPECT_NE(first_instance, second_instance);
+  // The same process answers alike every time it is asked.
+  EXPECT_EQ(second.hello_instance(fingerprint, 0), std::make_pair(second_instance, int64_t{7}));
+}
+
 TEST(PsService, APushByReferenceNeedsTheWorkersMemoryProvedFirst) {
   Cluster cluster(1, 1, /*sync=*/false);
   PsService& ps = *cluster.services[0];
