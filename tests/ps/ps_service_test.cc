@@ -18,6 +18,7 @@
 #include <future>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -296,10 +297,15 @@ class HandSpokenPeer {
     const std::span<const float> tensors[] = {grad};
     return request(ps_protocol::kPush, meta, tensors);
   }
-  // Which ps process answers a hello, and the step it restored (kHelloReply).
-  std::pair<uint64_t, int64_t> hello_instance(uint64_t fingerprint, int worker) {
+  // What a kHelloReply says beyond its ps, initialisation, next sequence and step.
+  struct HelloReply {
+    uint64_t instance = 0;
+    int64_t restored_step = 0;
+    std::optional<Challenge> challenge;  // when it offers payloads through memory
+  };
+  HelloReply hello_reply(uint64_t fingerprint, int worker, bool memory) {
     ps_protocol::MetaWriter meta;
-    meta.put(fingerprint).put(static_cast<int32_t>(worker)).put(uint8_t{0});
+    meta.put(fingerprint).put(static_cast<int32_t>(worker)).put(static_cast<uint8_t>(memory));
     connection_->send(ps_protocol::kHello, 0, meta.bytes(), {});
     const auto in = connection_->receive();
     EXPECT_EQ(in.type, ps_protocol::kHelloReply);
@@ -308,25 +314,22 @@ class HandSpokenPeer {
     r.get<uint8_t>();   // initialized
     r.get<uint64_t>();  // next sequence
     r.get<int64_t>();   // step
-    const auto instance = r.get<uint64_t>();
-    return {instance, r.get<int64_t>()};
+    HelloReply reply;
+    reply.instance = r.get<uint64_t>();
+    reply.restored_step = r.get<int64_t>();
+    if (r.get<uint8_t>() != 0) reply.challenge = get_challenge(r);
+    return reply;
+  }
+  // Which ps process answers a hello, and the step it restored.
+  std::pair<uint64_t, int64_t> hello_instance(uint64_t fingerprint, int worker) {
+    const HelloReply reply = hello_reply(fingerprint, worker, /*memory=*/false);
+    return {reply.instance, reply.restored_step};
   }
   // The challenge of a hello that asks for payloads through memory.
   Challenge hello_asking_memory(uint64_t fingerprint, int worker) {
-    ps_protocol::MetaWriter meta;
-    meta.put(fingerprint).put(static_cast<int32_t>(worker)).put(uint8_t{1});
-    connection_->send(ps_protocol::kHello, 0, meta.bytes(), {});
-    const auto in = connection_->receive();
-    EXPECT_EQ(in.type, ps_protocol::kHelloReply);
-    ps_protocol::MetaReader r(in.meta);
-    r.get<int32_t>();   // ps
-    r.get<uint8_t>();   // initialized
-    r.get<uint64_t>();  // next sequence
-    r.get<int64_t>();   // step
-    r.get<uint64_t>();  // instance
-    r.get<int64_t>();   // restored step
-    EXPECT_EQ(r.get<uint8_t>(), 1) << "the ps offers no memory link";
-    return get_challenge(r);
+    const HelloReply reply = hello_reply(fingerprint, worker, /*memory=*/true);
+    EXPECT_TRUE(reply.challenge) << "the ps offers no memory link";
+    return reply.challenge.value_or(Challenge{});
   }
   void send(uint16_t type, const ps_protocol::MetaWriter& meta) {
     connection_->send(type, 0, meta.bytes(), {});
