@@ -19,6 +19,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -402,9 +403,6 @@ TEST(PsService, AWorkersPushesAndDoneReportCountOnlyOnTheConnectionItsHandshakeP
   EXPECT_EQ(ps.store().counters(0).duplicates, 0);
 }
 
-// Payloads through memory are the ps's copies into and out of a process its handshake proved: a
-// peer with the secret cannot have the ps read from where it likes before it has shown, at the
-// ps's challenge, that the memory is its own; nor by pointing at bytes other than the challenge.
 // What lets a worker tell a restarted ps from a cut connection, and report the steps that went
 // with the restart even after other workers have pushed the ps past them: each ps process answers
 // with an instance of its own and the step of the checkpoint it restored.
@@ -432,6 +430,48 @@ TEST(PsService, AHelloNamesThePsProcessAndTheStepItRestored) {
   EXPECT_EQ(second.hello_instance(fingerprint, 0), std::make_pair(second_instance, int64_t{7}));
 }
 
+// A worker that lost its ps to a restart reports the steps the restart took back, even when
+// another worker reached the restarted ps first and pushed it past the step this one last saw.
+TEST(PsService, AWorkerReportsTheStepsARestartedPsLostAfterOthersPushedItPastThem) {
+  Cluster cluster(1, 2, /*sync=*/false);
+  const uint16_t port = cluster.services[0]->port();
+  ParamSet params(specs()), grads(specs());
+  fill(grads, 1.0f);
+  std::vector<std::string> reports;
+  PsClientOptions first_options = cluster.client(0);
+  first_options.report = [&reports](const std::string& line) { reports.push_back(line); };
+  const PsClientOptions second_options = cluster.client(1);
+  PsClient first(params, cluster.map, first_options);
+  first.initialize(params, {}, 0);
+  for (int i = 0; i < 5; ++i) first.push_pull(grads, params, 0.1f);
+  ASSERT_EQ(first.global_step(), 5);
+
+  // The ps restarts on its port from a checkpoint of step 2.
+  cluster.services[0].reset();
+  PsServiceOptions options;
+  options.specs = specs();
+  options.map = cluster.map;
+  options.sync = SyncOptions{.sync_replicas = false, .total_num_replicas = 2};
+  options.server = testing::loopback_options();
+  options.server.port = port;
+  ParamSet checkpoint_values(specs());
+  const PsRestoredState checkpoint{checkpoint_values, {}, 2};
+  PsService restarted(options, &checkpoint);
+
+  PsClient second(params, cluster.map, second_options);
+  for (int i = 0; i < 6; ++i) second.push_pull(grads, params, 0.1f);
+  ASSERT_EQ(second.global_step(), 8);
+
+  first.push_pull(grads, params, 0.1f);
+  EXPECT_EQ(first.global_step(), 9);
+  EXPECT_THAT(reports,
+              ::testing::Contains(HasSubstr(
+                  "restored at global step 2: the 3 steps after that checkpoint are lost")));
+}
+
+// Payloads through memory are the ps's copies into and out of a process its handshake proved: a
+// peer with the secret cannot have the ps read from where it likes before it has shown, at the
+// ps's challenge, that the memory is its own; nor by pointing at bytes other than the challenge.
 TEST(PsService, APushByReferenceNeedsTheWorkersMemoryProvedFirst) {
   Cluster cluster(1, 1, /*sync=*/false);
   PsService& ps = *cluster.services[0];
