@@ -65,7 +65,10 @@ double median(std::vector<float> values) {
 std::string payload_path(const TcpRing& ring) {
   if (ring.size() == 1) return "none";
   if (ring.reads_memory(Side::kLeft) && ring.reads_memory(Side::kRight)) {
-    return "copied out of the sender's memory (process_vm_readv), frames over loopback TCP";
+    return ring.shares_mailbox(Side::kLeft) && ring.shares_mailbox(Side::kRight)
+               ? "copied out of the sender's memory (process_vm_readv), announced through a "
+                 "shared mailbox, keepalives over loopback TCP"
+               : "copied out of the sender's memory (process_vm_readv), frames over loopback TCP";
   }
   return "loopback TCP";
 }

@@ -6,11 +6,13 @@
 //   from the rank that connected  meta                                  tensors   answer
 //   kRingHello             ring size i32, rank i32, fingerprint u64,    -         kRingWelcome or kRingRefused
 //                          reads u8, then if 1 a challenge
-//   kRingLinkMode          reads u8, then if 1 an offer, else why not   -         kRingLinkReady if reads
+//   kRingLinkMode          reads u8, then if 1 an offer and a mailbox   -         kRingLinkReady if reads
+//                          fd i32 (-1: none), else why not
 //   from the rank that listened
 //   kRingWelcome           reads u8, then if 1 an offer and a           -         kRingLinkMode if reads
 //                          challenge, else why not
-//   kRingLinkReady         reads u8, then if 0 why not                  -         -
+//   kRingLinkReady         reads u8, mailbox u8, then if reads 0 why    -         -
+//                          not
 //   either way
 //   kRingChunk             op u64, step u32, chunk u32                  the chunk -
 //   kRingChunkRef          op u64, step u32, chunk u32, address u64,    -         kRingChunkRead
@@ -26,6 +28,13 @@
 // kRingLinkReady). When both succeed, chunks go both ways as kRingChunkRef: the receiver copies
 // the bytes out of the sender's memory, then answers kRingChunkRead, in the order the references
 // came, after which the sender may reuse that memory. Otherwise they go as kRingChunk.
+//
+// The connecting rank of a by-reference link also offers a mailbox (comm/shared_mailbox.h), the
+// descriptor number of a page it created; mailbox 1 in kRingLinkReady says the listening rank has
+// mapped it. Then neither kRingChunkRef nor kRingChunkRead crosses the connection: each is a record
+// in the mailbox (a reference: op, step << 32 | chunk, address, bytes; a read: the acknowledged
+// count), and a rank that posts one to a neighbour asleep in poll() sends it a kRingKeepalive to
+// wake it.
 //
 // kRingRefused's meta is the reason. A rank that stops sends an abort to both neighbours, and each
 // rank passes it on to its other neighbour, because every rank blocked in a collective is waiting

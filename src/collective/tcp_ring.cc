@@ -19,6 +19,16 @@ namespace dtrain {
 
 namespace proto = ring_protocol;
 
+namespace {
+
+// A chunk reference in a mailbox record: the fields of kRingChunkRef's meta.
+SharedMailbox::Record chunk_record(ChunkTag tag, std::span<const float> data) {
+  return {{tag.op, uint64_t{tag.step} << 32 | tag.chunk, reinterpret_cast<uint64_t>(data.data()),
+           data.size_bytes()}};
+}
+
+}  // namespace
+
 int ring_spin_us(int ranks_here, Transport transport) {
   return ranks_here <= available_cores() || transport != Transport::kTcp ? 50 : 0;
 }
@@ -138,11 +148,14 @@ void TcpRing::connect_by_reference(const MemoryOffer& right, const Challenge& mi
                                    const Challenge& theirs) {
   const std::string why = check_memory_offer(right, mine);
   std::optional<MemoryProof> proof;  // holds its challenge until it has answered
+  std::unique_ptr<SharedMailbox> mailbox;
   MetaWriter mode;
   if (why.empty()) {
     proof.emplace(theirs);
+    mailbox = create_mailbox();
     mode.put(static_cast<uint8_t>(1));
     put_offer(mode, proof->offer());
+    mode.put(mailbox ? mailbox->fd() : int32_t{-1});
   } else {
     mode.put(static_cast<uint8_t>(0)).put_string(why);
   }
@@ -155,9 +168,16 @@ void TcpRing::connect_by_reference(const MemoryOffer& right, const Challenge& mi
           fmt::format("{} answered the link mode with frame type {}", right_->peer(), ready.type));
     }
     MetaReader answer(ready.meta);
-    if (answer.get<uint8_t>() == 1) {
+    const bool reads = answer.get<uint8_t>() == 1;
+    const bool shared = answer.get<uint8_t>() == 1;
+    if (shared && (!reads || !mailbox)) {
+      throw FrameError(
+          fmt::format("{} says it shares a mailbox that was never offered to it", right_->peer()));
+    }
+    if (reads) {
       right_link_.by_reference = true;
       right_link_.peer_pid = right.pid;
+      if (shared) right_link_.mailbox = std::move(mailbox);
       return;
     }
     failure = answer.rest_as_string();
@@ -260,15 +280,43 @@ std::string TcpRing::accept_by_reference(Connection& connection, const Challenge
   MetaReader answer(mode.meta);
   if (answer.get<uint8_t>() == 0) return answer.rest_as_string();  // it cannot read us
   const MemoryOffer left = get_offer(answer);
+  const auto mailbox_fd = answer.get<int32_t>();
   const std::string why = check_memory_offer(left, mine);
+  std::unique_ptr<SharedMailbox> mailbox;
+  if (why.empty() && mailbox_fd >= 0) mailbox = attach_mailbox(left, mailbox_fd);
   MetaWriter ready;
-  ready.put(static_cast<uint8_t>(why.empty() ? 1 : 0)).put_string(why);
+  ready.put(static_cast<uint8_t>(why.empty() ? 1 : 0))
+      .put(static_cast<uint8_t>(mailbox ? 1 : 0))
+      .put_string(why);
   connection.send(proto::kRingLinkReady, 0, ready.bytes(), {});
   if (why.empty()) {
     left_link_.by_reference = true;
     left_link_.peer_pid = left.pid;
+    left_link_.mailbox = std::move(mailbox);
   }
   return why;
+}
+
+// A link without a mailbox still moves chunks through memory, announcing them in frames: the
+// mailbox saves latency, it is not what makes the link work, so failing to share one is no error.
+std::unique_ptr<SharedMailbox> TcpRing::create_mailbox() const {
+  try {
+    return SharedMailbox::create(rank_name(right_rank()));
+  } catch (const TransportError& error) {
+    spdlog::info("ring: chunks to {} are announced in frames: {}", rank_name(right_rank()),
+                 error.what());
+    return nullptr;
+  }
+}
+
+std::unique_ptr<SharedMailbox> TcpRing::attach_mailbox(const MemoryOffer& left, int32_t fd) const {
+  try {
+    return SharedMailbox::attach(left.pid, fd, rank_name(left_rank()));
+  } catch (const TransportError& error) {
+    spdlog::info("ring: chunks from {} are announced in frames: {}", rank_name(left_rank()),
+                 error.what());
+    return nullptr;
+  }
 }
 
 std::string TcpRing::refusal_for(int ring_size, int peer_rank, uint64_t fingerprint,
@@ -407,6 +455,7 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
 bool TcpRing::pump_sends(Side side) {
   Link& l = link(side);
   if (l.idle()) return false;
+  if (l.mailbox) return pump_mailbox(side);
   Connection& to = connection(side);
   const uint64_t before = to.bytes_moved();
   try {
@@ -444,6 +493,75 @@ bool TcpRing::pump_sends(Side side) {
     l.head = 0;
   }
   return to.bytes_moved() != before;
+}
+
+bool TcpRing::pump_mailbox(Side side) {
+  Link& l = link(side);
+  Connection& to = connection(side);
+  const uint64_t before = to.bytes_moved();
+  bool posted = false;
+  const auto pump = [&] {
+    while (!l.idle()) {
+      const Outgoing& item = l.queue[l.head];
+      if (item.kind == Kind::kKeepalive) {
+        if (!l.head_started) to.start_send(proto::kRingKeepalive, 0, {}, {});
+        l.head_started = true;
+        if (!to.continue_send()) return;
+        l.head_started = false;
+      } else if (item.kind == Kind::kRead) {
+        l.mailbox->acknowledge();
+        posted = true;
+      } else {
+        if (!l.mailbox->try_post(chunk_record(item.tag, item.data))) return;
+        posted = true;
+      }
+      ++l.head;
+    }
+  };
+  try {
+    pump();
+    // A neighbour asleep in poll() does not see the mailbox: a frame wakes it.
+    if (posted && l.mailbox->peer_sleeping()) {
+      l.queue.push_back(Outgoing{{}, {}, Kind::kKeepalive});
+      pump();
+    }
+  } catch (const CollectiveError&) {
+    throw;
+  } catch (const TransportError& error) {
+    fail_lost(side, error.what());
+  }
+  if (l.idle()) {
+    l.queue.clear();
+    l.head = 0;
+  }
+  return posted || to.bytes_moved() != before;
+}
+
+bool TcpRing::read_mailbox(Side side) {
+  Link& l = link(side);
+  bool news = false;
+  try {
+    SharedMailbox::Record record;
+    while (l.mailbox->try_take(record)) {
+      ChunkRef ref;
+      ref.tag.op = record.words[0];
+      ref.tag.step = static_cast<uint32_t>(record.words[1] >> 32);
+      ref.tag.chunk = static_cast<uint32_t>(record.words[1]);
+      ref.address = record.words[2];
+      ref.bytes = record.words[3];
+      l.refs.push_back(ref);
+      news = true;
+    }
+    const uint64_t acknowledged = l.mailbox->acknowledged();  // at most what we posted
+    if (acknowledged != l.acknowledged) {
+      l.unread -= acknowledged - l.acknowledged;
+      l.acknowledged = acknowledged;
+      news = true;
+    }
+  } catch (const TransportError& error) {
+    fail_lost(side, error.what());
+  }
+  return news;
 }
 
 bool TcpRing::read_header(Side side) {
@@ -492,6 +610,9 @@ void TcpRing::lost_while_reading(Side side, const TransportError& error) {
 bool TcpRing::read_announcements(Side side) {
   Link& l = link(side);
   Connection& conn = connection(side);
+  // Frames can wait while the mailbox brings news: what matters now is there, and a neighbour
+  // that posts has neither stopped nor closed its connection.
+  if (l.mailbox && read_mailbox(side)) return true;
   if (!l.closed.empty()) return false;
   const uint64_t before = conn.bytes_moved();
   try {
@@ -593,6 +714,25 @@ bool TcpRing::pump_receive(Side from, std::span<float> into, ChunkTag tag) {
 }
 
 void TcpRing::wait_for_io(const Side* reading, SteadyClock::time_point until) {
+  // A neighbour that posts to a mailbox wakes this rank only if it knows it sleeps; then looking
+  // once more closes the window in which it posted without knowing.
+  struct Sleeping {
+    Link* links[2];
+    explicit Sleeping(TcpRing& ring) : links{&ring.left_link_, &ring.right_link_} {
+      for (Link* l : links)
+        if (l->mailbox) l->mailbox->set_sleeping(true);
+    }
+    ~Sleeping() {
+      for (Link* l : links)
+        if (l->mailbox) l->mailbox->set_sleeping(false);
+    }
+    bool news() const {
+      for (Link* l : links)
+        if (l->mailbox && l->mailbox->has_news()) return true;
+      return false;
+    }
+  } sleeping(*this);
+  if (sleeping.news()) return;
   const auto left_ms =
       std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now()).count();
   const int timeout_ms = static_cast<int>(std::clamp<int64_t>(left_ms, 1, 1000));

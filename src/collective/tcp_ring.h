@@ -9,7 +9,10 @@
 // Between ranks of one host (--transport auto, the default, or shm) a chunk does not cross the
 // socket: the sender sends where it lies (kRingChunkRef), the receiver copies it straight out of
 // the sender's memory (comm/peer_memory.h) and says so (kRingChunkRead), which is what wait_sent()
-// then waits for. Frames still carry everything else, so failure detection is the same on both.
+// then waits for. Those two announcements go through a page the two ranks share
+// (comm/shared_mailbox.h) where the kernel lets them share one, so that a chunk's round trip costs
+// no system call; a rank that sleeps is woken by a keepalive frame. Frames still carry everything
+// else (keepalives, aborts, a closed connection), so failure detection is the same on both.
 //
 // Failure: the first rank to find a neighbour lost (connection closed) or stuck (no byte for
 // timeout_ms, while the ranks that are merely waiting send keepalives) stops with a
@@ -36,6 +39,7 @@
 #include "comm/meta_codec.h"
 #include "comm/peer_memory.h"
 #include "comm/server.h"
+#include "comm/shared_mailbox.h"
 
 namespace dtrain {
 
@@ -100,6 +104,8 @@ class TcpRing final : public RingLinks {
   // Whether chunks to and from the neighbour on `side` are copied out of the sender's memory
   // rather than sent over the socket. REQUIRES: connected.
   bool reads_memory(Side side) const { return link(side).by_reference; }
+  // Whether the announcements of such chunks go through a shared page rather than frames.
+  bool shares_mailbox(Side side) const { return link(side).mailbox != nullptr; }
 
  private:
   enum class Kind { kChunk, kKeepalive, kRead };
@@ -128,9 +134,11 @@ class TcpRing final : public RingLinks {
     // only if we still wait on it (then `closed` says how it went).
     std::string closed;
     // Chunks move by reference on this link (set once when the ring forms), read from the memory
-    // of process peer_pid.
+    // of process peer_pid; announced through `mailbox` when there is one, in frames otherwise.
     bool by_reference = false;
     int32_t peer_pid = 0;
+    std::unique_ptr<SharedMailbox> mailbox;
+    uint64_t acknowledged = 0;   // of our chunks, by the neighbour, as last read from the mailbox
     uint64_t unread = 0;         // chunks we sent by reference that the neighbour has not read
     std::vector<ChunkRef> refs;  // refs[ref_head..]: announced to us, not read yet
     size_t ref_head = 0;
@@ -163,6 +171,10 @@ class TcpRing final : public RingLinks {
   void connect_by_reference(const MemoryOffer& right, const Challenge& mine,
                             const Challenge& theirs);
   std::string accept_by_reference(Connection& connection, const Challenge& mine);
+  // The shared mailbox of a by-reference link: the connecting side creates it (null where the
+  // system will not), the listening side maps it (null, with a note in the log, where it cannot).
+  std::unique_ptr<SharedMailbox> create_mailbox() const;
+  std::unique_ptr<SharedMailbox> attach_mailbox(const MemoryOffer& left, int32_t fd) const;
   std::string shm_failure(int peer_rank, std::string_view why) const;
 
   // The progress loop: moves bytes both ways on both links until `want` holds; throws
@@ -184,6 +196,9 @@ class TcpRing final : public RingLinks {
   // For a by-reference link: reads every frame that has arrived (announcements are queued, reads
   // counted, keepalives dropped, an abort thrown); returns whether a byte moved.
   bool read_announcements(Side side);
+  // The mailbox's part of read_announcements and of pump_sends.
+  bool read_mailbox(Side side);
+  bool pump_mailbox(Side side);
   // pump_receive on a by-reference link: copies the next announced chunk out of the neighbour's
   // memory and queues the kRingChunkRead that frees it.
   bool receive_by_reference(Side from, std::span<float> into, ChunkTag tag);

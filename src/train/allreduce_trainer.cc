@@ -251,7 +251,10 @@ class AllreduceStrategy final : public Strategy {
   void print_links() {
     if (size() == 1) return;
     auto path = [&](Side side) {
-      return ring_->reads_memory(side) ? "shm (copied out of the sender's memory)" : "tcp";
+      if (!ring_->reads_memory(side)) return "tcp";
+      return ring_->shares_mailbox(side)
+                 ? "shm (copied out of the sender's memory, announced through a shared mailbox)"
+                 : "shm (copied out of the sender's memory, announced in frames)";
     };
     fmt::print(out_, "worker={}: transport to {} (left): {}; to {} (right): {}\n", rank_,
                ring_->rank_name((rank_ + size() - 1) % size()), path(Side::kLeft),

@@ -83,13 +83,14 @@ std::function<void(TcpRingOptions&)> over(Transport transport) {
   return [transport](TcpRingOptions& options) { options.transport = transport; };
 }
 
-// The ranks of this process can read each other's memory, so kAuto moves chunks by reference and
-// kTcp over the sockets.
+// The ranks of this process can read each other's memory, so kAuto moves chunks by reference,
+// announced through a shared mailbox, and kTcp over the sockets.
 void expect_links(LoopbackRing& group, Transport transport) {
   if (group.size() == 1) return;
   for (int r = 0; r < group.size(); ++r) {
     for (const Side side : {Side::kLeft, Side::kRight}) {
       EXPECT_EQ(group.ring(r).reads_memory(side), transport != Transport::kTcp) << "rank " << r;
+      EXPECT_EQ(group.ring(r).shares_mailbox(side), transport != Transport::kTcp) << "rank " << r;
     }
   }
 }
@@ -132,6 +133,29 @@ TEST_P(TcpRingTransportTest, AllreduceMatchesDoublePrecisionForEveryRingSizeAndL
 
 TEST_P(TcpRingTransportTest, HalvingDoublingMatchesDoublePrecisionForEveryLength) {
   expect_allreduce_matches_double_precision(4, AllreduceAlgorithm::kHalvingDoubling, GetParam());
+}
+
+// Ranks that sleep as soon as they wait depend on their neighbours to wake them: through a
+// mailbox, by the keepalive a neighbour sends when it posts to a rank that said it sleeps.
+TEST_P(TcpRingTransportTest, RanksThatSleepAtOnceAreWokenForEveryChunk) {
+  constexpr int kRanks = 3;
+  LoopbackRing group(kRanks, [](TcpRingOptions& options) {
+    options.transport = GetParam();
+    options.spin_us = 0;
+  });
+  ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
+  expect_links(group, GetParam());
+  constexpr size_t kLength = 3001;
+  std::vector<std::vector<float>> results(kRanks);
+  expect_no_errors(group.run([&](int rank) {
+    Communicator communicator(group.ring(rank), {.algorithm = AllreduceAlgorithm::kRing});
+    for (int i = 0; i < 200; ++i) {
+      results[rank] = testing::rank_values(rank, kLength);
+      communicator.allreduce(results[rank]);
+    }
+  }));
+  const auto exact = testing::exact_sum(kRanks, kLength);
+  for (int r = 0; r < kRanks; ++r) testing::expect_matches_sum(results[r], exact, kRanks, 1.0, "");
 }
 
 TEST_P(TcpRingTransportTest, BroadcastBarrierAndAllreduceShareTheConnections) {

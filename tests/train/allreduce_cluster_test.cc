@@ -199,7 +199,8 @@ TEST(AllreduceCluster, ChunksThroughMemoryTrainBitForBitAsOverTcp) {
     ASSERT_EQ(r.exit_code, 0) << all_output(r);
     crc[i] = identical_parameters(r, 2);
     const std::string line = i == 0 ? "(left): tcp; to worker"
-                                    : "(left): shm (copied out of the sender's memory); to worker";
+                                    : "(left): shm (copied out of the sender's memory, announced "
+                                      "through a shared mailbox); to worker";
     EXPECT_EQ(testing::count_lines_containing(r.out, line), 2) << r.out;
   }
   EXPECT_EQ(crc[0], crc[1]);
