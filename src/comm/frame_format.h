@@ -29,7 +29,10 @@ static_assert(std::endian::native == std::endian::little,
               "frames carry floats in host order, which must be little-endian");
 
 inline constexpr uint32_t kMagic = 0x4E525444;  // "DTRN" as little-endian bytes
-inline constexpr uint16_t kVersion = 2;         // 2: handshake params, frame tags
+// 2: handshake params, frame tags; 3: the ps hello names the ps process and the step it restored,
+// ring links offer a shared mailbox. Tasks of different versions refuse each other at the first
+// frame, naming both versions, rather than misreading a field.
+inline constexpr uint16_t kVersion = 3;
 
 // Header field offsets and sizes.
 inline constexpr size_t kMagicOffset = 0;

@@ -6,7 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -56,7 +60,7 @@ TEST(FrameFormat, MagicSpellsDtrnOnTheWire) {
 
 TEST(FrameFormat, HeaderFieldsAreLittleEndianAtFixedOffsets) {
   const auto frame = sample_frame();
-  EXPECT_EQ(frame[ff::kVersionOffset], std::byte{2});
+  EXPECT_EQ(frame[ff::kVersionOffset], std::byte{3});
   EXPECT_EQ(frame[ff::kVersionOffset + 1], std::byte{0});
   EXPECT_EQ(frame[ff::kTypeOffset], std::byte{17});
   EXPECT_EQ(frame[ff::kRequestIdOffset], std::byte{0x08});
@@ -101,9 +105,10 @@ TEST(Frame, DecodeRejectsBadMagicShowingWhatCame) {
 
 TEST(Frame, DecodeRejectsAnotherVersion) {
   auto frame = sample_frame();
-  patch<uint16_t>(frame, ff::kVersionOffset, 3);
+  patch<uint16_t>(frame, ff::kVersionOffset, 2);
   EXPECT_THAT([&] { decode(frame); },
-              ::testing::ThrowsMessage<FrameError>(HasSubstr("unsupported frame version 3")));
+              ::testing::ThrowsMessage<FrameError>(
+                  HasSubstr("unsupported frame version 2, this build speaks version 3")));
 }
 
 TEST(Frame, DecodeRejectsAPayloadOverTheLimitFromTheHeaderAlone) {
@@ -178,6 +183,28 @@ TEST(Frame, DecodeRejectsATruncatedFrame) {
                                           "has 26 payload bytes but its header announces 27")));
   EXPECT_THAT([&] { decode(std::span(frame).first(10)); },
               ::testing::ThrowsMessage<FrameError>(HasSubstr("too short")));
+}
+
+// The fuzzers' seed frames must speak this build's version, or every seed stops at the version
+// check and the fuzzer starts from nothing past it.
+TEST(FrameFormat, TheFuzzSeedsSpeakThisBuildsFrameVersion) {
+  int frames = 0;
+  for (const char* target : {"frame", "handshake"}) {
+    const auto dir = std::filesystem::path(DTRAIN_SOURCE_DIR) / "fuzz" / "corpus" / target;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      std::ifstream in(entry.path(), std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+      for (size_t at = bytes.find("DTRN"); at != std::string::npos;
+           at = bytes.find("DTRN", at + 1)) {
+        ASSERT_GE(bytes.size(), at + ff::kHeaderBytes) << entry.path();
+        uint16_t version = 0;
+        std::memcpy(&version, bytes.data() + at + ff::kVersionOffset, sizeof(version));
+        EXPECT_EQ(version, ff::kVersion) << entry.path() << " at byte " << at;
+        ++frames;
+      }
+    }
+  }
+  EXPECT_GT(frames, 10);
 }
 
 }  // namespace
