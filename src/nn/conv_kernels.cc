@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "base/error.h"
 #include "nn/conv_direct.h"
@@ -13,6 +16,33 @@
 #include "tensor/aligned.h"
 
 namespace dtrain {
+namespace {
+
+// One implementation's forward pass with another's backward passes, for shapes where the fastest
+// differ. Each pass stays whole (the weight gradient and the input gradient come from one
+// implementation), so a team size still gives the same gradient bit for bit.
+class SplitConv final : public ConvKernels {
+ public:
+  SplitConv(std::unique_ptr<OneDnnConv> forward, std::unique_ptr<ConvKernels> backward)
+      : forward_(std::move(forward)), backward_(std::move(backward)) {}
+  std::string name() const override {
+    return fmt::format("{} forward, {} backward", forward_->forward_name(), backward_->name());
+  }
+  void forward(const float* w, const float* bias, const float* in, int batch,
+               float* out) const override {
+    forward_->forward(w, bias, in, batch, out);
+  }
+  void backward(const float* w, const float* in, const float* dout, int batch, float beta,
+                float* dw, float* db, float* din) const override {
+    backward_->backward(w, in, dout, batch, beta, dw, db, din);
+  }
+
+ private:
+  std::unique_ptr<OneDnnConv> forward_;
+  std::unique_ptr<ConvKernels> backward_;
+};
+
+}  // namespace
 
 std::string_view conv_implementation_name(ConvImplementation implementation) {
   switch (implementation) {
@@ -55,7 +85,10 @@ std::unique_ptr<ConvKernels> make_conv_kernels(const ConvShape& shape,
     case ConvImplementation::kAuto:
       break;
   }
-  if (auto onednn = OneDnnConv::create(shape, /*forced=*/false, &why_not)) return onednn;
+  if (auto onednn = OneDnnConv::create(shape, /*forced=*/false, &why_not)) {
+    if (OneDnnConv::backward_beats_im2col(shape)) return onednn;
+    return std::make_unique<SplitConv>(std::move(onednn), std::make_unique<Im2colConv>(shape));
+  }
   if (DirectConv::supports(shape, &why_not)) {
     return std::make_unique<DirectConv>(shape, *direct_conv_isas_here().front());
   }

@@ -1,8 +1,9 @@
 // The arithmetic behind Conv2D, behind one seam so the layer can run whichever implementation is
 // fastest for its shape: oneDNN's JIT convolutions (conv_onednn.h) where oneDNN has a vectorised
-// kernel for the shape; dtrain's direct kernels (conv_direct.h) for few input channels, e.g. a
-// first layer with one, for which oneDNN 2.6 offers only its reference loops; im2col + OpenBLAS
-// GEMM (conv_im2col.h) for the rest.
+// kernel for the shape (below 32 input channels its forward pass only, with im2col's backward);
+// dtrain's direct kernels (conv_direct.h) for few input channels, e.g. a first layer with one, for
+// which oneDNN 2.6 offers only its reference loops; im2col + OpenBLAS GEMM (conv_im2col.h) for the
+// rest.
 //
 // All three divide a batch over the current ThreadTeam by images: each thread convolves its own
 // images from start to end, so nothing between the layer's products is serial and each thread's
@@ -63,9 +64,9 @@ class ConvKernels {
 };
 
 // Which implementation Conv2D runs: kAuto takes oneDNN where it has a vectorised kernel for the
-// shape that is faster than im2col, the direct kernels where they run the shape, and im2col
-// otherwise; the others force one, whatever its speed (tests and `dtrain bench train` compare
-// them).
+// shape that is faster than im2col (for the forward pass alone where im2col's backward is
+// faster), the direct kernels where they run the shape, and im2col otherwise; the others force one,
+// whatever its speed (tests and `dtrain bench train` compare them).
 enum class ConvImplementation { kAuto, kOneDnn, kDirect, kIm2col };
 std::string_view conv_implementation_name(ConvImplementation implementation);
 // Throws std::invalid_argument naming the value and the choices.

@@ -27,6 +27,11 @@ class OneDnnConv final : public ConvKernels {
   ~OneDnnConv() override;
 
   std::string name() const override { return "oneDNN " + implementation_; }
+  // The forward pass's kernel alone, e.g. "oneDNN brgconv:avx512_core".
+  std::string forward_name() const { return "oneDNN " + forward_implementation_; }
+  // Whether oneDNN's backward passes are measured faster than im2col's for the shape (see the
+  // .cc); where they are not, auto runs oneDNN's forward and im2col's backward.
+  static bool backward_beats_im2col(const ConvShape& shape);
   void forward(const float* w, const float* bias, const float* in, int batch,
                float* out) const override;
   void backward(const float* w, const float* in, const float* dout, int batch, float beta,
@@ -42,6 +47,7 @@ class OneDnnConv final : public ConvKernels {
 
   ConvShape s_;
   std::string implementation_;
+  std::string forward_implementation_;
   mutable std::mutex mutex_;
   mutable std::map<int, std::unique_ptr<Primitives>> by_images_;
 };

@@ -350,8 +350,9 @@ const auto kConvCases = testing::Values(
     ConvCase{4, 5, 2, 2, 4, 5, 1, 1, Padding::kValid},
     // Eight input channels and more, where auto takes oneDNN's vectorised kernels.
     ConvCase{5, 5, 8, 3, 3}, ConvCase{6, 5, 16, 4, 4, 4, 2, 2});
-const auto kConvImplementations =
-    testing::Values(ConvImplementation::kIm2col, ConvImplementation::kOneDnn);
+// auto too: from 8 to 31 input channels it runs oneDNN's forward with im2col's backward.
+const auto kConvImplementations = testing::Values(
+    ConvImplementation::kIm2col, ConvImplementation::kOneDnn, ConvImplementation::kAuto);
 
 // The direct kernels take output channels 16 at a time, 32 where they can: 16, 32 and 48 (a pair
 // and a single block). Rows of outputs go in strips, here with a last partial strip (29 columns),
@@ -411,17 +412,22 @@ TEST_P(Conv2DOnATeam, MatchesFiniteDifferencesWhenThreadsSplitTheBatch) {
 
 INSTANTIATE_TEST_SUITE_P(GradientCheck, Conv2DOnATeam,
                          testing::Values(ConvImplementation::kIm2col, ConvImplementation::kOneDnn,
-                                         ConvImplementation::kDirect),
+                                         ConvImplementation::kDirect, ConvImplementation::kAuto),
                          [](const testing::TestParamInfo<ConvImplementation>& info) {
                            return std::string(conv_implementation_name(info.param));
                          });
 
-// auto takes oneDNN where it is measured faster (8 input channels and more), the direct kernels
-// below that where they run the shape (output channels a multiple of 16), im2col elsewhere; and
-// it names what runs.
+// auto takes oneDNN where it is measured faster (8 input channels and more; below 32 only its
+// forward pass, with im2col's backward), the direct kernels below that where they run the shape
+// (output channels a multiple of 16), im2col elsewhere; and it names what runs.
 TEST(Conv2D, AutoTakesOneDnnFromEightInputChannelsDirectBelowAndIm2colElsewhere) {
-  EXPECT_EQ(make_conv({14, 14, 32, 64, 5}).kernels().rfind("oneDNN ", 0), 0u)
-      << make_conv({14, 14, 32, 64, 5}).kernels();
+  const std::string lenet_conv2 = make_conv({14, 14, 32, 64, 5}).kernels();
+  EXPECT_EQ(lenet_conv2.rfind("oneDNN ", 0), 0u) << lenet_conv2;
+  EXPECT_EQ(lenet_conv2.find("im2col"), std::string::npos) << lenet_conv2;
+  const std::string sixteen = make_conv({14, 14, 16, 32, 5}).kernels();
+  EXPECT_EQ(sixteen.rfind("oneDNN ", 0), 0u) << sixteen;
+  EXPECT_THAT(sixteen, testing::EndsWith(" forward, im2col + OpenBLAS backward"));
+  EXPECT_EQ(sixteen.find(" / "), std::string::npos) << "names oneDNN's forward kernel alone";
   EXPECT_EQ(make_conv({28, 28, 1, 32, 5}).kernels().rfind("direct ", 0), 0u)
       << make_conv({28, 28, 1, 32, 5}).kernels();
   EXPECT_EQ(make_conv({28, 28, 4, 48, 5}).kernels().rfind("direct ", 0), 0u);
