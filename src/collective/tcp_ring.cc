@@ -527,6 +527,8 @@ bool TcpRing::pump_mailbox(Side side) {
     }
   } catch (const CollectiveError&) {
     throw;
+  } catch (const FrameError& error) {
+    fail_corrupted(error);
   } catch (const TransportError& error) {
     fail_lost(side, error.what());
   }
@@ -558,10 +560,16 @@ bool TcpRing::read_mailbox(Side side) {
       l.acknowledged = acknowledged;
       news = true;
     }
-  } catch (const TransportError& error) {
-    fail_lost(side, error.what());
+  } catch (const FrameError& error) {
+    fail_corrupted(error);
   }
   return news;
+}
+
+void TcpRing::fail_corrupted(const FrameError& error) {
+  // The neighbour is alive and waiting on us, as after a malformed frame: it must hear the abort
+  // too, or it would wait out its timeout before it learnt why.
+  fail(fmt::format("{} (seen by {})", error.what(), rank_name(rank())), std::nullopt);
 }
 
 bool TcpRing::read_header(Side side) {

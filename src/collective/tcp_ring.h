@@ -199,6 +199,9 @@ class TcpRing final : public RingLinks {
   // The mailbox's part of read_announcements and of pump_sends.
   bool read_mailbox(Side side);
   bool pump_mailbox(Side side);
+  // A neighbour's counters in a mailbox make no sense (SharedMailbox throws a FrameError naming
+  // it): fails the ring with that, telling both neighbours.
+  [[noreturn]] void fail_corrupted(const FrameError& error);
   // pump_receive on a by-reference link: copies the next announced chunk out of the neighbour's
   // memory and queues the kRingChunkRead that frees it.
   bool receive_by_reference(Side from, std::span<float> into, ChunkTag tag);

@@ -4,7 +4,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <functional>
 #include <latch>
 #include <memory>
@@ -156,6 +161,49 @@ TEST_P(TcpRingTransportTest, RanksThatSleepAtOnceAreWokenForEveryChunk) {
   }));
   const auto exact = testing::exact_sum(kRanks, kLength);
   for (int r = 0; r < kRanks; ++r) testing::expect_matches_sum(results[r], exact, kRanks, 1.0, "");
+}
+
+// A neighbour that scribbles over the mailbox the ranks share (here every mailbox of the ring,
+// between two collectives) is caught as a malformed frame would be: each rank stops with an error
+// naming the neighbour whose counters make no sense, instead of reading from wherever they point;
+// and at once, each telling both neighbours, rather than one side waiting out the timeout.
+TEST(TcpRingTest, AMailboxScribbledOverStopsEveryRankNamingTheNeighbour) {
+  constexpr int kRanks = 3;
+  constexpr auto kTimeout = std::chrono::seconds(60);
+  LoopbackRing group(kRanks, [&](TcpRingOptions& options) {
+    options.transport = Transport::kAuto;
+    options.timeout_ms = static_cast<int>(std::chrono::milliseconds(kTimeout).count());
+  });
+  ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
+  expect_links(group, Transport::kAuto);
+  // Each link's creator holds its page open as a memfd; the test maps each and overwrites all but
+  // the first line (the magic number) with ones, as a peer could in its own mapping.
+  int scribbled = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
+    if (error || target.find("memfd:dtrain-mailbox") == std::string::npos) continue;
+    const int fd = std::stoi(entry.path().filename().string());
+    const auto bytes = static_cast<size_t>(lseek(fd, 0, SEEK_END));
+    void* page = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ASSERT_NE(page, MAP_FAILED);
+    std::memset(static_cast<char*>(page) + 64, 0xff, bytes - 64);
+    munmap(page, bytes);
+    ++scribbled;
+  }
+  ASSERT_EQ(scribbled, kRanks);
+  const auto start = std::chrono::steady_clock::now();
+  const auto errors = group.run([&](int rank) {
+    std::vector<float> data = testing::rank_values(rank, 100'000);
+    Communicator(group.ring(rank), {.algorithm = AllreduceAlgorithm::kRing}).allreduce(data);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_THAT(errors[r], ::testing::ContainsRegex(
+                               "worker[0-2] corrupted the mailbox it shares with this task"))
+        << "rank " << r;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kTimeout / 2)
+      << "a rank waited for a neighbour that had stopped without telling it";
 }
 
 TEST_P(TcpRingTransportTest, BroadcastBarrierAndAllreduceShareTheConnections) {
