@@ -51,7 +51,7 @@ struct Exchange {
       if (reduce) {
         std::span<float> incoming = scratch.first(chunk.size());
         links.recv(side, incoming, tag(step, c));
-        accumulate(chunk, incoming, scale);
+        dtrain::accumulate(chunk, incoming, scale);
       } else {
         links.recv(side, chunk, tag(step, c));
       }

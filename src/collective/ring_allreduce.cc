@@ -38,7 +38,7 @@ void ring_allreduce(RingLinks& links, uint64_t op_id, std::span<float> data, Red
       if (step <= last_reduce_step) {
         std::span<float> received = scratch.first(chunk.size());
         links.recv_left(received, tag(step, c));
-        accumulate(chunk, received, step == last_reduce_step ? scale : 1.0f);
+        dtrain::accumulate(chunk, received, step == last_reduce_step ? scale : 1.0f);
       } else {
         // All-gather writes in place. Safe: the left neighbour could only complete this segment
         // after our own earlier message about it had reached the rank to our right, so that
