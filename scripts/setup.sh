@@ -2,52 +2,93 @@
 # Makes this machine ready to build and run dtrain: installs the Debian packages that are missing
 # (quiet when none are), configures and builds BUILD_DIR, and fetches MNIST. Safe to run again.
 #
-# Usage: scripts/setup.sh [--sanitize] [BUILD_DIR]
-#   --sanitize   build with AddressSanitizer + UndefinedBehaviorSanitizer (default dir build-asan),
-#                and the fuzz targets with clang in build-fuzz, which BUILD_DIR's ctest runs too
+# Usage: scripts/setup.sh [--tests | --sanitize] [BUILD_DIR]
+#   (default)    what training needs and no more: the dtrain binary alone, Release, in build/
+#   --tests      everything the suite runs, Release (default dir build): the test binaries too,
+#                the test-only packages, and ONNX Runtime for the export tests
+#   --sanitize   as --tests, with AddressSanitizer + UndefinedBehaviorSanitizer (default dir
+#                build-asan), and the fuzz targets with clang in build-fuzz, which its ctest runs too
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-sanitize=OFF
+mode=train
 build_dir=build
-if [[ "${1:-}" == "--sanitize" ]]; then
-  sanitize=ON
-  build_dir=build-asan
-  shift
-fi
+case "${1:-}" in
+  --tests) mode=tests && shift ;;
+  --sanitize) mode=sanitize && build_dir=build-asan && shift ;;
+  -*) echo "setup: unknown option $1 (usage: scripts/setup.sh [--tests | --sanitize] [BUILD_DIR])" >&2
+    exit 2 ;;
+esac
 build_dir="${1:-$build_dir}"
 
-readonly PACKAGES=(cmake ninja-build g++ pkg-config libopenblas-dev zlib1g-dev nlohmann-json3-dev
-  libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libasio-dev
-  libssl-dev libisal-dev libdnnl-dev npm ca-certificates clang libclang-rt-14-dev iproute2 nftables
-  protobuf-compiler libprotobuf-dev python3-protobuf python3-crcmod dataset-fashion-mnist
-  python3-onnx python3-yaml openmpi-bin slurm-wlm munge)
+# What building and running `dtrain train` needs. ocl-icd-opencl-dev: Debian's libdnnl-dev is built
+# with the OpenCL GPU runtime, so its CMake config calls find_package(OpenCL REQUIRED), and that
+# package is only a Recommends, which --no-install-recommends leaves out.
+readonly TRAIN_PACKAGES=(cmake ninja-build g++ pkg-config libopenblas-dev zlib1g-dev
+  nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libasio-dev libssl-dev libisal-dev
+  libdnnl-dev ocl-icd-opencl-dev protobuf-compiler libprotobuf-dev npm ca-certificates)
+# What the suite needs beyond that (docs/development.md says what each is for).
+readonly TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
+  iproute2 nftables python3-protobuf python3-crcmod dataset-fashion-mnist python3-onnx
+  python3-yaml openmpi-bin slurm-wlm munge)
 
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-  # npm may come with a Node.js that was not installed from Debian; the command is what matters.
-  if [[ "$pkg" == npm ]] && command -v npm >/dev/null; then continue; fi
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if ((${#missing[@]})); then
+install_missing() {
+  local missing=() pkg
+  for pkg in "$@"; do
+    # npm may come with a Node.js that was not installed from Debian; the command is what matters.
+    if [[ "$pkg" == npm ]] && command -v npm >/dev/null; then continue; fi
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  ((${#missing[@]})) || return 0
   echo "setup: installing ${missing[*]}"
-  sudo_cmd=()
+  local sudo_cmd=()
   [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
-fi
-
-# Two cores and about 1.5 GB per compiler process: two jobs are as fast as more and never swap.
-build() {
-  cmake --build "$1" -j 2 | grep -vE '^\[[0-9]+/[0-9]+\] ' || true
 }
 
-# The fuzz targets (README, "Fuzzing"): libFuzzer needs clang, so they are a build of their own,
-# a few library sources and five small programs, registered as tests of the sanitizer build.
+# Two cores and about 1.5 GB per compiler process: two jobs are as fast as more and never swap.
+# Ninja's own progress shows: one line that updates itself on a terminal, [n/N] lines in a log.
+build() {
+  local dir=$1
+  shift
+  echo "setup: building $dir ($*)"
+  NINJA_STATUS="[%f/%t %es] " cmake --build "$dir" -j 2 "$@"
+}
+
+# Configures DIR with the given cache settings (-DNAME:TYPE=VALUE), unless it holds them already.
+configure() {
+  local dir=$1
+  shift
+  local setting
+  if [[ -f "$dir/build.ninja" ]]; then
+    for setting in "$@"; do
+      grep -qxF "${setting#-D}" "$dir/CMakeCache.txt" || break
+      setting=""
+    done
+    [[ -z "${setting:-}" ]] && return 0
+  fi
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+}
+
+if [[ "$mode" == train ]]; then
+  install_missing "${TRAIN_PACKAGES[@]}"
+  configure "$build_dir" -DCMAKE_BUILD_TYPE:STRING=Release -DDTRAIN_SANITIZE:BOOL=OFF
+  build "$build_dir" --target dtrain
+  test -x "$build_dir/dtrain" || { echo "setup: the build failed (see above)" >&2; exit 1; }
+  scripts/fetch_mnist.sh
+  exit 0
+fi
+
+install_missing "${TRAIN_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
+
+# The fuzz targets (docs/testing.md, "Fuzzing"): libFuzzer needs clang, so they are a build of
+# their own, a few library sources and nine small programs, registered as tests of the sanitizer
+# build.
 fuzz_dir=""
-if [[ "$sanitize" == ON ]]; then
+if [[ "$mode" == sanitize ]]; then
   fuzz_dir="$PWD/build-fuzz"
   if [[ ! -f "$fuzz_dir/build.ninja" ]]; then
     cmake -S . -B "$fuzz_dir" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DDTRAIN_FUZZ=ON >/dev/null
@@ -57,13 +98,12 @@ if [[ "$sanitize" == ON ]]; then
     target=$(basename "$source" .cc)
     test -x "$fuzz_dir/$target" || { echo "setup: the fuzz build failed (see above)" >&2; exit 1; }
   done
-fi
-
-# Configured again when the fuzz build it runs has changed (or it predates DTRAIN_FUZZ_DIR).
-if [[ ! -f "$build_dir/build.ninja" ]] ||
-  ! grep -qxF "DTRAIN_FUZZ_DIR:PATH=$fuzz_dir" "$build_dir/CMakeCache.txt"; then
-  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDTRAIN_SANITIZE="$sanitize" \
-    -DDTRAIN_FUZZ_DIR:PATH="$fuzz_dir" >/dev/null
+  # The micro-benchmarks are not part of the suite.
+  configure "$build_dir" -DCMAKE_BUILD_TYPE:STRING=Release -DDTRAIN_SANITIZE:BOOL=ON \
+    -DDTRAIN_BUILD_BENCH:BOOL=OFF -DDTRAIN_FUZZ_DIR:PATH="$fuzz_dir"
+else
+  configure "$build_dir" -DCMAKE_BUILD_TYPE:STRING=Release -DDTRAIN_SANITIZE:BOOL=OFF \
+    -DDTRAIN_BUILD_BENCH:BOOL=ON -DDTRAIN_FUZZ_DIR:PATH=
 fi
 build "$build_dir"
 test -x "$build_dir/dtrain" || { echo "setup: the build failed (see above)" >&2; exit 1; }
