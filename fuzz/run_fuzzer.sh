@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Runs one fuzz target for a time budget over a fresh copy of its seed corpus: the ctest test of
-# fuzz/tests.cmake. Exits 0 when the budget runs out with no finding; non-zero when the target
-# crashed, threw, leaked, hung on one input or ran out of memory. Findings are kept in
+# Runs one fuzz target over a fresh copy of its seed corpus: the ctest test of fuzz/tests.cmake.
+# libFuzzer first runs every seed input (its INITED line), then mutates them for a time budget.
+# Exits 0 when the budget runs out with no finding; non-zero when the target crashed, threw,
+# leaked, hung on one input or ran out of memory, on a seed or on a mutation. Findings are kept in
 # WORK_DIR/artifacts; WORK_DIR/corpus is remade at every run, so fuzz/corpus is never written to.
 #
 # Usage: fuzz/run_fuzzer.sh FUZZER SEED_DIR WORK_DIR
-#   DTRAIN_FUZZ_SECONDS  the budget in seconds, 1 to 600 (default 60)
+#   DTRAIN_FUZZ_SECONDS  the campaign's budget in seconds, 1 to 600 (default 10: the gate's short
+#                        campaign; scripts/test.sh --full sets 600)
 set -euo pipefail
 
 if (($# != 3)); then
@@ -15,9 +17,9 @@ fi
 fuzzer=$1
 seeds=$2
 work=$3
-seconds=${DTRAIN_FUZZ_SECONDS:-60}
+seconds=${DTRAIN_FUZZ_SECONDS:-10}
 
-# ctest gives each fuzz test 660 s; a longer run is one to start by hand (README, "Fuzzing").
+# ctest gives each fuzz test 660 s; a longer run is one to start by hand (docs/testing.md, "Fuzzing").
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 1 || seconds > 600)); then
   echo "run_fuzzer: DTRAIN_FUZZ_SECONDS=$seconds must be 1 to 600; run $fuzzer by hand for longer" >&2
   exit 2

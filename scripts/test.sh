@@ -1,11 +1,29 @@
 #!/usr/bin/env bash
-# The README's second command: set up (packages, sanitizer build, MNIST), then run the whole suite
-# with ctest. --release runs it on the plain Release build instead.
+# The README's second command: set up (packages, sanitizer and fuzz builds, MNIST, ONNX Runtime),
+# then run the whole gate with ctest. Extra arguments go to ctest.
+#
+# Usage: scripts/test.sh [--release] [--full] [CTEST_ARGS...]
+#   --release   run the suite on the plain Release build (build/) instead of build-asan
+#   --full      the long campaigns as well: each fuzz target for 10 minutes instead of a short
+#               campaign, and the soak test for 10 minutes instead of 20 s (about an hour in all);
+#               DTRAIN_FUZZ_SECONDS and DTRAIN_SOAK_SECONDS, when set, still win
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-if [[ "${1:-}" == "--release" ]]; then
+
+release=0
+while [[ "${1:-}" == --release || "${1:-}" == --full ]]; do
+  case "$1" in
+    --release) release=1 ;;
+    --full)
+      export DTRAIN_FUZZ_SECONDS="${DTRAIN_FUZZ_SECONDS:-600}"
+      export DTRAIN_SOAK_SECONDS="${DTRAIN_SOAK_SECONDS:-600}"
+      ;;
+  esac
   shift
-  scripts/setup.sh build
+done
+
+if ((release)); then
+  scripts/setup.sh --tests build
   build_dir=build
 else
   scripts/setup.sh --sanitize
