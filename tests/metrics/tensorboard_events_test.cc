@@ -1,8 +1,9 @@
 // TensorBoard event files from real runs, read by tests/metrics/tensorboard/tb_events.py: an
 // independent reader (Python's protobuf runtime over .proto files typed in from TensorFlow's
 // schema, crcmod's CRC-32C) that checks both CRCs of every record. Local and async ps runs leave
-// the scalars, histograms and texts README promises, with the step lines' numbers; a resumed run
-// opens a new file that starts with SessionLog.START; a corrupted or cut file is caught.
+// the scalars, histograms and texts docs/training.md promises, with the step lines' numbers; a
+// resumed run opens a new file that starts with SessionLog.START; a corrupted or cut file is
+// caught.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // The soak test: 2 ps tasks and 16 workers train on loopback for DTRAIN_SOAK_SECONDS (20 by
 // default; 600 for the run by hand) while a hostile client opens and drops connections to the ps
 // tasks. It checks that nothing deadlocks, every worker finishes, every task's resident memory
-// stays flat after warm-up and no ps leaks a descriptor, and prints the figures the README quotes.
-// It is not a performance test: the workers' steps are paced.
+// stays flat after warm-up and no ps leaks a descriptor, and prints the figures that
+// docs/testing.md quotes. It is not a performance test: the workers' steps are paced.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -489,7 +489,7 @@ double rss_growth(const Task& task) {
          static_cast<double>(task.rss_at_warm_up);
 }
 
-// The figures the README quotes.
+// The figures docs/testing.md ("Soak test") quotes.
 void print_figures(const Plan& plan, const std::vector<Task>& tasks, const Watched& w,
                    const std::vector<testing::PsSummary>& summaries) {
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
