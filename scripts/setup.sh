@@ -54,28 +54,31 @@ install_missing() {
 build() {
   local dir=$1
   shift
-  echo "setup: building $dir ($*)"
+  echo "setup: building $dir${*:+ ($*)}"
   NINJA_STATUS="[%f/%t %es] " cmake --build "$dir" -j 2 "$@"
 }
 
-# Configures DIR with the given cache settings (-DNAME:TYPE=VALUE), unless it holds them already.
+# Whether DIR is configured with every given cache setting (-DNAME:TYPE=VALUE).
+configured_with() {
+  local dir=$1 setting
+  shift
+  [[ -f "$dir/build.ninja" ]] || return 1
+  for setting in "$@"; do
+    grep -qxF "${setting#-D}" "$dir/CMakeCache.txt" || return 1
+  done
+}
+
 configure() {
   local dir=$1
   shift
-  local setting
-  if [[ -f "$dir/build.ninja" ]]; then
-    for setting in "$@"; do
-      grep -qxF "${setting#-D}" "$dir/CMakeCache.txt" || break
-      setting=""
-    done
-    [[ -z "${setting:-}" ]] && return 0
-  fi
-  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  configured_with "$dir" "$@" || cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
 }
 
 if [[ "$mode" == train ]]; then
   install_missing "${TRAIN_PACKAGES[@]}"
-  configure "$build_dir" -DCMAKE_BUILD_TYPE:STRING=Release -DDTRAIN_SANITIZE:BOOL=OFF
+  # Without the suite and the benchmarks configured, their packages are not needed either.
+  configure "$build_dir" -DCMAKE_BUILD_TYPE:STRING=Release -DDTRAIN_SANITIZE:BOOL=OFF \
+    -DDTRAIN_BUILD_TESTS:BOOL=OFF -DDTRAIN_BUILD_BENCH:BOOL=OFF
   build "$build_dir" --target dtrain
   test -x "$build_dir/dtrain" || { echo "setup: the build failed (see above)" >&2; exit 1; }
   scripts/fetch_mnist.sh
@@ -100,10 +103,10 @@ if [[ "$mode" == sanitize ]]; then
   done
   # The micro-benchmarks are not part of the suite.
   configure "$build_dir" -DCMAKE_BUILD_TYPE:STRING=Release -DDTRAIN_SANITIZE:BOOL=ON \
-    -DDTRAIN_BUILD_BENCH:BOOL=OFF -DDTRAIN_FUZZ_DIR:PATH="$fuzz_dir"
+    -DDTRAIN_BUILD_TESTS:BOOL=ON -DDTRAIN_BUILD_BENCH:BOOL=OFF -DDTRAIN_FUZZ_DIR:PATH="$fuzz_dir"
 else
   configure "$build_dir" -DCMAKE_BUILD_TYPE:STRING=Release -DDTRAIN_SANITIZE:BOOL=OFF \
-    -DDTRAIN_BUILD_BENCH:BOOL=ON -DDTRAIN_FUZZ_DIR:PATH=
+    -DDTRAIN_BUILD_TESTS:BOOL=ON -DDTRAIN_BUILD_BENCH:BOOL=ON -DDTRAIN_FUZZ_DIR:PATH=
 fi
 build "$build_dir"
 test -x "$build_dir/dtrain" || { echo "setup: the build failed (see above)" >&2; exit 1; }
