@@ -305,8 +305,10 @@ INSTANTIATE_TEST_SUITE_P(Transports, KilledAllreduceWorker, ::testing::Values("t
 
 TEST(AllreduceCluster, WorkerWithAnotherModelIsRefusedNamingIt) {
   testing::HandStartedCluster cluster(0, 2);
-  // A timeout no loaded machine comes near, so that worker 1 finds worker 0 still waiting.
-  const std::vector<std::string> common = {"--train_steps", "100", "--collective_timeout", "60"};
+  // A timeout no loaded machine comes near, so that worker 1 finds worker 0 still waiting; a
+  // short grace, because worker 0 may be stopped where no step boundary comes (below).
+  const std::vector<std::string> common = {
+      "--train_steps", "100", "--collective_timeout", "60", "--shutdown_timeout", "2"};
   const auto worker0 = cluster.start("worker", 0, concat(model_flags("softmax"), common));
   // Its start-up line comes once it listens for its left neighbour, worker 1.
   ASSERT_THAT(worker0->wait_for_line("worker0: allreduce training of softmax"),
