@@ -22,6 +22,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "base/peer_text.h"
 #include "cluster/bind_address.h"
 #include "comm/connection.h"
 #include "comm/frame_format.h"
@@ -36,6 +37,8 @@ using nlohmann::json;
 constexpr uint16_t kTypeRegister = frame_format::kFirstUserType;  // {"rank","world_size","address"}
 constexpr uint16_t kTypeCluster = kTypeRegister + 1;              // {"ranks": ["host:port", ...]}
 constexpr uint16_t kTypeFailed = kTypeRegister + 2;               // {"error": "..."}
+
+bool carries_no_tensors(uint16_t /*type*/) { return false; }
 
 std::span<const std::byte> bytes_of(const std::string& text) {
   return std::as_bytes(std::span(text.data(), text.size()));
@@ -213,9 +216,11 @@ void serve_registration(Connection& connection, Registry& registry, SteadyClock:
     address = meta.at("address").get<std::string>();
   } catch (const json::exception& error) {
     throw FrameError(fmt::format("rendezvous: a malformed registration from {}: {}",
-                                 connection.address(), error.what()));
+                                 connection.address(), peer_text(error.what())));
   }
-  registry.add(rank, world_size, parse_host_port("rendezvous: registered address", address),
+  // Escaped: a valid address is printable, and one that is not is echoed in the error.
+  registry.add(rank, world_size,
+               parse_host_port("rendezvous: registered address", peer_text(address)),
                connection.address());
   // Rank 0 fails the registry at `until` itself; the margin only guards against its never doing so.
   if (!registry.wait(until + std::chrono::seconds(5))) registry.fail("rank 0 stopped waiting");
@@ -232,6 +237,7 @@ std::vector<HostPort> serve_rendezvous(const RendezvousOptions& o) {
   server_options.port = o.address.port;
   server_options.secret = o.secret;
   server_options.connection.authenticate_frames = o.authenticate_frames;
+  server_options.connection.type_carries_tensors = carries_no_tensors;
   Server server(server_options,
                 [&](Connection& connection) { serve_registration(connection, registry, until); });
   // Rank 0's task listens where its rendezvous does: at the address its name resolved to here
@@ -246,14 +252,10 @@ std::vector<HostPort> serve_rendezvous(const RendezvousOptions& o) {
   }
   if (!registry.wait(until)) {
     const ServerStats stats = server.stats();
-    registry.fail(fmt::format(
-        "rank(s) {} did not register within {} s (--peer_timeout){}", registry.missing(),
-        o.timeout_ms / 1000,
-        stats.rejected > 0
-            ? fmt::format("; {} connection(s) failed the handshake meanwhile (another cluster "
-                          "secret?), logged above",
-                          stats.rejected)
-            : ""));
+    registry.fail(
+        fmt::format("rank(s) {} did not register within {} s (--peer_timeout){}",
+                    registry.missing(), o.timeout_ms / 1000,
+                    stats.rejected > 0 ? "; meanwhile " + describe_rejections(stats) : ""));
   }
   // Every rank that registered, or tried to, is told before the server closes its connection.
   registry.wait_answered(registry.claims() - 1, SteadyClock::now() + std::chrono::seconds(10));
@@ -268,6 +270,7 @@ std::vector<HostPort> join_rendezvous(const RendezvousOptions& o) {
   options.connect_timeout_ms = o.timeout_ms;
   options.idle_timeout_ms = o.timeout_ms + 10'000;  // rank 0 answers by its own deadline
   options.authenticate_frames = o.authenticate_frames;
+  options.type_carries_tensors = carries_no_tensors;
   const std::unique_ptr<Connection> connection =
       connect(o.address.host, o.address.port, o.secret, options);
   const std::string host = local_host(connection->stream().native_handle());
@@ -283,13 +286,14 @@ std::vector<HostPort> join_rendezvous(const RendezvousOptions& o) {
   std::vector<HostPort> ranks;
   try {
     const json reply = json::parse(in.meta.begin(), in.meta.end());
-    if (in.type == kTypeFailed) throw Error(reply.at("error").get<std::string>());
+    if (in.type == kTypeFailed) throw Error(peer_text(reply.at("error").get<std::string>()));
     for (const json& r : reply.at("ranks")) {
-      ranks.push_back(parse_host_port("rendezvous: rank 0's answer", r.get<std::string>()));
+      ranks.push_back(
+          parse_host_port("rendezvous: rank 0's answer", peer_text(r.get<std::string>())));
     }
   } catch (const json::exception& error) {
     throw FrameError(fmt::format("rendezvous at {}: a malformed answer: {}", o.address.to_string(),
-                                 error.what()));
+                                 peer_text(error.what())));
   }
   if (static_cast<int>(ranks.size()) != o.world_size) {
     throw FrameError(fmt::format("rendezvous at {}: rank 0 answered with {} ranks, not {}",

@@ -57,4 +57,7 @@ inline constexpr uint16_t kRingChunkRef = 47;
 inline constexpr uint16_t kRingChunkRead = 48;
 inline constexpr uint16_t kRingLinkReady = 49;
 
+// Only a chunk carries tensors (ConnectionOptions::type_carries_tensors).
+inline bool carries_tensors(uint16_t type) { return type == kRingChunk; }
+
 }  // namespace dtrain::ring_protocol

@@ -44,6 +44,7 @@ TcpRing::TcpRing(TcpRingOptions options) : options_(std::move(options)) {
   server.port = options_.port;
   server.secret = options_.secret;
   server.connection.authenticate_frames = options_.authenticate_frames;
+  server.connection.type_carries_tensors = proto::carries_tensors;
   server.connection.identity = rank_name(options_.rank);
   // Bounds the blocking part: the left neighbour's hello. Chunks are read without blocking.
   server.connection.io_timeout_ms = options_.timeout_ms;
@@ -100,6 +101,7 @@ void TcpRing::connect(const HostPort& right) {
   options.liveness_timeout_ms = options_.timeout_ms;
   options.connect_timeout_ms = options_.timeout_ms;
   options.authenticate_frames = options_.authenticate_frames;
+  options.type_carries_tensors = proto::carries_tensors;
   options.identity = rank_name(options_.rank);
   try {
     right_ = dtrain::connect(right.host, right.port, options_.secret, options);
@@ -122,7 +124,7 @@ void TcpRing::connect(const HostPort& right) {
   const Connection::Incoming answer = right_->receive();
   if (answer.type == proto::kRingRefused) {
     throw CollectiveError(fmt::format("{} refused {}: {}", right_->peer(), rank_name(rank()),
-                                      MetaReader(answer.meta).rest_as_string()));
+                                      MetaReader(answer.meta).rest_as_peer_text()));
   }
   if (answer.type != proto::kRingWelcome) {
     throw FrameError(
@@ -135,7 +137,7 @@ void TcpRing::connect(const HostPort& right) {
       const Challenge theirs = get_challenge(welcome);
       connect_by_reference(right, *mine, theirs);
     } else if (options_.transport == Transport::kShm) {
-      throw CollectiveError(shm_failure(right_rank(), welcome.rest_as_string()));
+      throw CollectiveError(shm_failure(right_rank(), welcome.rest_as_peer_text()));
     }
   } catch (const ShortMeta&) {
     throw FrameError(
@@ -180,7 +182,7 @@ void TcpRing::connect_by_reference(const MemoryOffer& right, const Challenge& mi
       if (shared) right_link_.mailbox = std::move(mailbox);
       return;
     }
-    failure = answer.rest_as_string();
+    failure = answer.rest_as_peer_text();
   }
   if (options_.transport == Transport::kShm) {
     throw CollectiveError(shm_failure(right_rank(), failure));
@@ -278,7 +280,7 @@ std::string TcpRing::accept_by_reference(Connection& connection, const Challenge
                                  connection.peer(), mode.type));
   }
   MetaReader answer(mode.meta);
-  if (answer.get<uint8_t>() == 0) return answer.rest_as_string();  // it cannot read us
+  if (answer.get<uint8_t>() == 0) return answer.rest_as_peer_text();  // it cannot read us
   const MemoryOffer left = get_offer(answer);
   const auto mailbox_fd = answer.get<int32_t>();
   const std::string why = check_memory_offer(left, mine);
@@ -583,7 +585,7 @@ bool TcpRing::read_header(Side side) {
       if (in->type == proto::kRingKeepalive) continue;
       if (in->type == proto::kRingAbort) {
         l.abort_seen = true;
-        fail(MetaReader(in->meta).rest_as_string(), std::nullopt);  // names the culprit
+        fail(MetaReader(in->meta).rest_as_peer_text(), std::nullopt);  // names the culprit
       }
       if (in->type != proto::kRingChunk) {
         fail(fmt::format("{} sent frame type {} in the middle of a collective", conn.peer(),
@@ -630,7 +632,7 @@ bool TcpRing::read_announcements(Side side) {
           continue;
         case proto::kRingAbort:
           l.abort_seen = true;
-          fail(MetaReader(in->meta).rest_as_string(), std::nullopt);  // names the culprit
+          fail(MetaReader(in->meta).rest_as_peer_text(), std::nullopt);  // names the culprit
         case proto::kRingChunkRead:
           if (l.unread == 0) {
             fail(fmt::format("{} said it read a chunk that was never sent to it", conn.peer()),

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/peer_text.h"
 #include "comm/auth.h"
 #include "comm/crc32c.h"
 #include "comm/frame.h"
@@ -29,6 +30,8 @@ constexpr size_t kReceiveChunkBytes = size_t{1} << 20;
 // (1 MiB by default) in one write, as with a CRC. Smaller writes let the peer check one while the
 // next is tagged, but each costs a wake-up of the peer: 256 KiB made ps training 20% slower.
 constexpr size_t kSendBatchBytes = size_t{1} << 20;
+// A tagged frame's first pieces: header, meta length, meta and the opening's tag.
+constexpr size_t kTaggedOpeningPieces = 4;
 
 FrameError bad_frame_from(const std::string& peer, const FrameError& error) {
   return FrameError(fmt::format("bad frame from {}: {}", peer, error.what()));
@@ -126,21 +129,22 @@ void Connection::send(uint16_t type, uint64_t request_id, std::span<const std::b
 void Connection::send_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
                             std::span<const std::span<const float>> tensors,
                             const IoDeadline& deadline) {
-  prepare_frame(type, request_id, meta, tensors, /*tag_now=*/false);
-  if (!send_mac_) {
+  prepare_frame(type, request_id, meta, tensors, /*tag_tensors_now=*/false);
+  if (!send_mac_ || send_pieces_.size() == kTaggedOpeningPieces) {
     stream_->write_all(send_pieces_, deadline);
     return;
   }
-  // Tagged as it goes out, a batch at a time: for a frame of several batches, the peer reads and
-  // checks one while we tag the next.
-  send_mac_->begin(frames_sent_++);
+  // The tensors are tagged as they go out, a batch at a time: for a frame of several batches, the
+  // peer reads and checks one while we tag the next.
+  send_mac_->begin(send_frame_number_, FramePart::kTensors);
   std::vector<std::span<const std::byte>>& batch = send_batch_;
   batch.clear();
   size_t batch_bytes = 0;
-  for (std::span<const std::byte> piece : send_pieces_) {
+  for (size_t i = 0; i < send_pieces_.size(); ++i) {
+    std::span<const std::byte> piece = send_pieces_[i];
     while (!piece.empty()) {
       const auto part = piece.first(std::min(piece.size(), kSendBatchBytes - batch_bytes));
-      send_mac_->update(part);
+      if (i >= kTaggedOpeningPieces) send_mac_->update(part);
       batch.push_back(part);
       batch_bytes += part.size();
       piece = piece.subspan(part.size());
@@ -151,13 +155,14 @@ void Connection::send_frame(uint16_t type, uint64_t request_id, std::span<const 
       }
     }
   }
-  send_tag_ = send_mac_->tag();
-  batch.push_back(send_tag_);
+  send_tensor_tag_ = send_mac_->tag();
+  batch.push_back(send_tensor_tag_);
   stream_->write_all(batch, deadline);
 }
 
 void Connection::prepare_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
-                               std::span<const std::span<const float>> tensors, bool tag_now) {
+                               std::span<const std::span<const float>> tensors,
+                               bool tag_tensors_now) {
   uint64_t tensor_bytes = 0;
   for (auto tensor : tensors) tensor_bytes += tensor.size_bytes();
   const uint64_t payload_len = ff::kMetaLenBytes + meta.size() + tensor_bytes;
@@ -177,17 +182,24 @@ void Connection::prepare_frame(uint16_t type, uint64_t request_id, std::span<con
   send_pieces_.push_back(send_header_);
   send_pieces_.push_back(send_meta_len_);
   send_pieces_.push_back(meta);
-  for (auto tensor : tensors) send_pieces_.push_back(std::as_bytes(tensor));
 
   if (send_mac_) {
-    if (!tag_now) return;
-    // The tag trails the frame and covers its header (crc32c 0) and payload.
-    send_mac_->begin(frames_sent_++);
+    // The opening's tag follows the meta and covers the header (crc32c 0), meta length and meta.
+    send_frame_number_ = frames_sent_++;
+    send_mac_->begin(send_frame_number_, FramePart::kOpening);
     for (auto piece : send_pieces_) send_mac_->update(piece);
-    send_tag_ = send_mac_->tag();
-    send_pieces_.push_back(send_tag_);
+    send_opening_tag_ = send_mac_->tag();
+    send_pieces_.push_back(send_opening_tag_);
+    if (tensor_bytes == 0) return;
+    for (auto tensor : tensors) send_pieces_.push_back(std::as_bytes(tensor));
+    if (!tag_tensors_now) return;
+    send_mac_->begin(send_frame_number_, FramePart::kTensors);
+    for (auto tensor : tensors) send_mac_->update(std::as_bytes(tensor));
+    send_tensor_tag_ = send_mac_->tag();
+    send_pieces_.push_back(send_tensor_tag_);
     return;
   }
+  for (auto tensor : tensors) send_pieces_.push_back(std::as_bytes(tensor));
   // The CRC leads the frame but covers all of it, so it is chained over the pieces before any
   // byte is written; the pieces then go out in one gathered write.
   uint32_t crc = header_crc(send_header_);
@@ -203,7 +215,7 @@ void Connection::start_send(uint16_t type, uint64_t request_id, std::span<const 
   }
   check_state(State::kOpen, "start_send");
   if (sending_) throw std::logic_error("Connection::start_send while a frame is being sent");
-  guarded([&] { prepare_frame(type, request_id, meta, tensors, /*tag_now=*/true); });
+  guarded([&] { prepare_frame(type, request_id, meta, tensors, /*tag_tensors_now=*/true); });
   send_piece_ = 0;
   send_offset_ = 0;
   sending_ = true;
@@ -269,6 +281,11 @@ Connection::Incoming Connection::receive_frame(const IoDeadline& first_byte, con
   meta_.resize(layout.meta_len);  // keeps its capacity: no allocation once warmed up
   stream_->read_exact(meta_, rest);
   absorb_opening(header_bytes, meta_len);
+  if (receive_mac_) {
+    stream_->read_exact(receive_tag_, rest);
+    check_opening();
+  }
+  if (!handshake) check_tensors_allowed();
   frame_unconsumed_ = true;
   if (tensor_bytes_ == 0) finish_frame(rest);  // the whole frame is in
   return incoming();
@@ -310,13 +327,42 @@ void Connection::absorb_opening(std::span<const std::byte, ff::kHeaderBytes> hea
   frame_checked_ = false;
   tag_have_ = 0;
   if (receive_mac_) {
-    receive_mac_->begin(frames_received_++);
+    receive_frame_number_ = frames_received_++;
+    receive_mac_->begin(receive_frame_number_, FramePart::kOpening);
     receive_mac_->update(header_bytes);
   } else {
     receive_crc_ = header_crc(header_bytes);
   }
   absorb(meta_len);
   absorb(meta_);
+}
+
+void Connection::check_opening() {
+  if (!receive_mac_->verify(receive_tag_)) {
+    // Nothing in the opening is trusted, so its type and request are not named as facts.
+    throw FrameError(fmt::format(
+        "frame {} from {} failed authentication (its header and meta, claiming type {}): it was "
+        "altered, forged, replayed, reordered or cut short on the way, or the sender does not "
+        "hold the cluster secret",
+        receive_frame_number_, peer(), receive_type_));
+  }
+  tag_have_ = 0;
+  if (tensor_bytes_ == 0) {
+    frame_checked_ = true;
+  } else {
+    receive_mac_->begin(receive_frame_number_, FramePart::kTensors);
+  }
+}
+
+void Connection::check_tensors_allowed() const {
+  if (tensor_bytes_ == 0 || options_.type_carries_tensors == nullptr ||
+      options_.type_carries_tensors(receive_type_)) {
+    return;
+  }
+  throw FrameError(fmt::format(
+      "bad frame from {}: type {} (request {}) carries no tensors, but this one declares {} "
+      "tensor bytes",
+      peer(), receive_type_, receive_request_id_, tensor_bytes_));
 }
 
 void Connection::absorb(std::span<const std::byte> bytes) {
@@ -379,11 +425,21 @@ std::optional<Connection::Incoming> Connection::try_receive_frame(uint64_t max_p
     absorb_opening(header_bytes, meta_len);
     opening_absorbed_ = true;
   }
-  if (tensor_bytes_ == 0 && !try_finish_frame()) return std::nullopt;  // the tag is not in
+  if (receive_mac_ && !opening_checked_) {
+    const size_t n = stream_->read_available(std::span(receive_tag_).subspan(tag_have_));
+    tag_have_ += n;
+    bytes_moved_ += n;
+    if (tag_have_ < receive_tag_.size()) return std::nullopt;
+    check_opening();
+    opening_checked_ = true;
+  }
+  if (!handshake) check_tensors_allowed();
+  if (tensor_bytes_ == 0 && !try_finish_frame()) return std::nullopt;  // the CRC is not checked
   prefix_have_ = 0;
   header_accepted_ = false;
   prefix_done_ = false;
   opening_absorbed_ = false;
+  opening_checked_ = false;
   tensors_have_ = 0;
   frame_unconsumed_ = true;
   return incoming();
@@ -491,10 +547,9 @@ void Connection::check_frame() {
   if (receive_mac_) {
     if (!receive_mac_->verify(receive_tag_)) {
       throw FrameError(fmt::format(
-          "frame {} from {} (type {}, request {}) failed authentication: it was altered, "
-          "replayed, reordered or cut short on the way, or the sender does not hold the cluster "
-          "secret",
-          frames_received_ - 1, peer(), receive_type_, receive_request_id_));
+          "frame {} from {} (type {}, request {}) failed authentication in its tensors: they were "
+          "altered or cut short on the way, or the sender does not hold the cluster secret",
+          receive_frame_number_, peer(), receive_type_, receive_request_id_));
     }
     return;
   }
@@ -519,17 +574,23 @@ std::span<const std::byte> Connection::expect_handshake_frame(uint16_t type, siz
 std::span<const std::byte> Connection::check_handshake_frame(const Incoming& in, uint16_t type,
                                                              size_t min_meta,
                                                              size_t max_meta) const {
-  if (in.type == ff::kTypeAuthFailed) {
+  const bool we_are_the_client = type == ff::kTypeChallenge || type == ff::kTypeAuthOk;
+  if (in.type == ff::kTypeAuthFailed && !we_are_the_client) {
     throw AuthError(fmt::format(
         "{} failed authentication (wrong cluster secret): it rejected our proof", peer()));
   }
+  if (in.type == ff::kTypeAuthFailed) {
+    // Nothing binds this frame to the peer's secret, so a relay could have sent it: a failure
+    // the peer has not proved is transient (connect() tries again), not final as our own check
+    // of its proof is. A real peer says it only to a client whose secret differs, and that client
+    // has found out itself before.
+    throw TransportError(fmt::format(
+        "{} said that authentication failed, which it did not prove (another cluster secret, or a "
+        "relay on the way)",
+        peer()));
+  }
   if (in.type == ff::kTypeRefused && type == ff::kTypeAuthOk) {
-    std::string reason;
-    for (std::byte b : in.meta) {
-      const auto c = static_cast<unsigned char>(b);
-      reason += c >= 0x20 && c <= 0x7E ? static_cast<char>(c) : '?';
-    }
-    throw AuthError(fmt::format("{} refused this connection: {}", peer(), reason));
+    throw AuthError(fmt::format("{} refused this connection: {}", peer(), peer_text(in.meta)));
   }
   if (in.type != type || in.meta.size() < min_meta || in.meta.size() > max_meta ||
       in.tensor_bytes != 0) {
@@ -751,7 +812,7 @@ void Connection::answer(ServerHandshake& h, uint16_t type, std::span<const std::
 }
 
 void Connection::start_handshake_frame(uint16_t type, std::span<const std::byte> meta) {
-  prepare_frame(type, 0, meta, {}, /*tag_now=*/true);  // no frame keys yet: a CRC
+  prepare_frame(type, 0, meta, {}, /*tag_tensors_now=*/true);  // no frame keys yet: a CRC
   send_piece_ = 0;
   send_offset_ = 0;
   sending_ = true;
@@ -792,9 +853,18 @@ std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, std:
                        SteadyClock::now() + std::chrono::milliseconds(options.liveness_timeout_ms))
             : give_up;
     if (auto stream = TcpStream::try_connect(host, port, attempt_until, last_error)) {
-      auto connection = std::make_unique<Connection>(std::move(stream), options);
-      connection->handshake_as_client(secret);
-      return connection;
+      // A handshake that breaks is retried like a refused connect: a flooded server sheds the
+      // oldest handshakes, a restarting one may reset it, and a relay may fake a failure the
+      // server never proved. Only a failure we proved ourselves (AuthError) is final.
+      try {
+        auto connection = std::make_unique<Connection>(std::move(stream), options);
+        connection->handshake_as_client(secret);
+        return connection;
+      } catch (const AuthError&) {
+        throw;
+      } catch (const TransportError& error) {
+        last_error = fmt::format("the handshake failed: {}", error.what());
+      }
     }
     // Give up when the next attempt would start after the deadline.
     if (SteadyClock::now() + backoff >= give_up) break;

@@ -57,6 +57,10 @@ struct ConnectionOptions {
   // Said in the handshake beside the identity: which process this end is. 0: this process's
   // process_incarnation(); tests that play several processes in one set their own.
   uint64_t incarnation = 0;
+  // The protocol's rule of which frame types may carry tensors: a frame of another type that
+  // declares tensor bytes is a FrameError, raised once its opening is authenticated and before it
+  // is returned. Null: any type may.
+  bool (*type_carries_tensors)(uint16_t type) = nullptr;
 };
 
 // A server's say, during the handshake, over a client that has proved the secret: "" admits it,
@@ -110,10 +114,13 @@ class Connection {
     uint64_t tensor_bytes = 0;        // still to be read by receive_tensors / discard_tensors
   };
   // Reads the next frame's header and meta block. Types below kFirstUserType are a FrameError.
-  // If tensor_bytes > 0 the caller must next call receive_tensors or discard_tensors, which check
-  // the CRC: until one of them returns, the meta is unverified and may be used to choose where the
-  // tensors go, but nothing may be acted on. With tensor_bytes == 0 the CRC is checked here (and
-  // calling receive_tensors with empty spans is allowed, not required).
+  // Where frames are tagged, the header and meta are authenticated before they are returned
+  // (FrameError "frame N from <peer> failed authentication" if not). If tensor_bytes > 0 the
+  // caller must next call receive_tensors or discard_tensors, which check the tensors' tag (or the
+  // CRC): nothing that depends on the tensors may be done before one of them returns, and with
+  // --unauthenticated_frames, whose one CRC covers the whole frame, nothing at all. With
+  // tensor_bytes == 0 the frame is wholly checked here (and calling receive_tensors with empty
+  // spans is allowed, not required).
   // REQUIRES: kOpen; the previous frame's tensor bytes, if any, consumed.
   Incoming receive();
   // Reads the frame's tensor bytes straight into `into`, in order, then checks the CRC (FrameError
@@ -170,26 +177,33 @@ class Connection {
   void send_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
                   std::span<const std::span<const float>> tensors, const IoDeadline& deadline);
   // Checks a frame against the limits, and lays it out in send_pieces_ with its CRC in the header,
-  // or, where frames are tagged and tag_now, with its tag as the last piece.
+  // or, where frames are tagged, with the opening's tag after the meta and, if tag_tensors_now,
+  // the tensors' tag as the last piece.
   void prepare_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
-                     std::span<const std::span<const float>> tensors, bool tag_now);
+                     std::span<const std::span<const float>> tensors, bool tag_tensors_now);
   // The checks of a frame's opening, shared by receive_frame and try_receive: the header's (noting
   // the frame's type, request id, length and CRC), then the meta length's.
   void accept_header(std::span<const std::byte, frame_format::kHeaderBytes> header_bytes,
                      uint64_t max_payload_bytes, bool handshake);
   PayloadLayout accept_meta_len(std::span<const std::byte, frame_format::kMetaLenBytes> meta_len);
+  // The protocol's rule (ConnectionOptions::type_carries_tensors) for the frame just opened.
+  void check_tensors_allowed() const;
   // Once the meta block is in: starts the frame's check (CRC or tag) over its opening.
   void absorb_opening(std::span<const std::byte, frame_format::kHeaderBytes> header_bytes,
                       std::span<const std::byte, frame_format::kMetaLenBytes> meta_len);
+  // Where frames are tagged, once the opening's tag is in: checks it (FrameError if it fails) and
+  // starts the tensors' tag.
+  void check_opening();
   // The next received bytes of the frame, into its CRC or tag.
   void absorb(std::span<const std::byte> bytes);
   Incoming incoming() const;
   Incoming receive_frame(const IoDeadline& first_byte, const IoDeadline& rest,
                          uint64_t max_payload_bytes, bool handshake);
   void read_tensor_bytes(std::span<std::byte> into);
-  // Once the whole payload is in: reads the tag, if frames carry one, and checks the frame
-  // (blocking, or as far as the socket allows now: false until the tag is in). FrameError "bad
-  // CRC32C from <peer>" or "frame N from <peer> failed authentication" if it does not match.
+  // Once the whole payload is in: reads the tensors' tag, if frames carry one, and checks the
+  // frame (blocking, or as far as the socket allows now: false until the tag is in). FrameError
+  // "bad CRC32C from <peer>" or "frame N from <peer> ... failed authentication" if it does not
+  // match.
   void finish_frame(const IoDeadline& deadline);
   bool try_finish_frame();
   void check_frame();
@@ -249,7 +263,9 @@ class Connection {
   std::vector<std::span<const std::byte>> send_pieces_;
   std::array<std::byte, frame_format::kHeaderBytes> send_header_{};
   std::array<std::byte, frame_format::kMetaLenBytes> send_meta_len_{};
-  FrameTag send_tag_{};
+  uint64_t send_frame_number_ = 0;  // of the frame being sent, where frames are tagged
+  FrameTag send_opening_tag_{};
+  FrameTag send_tensor_tag_{};
   std::vector<std::span<const std::byte>> send_batch_;  // send(): the pieces of one write
   size_t send_piece_ = 0;   // start_send: the first piece not wholly written
   size_t send_offset_ = 0;  // and the bytes of it that are
@@ -262,7 +278,8 @@ class Connection {
   uint64_t tensor_bytes_ = 0;
   uint32_t receive_crc_ = 0;   // CRC-32C of the frame so far
   uint32_t expected_crc_ = 0;  // from its header
-  FrameTag receive_tag_{};     // the frame's tag, as it arrives
+  uint64_t receive_frame_number_ = 0;
+  FrameTag receive_tag_{};  // the opening's tag, then the tensors', as each arrives
   size_t tag_have_ = 0;
   bool frame_checked_ = false;  // the frame's CRC or tag has been checked
   uint16_t receive_type_ = 0;
@@ -276,6 +293,7 @@ class Connection {
   bool prefix_done_ = false;
   size_t meta_have_ = 0;
   bool opening_absorbed_ = false;
+  bool opening_checked_ = false;
   uint64_t tensors_have_ = 0;
 
   uint64_t bytes_moved_ = 0;

@@ -11,9 +11,15 @@
 // payload. Types 1-15 belong to the connection handshake (comm/auth.h); callers use 16 and up.
 //
 // On a connection whose frames are authenticated (the default, agreed in the handshake), every
-// frame after the handshake instead has 0 in crc32c and is followed by a 16-byte tag: the GMAC of
-// the header and payload under that direction's key, numbered by the frame's position in that
-// direction (comm/frame_mac.h). The tag also catches everything the CRC would.
+// frame after the handshake instead has 0 in crc32c and carries 16-byte tags (comm/frame_mac.h):
+//
+//   header | meta_len | meta | opening tag | tensor bytes | tensor tag (only if tensor bytes)
+//
+// The opening tag is the GMAC of the header, meta length and meta; the tensor tag, of the tensor
+// bytes; both under that direction's key, numbered by the frame's position in that direction and
+// by the part. The receiver checks the opening before it returns any of it, so nothing is acted
+// on, nor even used to choose where the tensors go, before it is authenticated. The tags also
+// catch everything the CRC would.
 #pragma once
 
 #include <bit>
@@ -30,9 +36,10 @@ static_assert(std::endian::native == std::endian::little,
 
 inline constexpr uint32_t kMagic = 0x4E525444;  // "DTRN" as little-endian bytes
 // 2: handshake params, frame tags; 3: the ps hello names the ps process and the step it restored,
-// ring links offer a shared mailbox. Tasks of different versions refuse each other at the first
-// frame, naming both versions, rather than misreading a field.
-inline constexpr uint16_t kVersion = 3;
+// ring links offer a shared mailbox; 4: the opening of a tagged frame has its own tag. Tasks of
+// different versions refuse each other at the first frame, naming both versions, rather than
+// misreading a field.
+inline constexpr uint16_t kVersion = 4;
 
 // Header field offsets and sizes.
 inline constexpr size_t kMagicOffset = 0;

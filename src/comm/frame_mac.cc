@@ -46,9 +46,12 @@ FrameMac::FrameMac(const FrameKey& key) : ctx_(EVP_CIPHER_CTX_new()) {
 
 FrameMac::~FrameMac() { EVP_CIPHER_CTX_free(ctx_); }
 
-void FrameMac::begin(uint64_t frame) {
+void FrameMac::begin(uint64_t frame, FramePart part) {
+  // The nonce: the part (4 bytes) then the frame's number (8), never the same twice under a key.
   std::array<unsigned char, kIvBytes> iv{};
-  frame_format::store_le(std::as_writable_bytes(std::span(iv)).subspan(4), frame);
+  const auto iv_bytes = std::as_writable_bytes(std::span(iv));
+  frame_format::store_le(iv_bytes, static_cast<uint32_t>(part));
+  frame_format::store_le(iv_bytes.subspan(4), frame);
   if (EVP_EncryptInit_ex2(ctx_, nullptr, nullptr, iv.data(), nullptr) != 1) {
     openssl_failed("setting the frame nonce");
   }

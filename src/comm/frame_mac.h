@@ -1,9 +1,10 @@
 // Per-frame authentication once the handshake is done: each direction of a connection has its own
-// AES-128 key, derived from the handshake (comm/auth.h: frame_keys), and every frame carries a
-// GMAC tag (AES-128-GCM over no plaintext, the whole frame as additional data) whose nonce is
-// the frame's number in that direction. A relay without the secret cannot alter a frame, and
-// cannot replay, reorder or drop one either: the receiver counts frames itself, so any of these
-// makes the next tag fail.
+// AES-128 key, derived from the handshake (comm/auth.h: frame_keys), and every frame carries GMAC
+// tags (AES-128-GCM over no plaintext, the bytes as additional data): one over its opening (header
+// and meta) and, when it has tensors, one over those. Each tag's nonce is the frame's number in
+// that direction and which part it covers, so no tag is valid anywhere else. A relay without the
+// secret cannot alter a frame, and cannot replay, reorder or drop one either: the receiver counts
+// frames itself, so any of these makes the next tag fail.
 //
 // Why GMAC: it is the only MAC OpenSSL offers that keeps up with the network here (GHASH with
 // carry-less multiplication runs at several times HMAC-SHA256's speed), and with a fresh nonce
@@ -25,7 +26,11 @@ inline constexpr size_t kFrameTagBytes = 16;
 using FrameKey = std::array<std::byte, kFrameKeyBytes>;
 using FrameTag = std::array<std::byte, kFrameTagBytes>;
 
-// One direction's tags: begin(n), update() over the frame's bytes in order, then tag(). Not
+// The part of a frame a tag covers: the opening is checked before anything in it is used, the
+// tensors once they are in.
+enum class FramePart : uint32_t { kOpening = 0, kTensors = 1 };
+
+// One direction's tags: begin(n, part), update() over that part's bytes in order, then tag(). Not
 // thread-safe; a connection's sender and receiver each own one.
 class FrameMac {
  public:
@@ -34,8 +39,8 @@ class FrameMac {
   FrameMac(const FrameMac&) = delete;
   FrameMac& operator=(const FrameMac&) = delete;
 
-  // Starts the tag of frame number `frame` (0, 1, 2 … in this direction).
-  void begin(uint64_t frame);
+  // Starts the tag of `part` of frame number `frame` (0, 1, 2 … in this direction).
+  void begin(uint64_t frame, FramePart part);
   // Adds the next bytes of the frame; any length, any split (the tag depends only on the bytes).
   void update(std::span<const std::byte> bytes);
   // The tag of the bytes since begin(). Throws dtrain::Error if OpenSSL fails.

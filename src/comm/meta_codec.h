@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/peer_text.h"
 #include "comm/frame_format.h"
 
 namespace dtrain {
@@ -68,8 +69,10 @@ class MetaReader {
     std::memcpy(&value, &bits, sizeof(T));
     return value;
   }
-  std::string rest_as_string() {
-    std::string text(reinterpret_cast<const char*>(meta_.data()), meta_.size());
+  // The rest of the meta, a message from the peer, escaped for printing (base/peer_text.h): it
+  // ends up in logs and on terminals.
+  std::string rest_as_peer_text() {
+    std::string text = peer_text(meta_);
     meta_ = {};
     return text;
   }

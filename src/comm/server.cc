@@ -70,12 +70,33 @@ int listen_on(const std::string& host, uint16_t& port) {
   return fd;
 }
 
+// The kinds of rejection, as the warnings' summary and describe_rejections name them.
+constexpr const char* kShed = "dropped while authenticating under load";
+constexpr const char* kFailedAuthentication = "failed authentication";
+constexpr const char* kMalformed = "sent no handshake";
+constexpr const char* kLost = "hung up or timed out";
+
 }  // namespace
+
+std::string describe_rejections(const ServerStats& stats) {
+  if (stats.rejected == 0) return "";
+  const uint64_t lost = stats.rejected - stats.shed - stats.failed_authentication - stats.malformed;
+  std::string kinds;
+  for (const auto& [count, kind] : {std::pair{stats.shed, kShed},
+                                    {stats.failed_authentication, kFailedAuthentication},
+                                    {stats.malformed, kMalformed},
+                                    {lost, kLost}}) {
+    if (count > 0) kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", count, kind);
+  }
+  return fmt::format("{} connection(s) rejected ({})", stats.rejected, kinds);
+}
 
 Server::Server(ServerOptions options, Handler handler)
     : options_(checked(std::move(options))), handler_(std::move(handler)) {
   port_ = options_.port;
   listen_fd_ = listen_on(options_.bind_host, port_);
+  rejection_warnings_ = std::make_unique<RateLimitedWarning>(
+      fmt::format("server on port {}", port_), "rejected connections");
   if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
     const std::string why = errno_text();
     ::close(listen_fd_);
@@ -144,11 +165,11 @@ void Server::adopt(int fd, const sockaddr_storage& address, socklen_t length) {
   } catch (const TransportError& error) {
     // Its socket options could not be set (it broke between accept and now): this one peer's
     // failure, counted as a connection that never got through its handshake.
-    spdlog::warn("rejected connection: {}", error.what());
-    std::lock_guard lock(mutex_);
-    ++stats_.accepted;
-    ++stats_.rejected;
-    stats_changed_.notify_all();
+    {
+      std::lock_guard lock(mutex_);
+      ++stats_.accepted;
+    }
+    reject(nullptr, error);
     return;
   }
   // The oldest make room before the newest is counted: whoever sees it accepted sees them closed.
@@ -213,6 +234,7 @@ void Server::handshake_loop(std::stop_token stop) {
     }
     // Last: accepting may shed, and so finish, peers in `waiting`.
     if (fds[1].revents != 0 && !stopping_) accept_pending();
+    rejection_warnings_->flush_if_due();
   }
 }
 
@@ -231,8 +253,7 @@ void Server::advance_handshake(Peer& peer) {
   } catch (const std::exception& error) {
     // Nothing more is read from a peer that has not proved the secret.
     connection.close();
-    if (!stopping_) spdlog::warn("rejected connection: {}", error.what());
-    finish(peer, &ServerStats::rejected);
+    reject(&peer, error);
     return;
   }
   {
@@ -265,8 +286,10 @@ void Server::shed_unauthenticated(size_t keep, const char* why) {
         peers_.begin(), peers_.end(), [](const Peer& p) { return !p.done && !p.authenticated; }));
     for (auto peer = peers_.begin(); peer != peers_.end() && waiting > keep; ++peer) {  // oldest
       if (peer->done || peer->authenticated) continue;
-      spdlog::warn("server on port {}: dropped the connection from {}, still authenticating: {}",
-                   port_, peer->connection->address(), why);
+      rejection_warnings_->warn(
+          kShed, fmt::format("server on port {}: dropped the connection from {}, still "
+                             "authenticating: {}",
+                             port_, peer->connection->address(), why));
       dropped.push_back(std::move(peer->connection));
       peer->done = true;
       ++stats_.shed;
@@ -322,11 +345,34 @@ std::string Server::admit(Peer& peer, const HandshakeParams& client) {
   return "";
 }
 
-void Server::finish(Peer& peer, uint64_t ServerStats::*counter) {
+void Server::reject(Peer* peer, const std::exception& error) {
+  const char* kind = kLost;
+  uint64_t ServerStats::*counter = nullptr;
+  if (dynamic_cast<const AuthError*>(&error) != nullptr) {
+    kind = kFailedAuthentication;
+    counter = &ServerStats::failed_authentication;
+  } else if (dynamic_cast<const FrameError*>(&error) != nullptr) {
+    kind = kMalformed;
+    counter = &ServerStats::malformed;
+  }
+  if (!stopping_)
+    rejection_warnings_->warn(kind, fmt::format("rejected connection: {}", error.what()));
+  if (peer != nullptr) {
+    finish(*peer, &ServerStats::rejected, counter);
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  ++stats_.rejected;
+  if (counter != nullptr) ++(stats_.*counter);
+  stats_changed_.notify_all();
+}
+
+void Server::finish(Peer& peer, uint64_t ServerStats::*counter, uint64_t ServerStats::*why) {
   std::unique_ptr<Connection> ended;
   {
     std::lock_guard lock(mutex_);
     ++(stats_.*counter);
+    if (why != nullptr) ++(stats_.*why);
     peer.done = true;
     ended = std::move(peer.connection);
     stats_changed_.notify_all();
@@ -367,6 +413,7 @@ void Server::stop() {
     wake_handshakes();
     handshaker_.join();
   }
+  rejection_warnings_->flush();
   if (listen_fd_ >= 0) ::close(listen_fd_);  // the handshake thread's until now
   listen_fd_ = -1;
   std::list<Peer> peers;

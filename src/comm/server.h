@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "base/rate_limited_warning.h"
 #include "comm/connection.h"
 
 namespace dtrain {
@@ -43,8 +44,18 @@ struct ServerStats {
   uint64_t rejected = 0;       // failed or abandoned the handshake
   uint64_t failed = 0;         // closed for an error after authenticating (bad frame, dead peer)
   uint64_t finished = 0;       // the handler returned, or the peer hung up between frames
-  uint64_t shed = 0;  // of the rejected: dropped while authenticating, to make room for others
+  // Of the rejected, why: dropped while authenticating, to make room for others; failed the
+  // handshake's proof (another cluster secret) or refused its identity; sent what is not a
+  // handshake. The rest hung up or timed out.
+  uint64_t shed = 0;
+  uint64_t failed_authentication = 0;
+  uint64_t malformed = 0;
 };
+
+// "3 connection(s) rejected (2 dropped while authenticating under load, 1 failed
+// authentication)": the
+// rejections in `stats`, by kind, for a summary line; empty when there were none.
+std::string describe_rejections(const ServerStats& stats);
 
 // Thread-safety: port(), stats() and wait_for() from any thread; stop() and the destructor from
 // any thread except a handler's own.
@@ -109,6 +120,8 @@ class Server {
   void reap_finished_peers();
   // Closes the oldest connections still authenticating until at most `keep` are left, saying why,
   // and counts them shed and rejected. Handshake thread only.
+  // (Warnings about rejected connections go through rejection_warnings_: a flood must not flood
+  // the log.)
   void shed_unauthenticated(size_t keep, const char* why);
   size_t unauthenticated() const;  // stable on the handshake thread, the only one to change it
   // An authenticated connection's thread: the handler.
@@ -116,10 +129,15 @@ class Server {
   // The handshake's admission of `peer`'s client: refused while another process holds a live
   // connection under the same identity. Takes mutex_.
   std::string admit(Peer& peer, const HandshakeParams& client);
-  void finish(Peer& peer, uint64_t ServerStats::*counter);  // counts and marks the peer done
+  // Counts the peer under `counter` (and `why`, if any, in the same step) and marks it done.
+  void finish(Peer& peer, uint64_t ServerStats::*counter, uint64_t ServerStats::*why = nullptr);
+
+  // Counts a connection that failed its handshake with `error`, and says so (rate-limited).
+  void reject(Peer* peer, const std::exception& error);
 
   const ServerOptions options_;
   const Handler handler_;
+  std::unique_ptr<RateLimitedWarning> rejection_warnings_;
   int listen_fd_ = -1;  // the handshake thread's while it runs
   uint16_t port_ = 0;
   std::atomic<bool> stopping_ = false;

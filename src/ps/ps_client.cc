@@ -107,7 +107,7 @@ class PsClient::Lane {
     Connection::Incoming in = connection->receive();
     if (in.type == proto::kError) {
       proto::MetaReader r(in.meta);
-      throw Error(r.rest_as_string());
+      throw Error(r.rest_as_peer_text());
     }
     if (in.type != expected) {
       throw FrameError(fmt::format("bad reply from {}: type {} where {} was expected",
@@ -122,6 +122,7 @@ namespace {
 ConnectionOptions connection_options(const PsClientOptions& options, int ps) {
   ConnectionOptions connection = options.connection;
   connection.task_name = fmt::format("ps{}", ps);
+  connection.type_carries_tensors = proto::carries_tensors;
   // The ps binds this worker's pushes and done report to the connections that say it.
   if (options.worker >= 0) connection.identity = proto::worker_identity(options.worker);
   return connection;
@@ -181,9 +182,9 @@ int64_t PsClient::say_hello(Lane& lane) {
     lane.connection->send(proto::kMemoryOffer, 0, lane.meta.bytes(), {});
     proto::MetaReader ready(lane.expect(proto::kMemoryReady).meta);
     path.memory = ready.get<uint8_t>() != 0;
-    if (!path.memory) path.why_not = ready.rest_as_string();
+    if (!path.memory) path.why_not = ready.rest_as_peer_text();
   } else if (ask_memory) {
-    path.why_not = r.rest_as_string();
+    path.why_not = r.rest_as_peer_text();
   }
   if (!path.memory && options_.transport == Transport::kShm) {
     throw Error(shm_failure(lane.ps, path.why_not));

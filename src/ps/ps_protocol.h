@@ -86,6 +86,13 @@ inline constexpr uint16_t kMemoryReady = 34;
 inline constexpr uint16_t kPushRef = 35;
 inline constexpr uint16_t kPullRef = 36;
 
+// The types the table above gives tensors (ConnectionOptions::type_carries_tensors): any other
+// that declares some is refused before it is handled. kPushReply carries the values a push asked
+// for.
+inline bool carries_tensors(uint16_t type) {
+  return type == kInit || type == kValues || type == kPush || type == kPushReply || type == kState;
+}
+
 // What each task says it is in its connections' handshakes (ConnectionOptions::identity): a ps
 // binds a worker's pushes and done report to the connection whose handshake proved this.
 inline std::string worker_identity(int worker) { return "worker " + std::to_string(worker); }

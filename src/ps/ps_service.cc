@@ -195,7 +195,9 @@ PsService::PsService(PsServiceOptions options, const PsRestoredState* restored)
     initialize_from(restored->params, restored->slots, restored->step);
     restored_step_ = restored->step;
   }
-  server_ = std::make_unique<Server>(options_.server,
+  ServerOptions server = options_.server;
+  server.connection.type_carries_tensors = proto::carries_tensors;
+  server_ = std::make_unique<Server>(std::move(server),
                                      [this](Connection& connection) { serve(connection); });
 }
 

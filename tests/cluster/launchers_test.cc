@@ -1,16 +1,24 @@
 // `dtrain task` under launchers that give ranks, not addresses: torchrun-style variables on
 // processes the test starts, and Open MPI's real mpirun. The ranks meet at the rendezvous and
 // train to the accuracy a local cluster reaches; all-reduce ranks end with equal parameters.
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cluster/local_launcher.h"
@@ -369,9 +377,84 @@ TEST(Launchers, ARankWithAnotherSecretFailsItsHandshakeAndTheOthersNameItMissing
   const ProcessResult stranger = ranks[1]->wait();
   EXPECT_EQ(zero.exit_code, 1) << all_output(zero);
   EXPECT_THAT(zero.err, HasSubstr("rank(s) 1 did not register within 3 s"));
-  EXPECT_THAT(zero.err, HasSubstr("1 connection(s) failed the handshake meanwhile"));
+  EXPECT_THAT(zero.err, HasSubstr("meanwhile 1 connection(s) rejected (1 failed authentication)"));
   EXPECT_EQ(stranger.exit_code, 1) << all_output(stranger);
   EXPECT_THAT(stranger.err, HasSubstr("the rendezvous (MASTER_ADDR and MASTER_PORT)"));
+}
+
+// Connections without the secret, opened against 127.0.0.1:port as fast as four threads can, the
+// newest 64 of each kept open and saying nothing, until destroyed: far more than a server keeps
+// authenticating at once (32), so it sheds the oldest handshakes, a real rank's among them.
+class ConnectionFlood {
+ public:
+  explicit ConnectionFlood(uint16_t port) {
+    for (int i = 0; i < 4; ++i)
+      threads_.emplace_back([this, port](std::stop_token stop) { flood(port, stop); });
+  }
+  int opened() const { return opened_; }
+
+ private:
+  void flood(uint16_t port, const std::stop_token& stop) {
+    std::deque<int> open;
+    while (!stop.stop_requested()) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in address{};
+      address.sin_family = AF_INET;
+      address.sin_port = htons(port);
+      address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0) {
+        ++opened_;
+        open.push_back(fd);
+      } else {
+        ::close(fd);
+        // The rendezvous is over and its port closed: pacing, not synchronising with anything.
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      while (open.size() > 64) {
+        ::close(open.front());
+        open.pop_front();
+      }
+    }
+    for (int fd : open) ::close(fd);
+  }
+
+  std::atomic<int> opened_ = 0;
+  std::vector<std::jthread> threads_;  // last: they use opened_
+};
+
+// Rank 1 meets rank 0 while the rendezvous port is flooded: its handshake may be shed, and is then
+// tried again within --peer_timeout; rank 0 logs a few rejections and sums up the rest.
+TEST(Launchers, ARankJoiningUnderAConnectionFloodOfTheRendezvousStillJoinsAndTrains) {
+  const uint16_t port = pick_free_ports(1)[0];
+  const std::vector<std::string> flags = concat(task_flags(), {"--peer_timeout", "60"});
+  DtrainProcess::Options zero_options;
+  zero_options.extra_env = loopback_rank_env(0, 2, port);
+  DtrainProcess zero(flags, zero_options);
+  ASSERT_THAT(zero.wait_for_line("rendezvous at"), HasSubstr("127.0.0.1"));
+  ProcessResult one;
+  int opened = 0;
+  {
+    ConnectionFlood flood(port);
+    DtrainProcess::Options one_options;
+    one_options.extra_env = loopback_rank_env(1, 2, port);
+    one = DtrainProcess(flags, one_options).wait();
+    opened = flood.opened();
+  }
+  const ProcessResult zero_result = zero.wait();
+  ASSERT_EQ(one.exit_code, 0) << all_output(one);
+  ASSERT_EQ(zero_result.exit_code, 0) << all_output(zero_result);
+  EXPECT_GE(opened, 100);
+  for (const ProcessResult* r : {&zero_result, static_cast<const ProcessResult*>(&one)}) {
+    const std::vector<double> accuracy = accuracies_in(r->out);
+    ASSERT_FALSE(accuracy.empty()) << all_output(*r);
+    EXPECT_GE(accuracy.back(), 0.90) << all_output(*r);
+  }
+  // A handful of warnings a window, and the rest summed up by kind.
+  const std::string log = all_output(zero_result);
+  EXPECT_LE(all_matches(log, "dropped the connection from|rejected connection:").size(), 60u)
+      << log.size() << " bytes of output";
+  EXPECT_THAT(log, HasSubstr("not logged one by one ("));
+  EXPECT_THAT(log, HasSubstr("dropped while authenticating under load"));
 }
 
 }  // namespace

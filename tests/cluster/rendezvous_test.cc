@@ -124,7 +124,8 @@ TEST(Rendezvous, AWrongSecretFailsThatRanksHandshakeAndTheOthersNameTheMissingRa
   EXPECT_THAT(intruder.error, HasSubstr("rendezvous"));
   const Outcome zero = rank0.get();
   EXPECT_THAT(zero.error, HasSubstr("rank(s) 1 did not register"));
-  EXPECT_THAT(zero.error, HasSubstr("1 connection(s) failed the handshake meanwhile"));
+  EXPECT_THAT(zero.error,
+              HasSubstr("meanwhile 1 connection(s) rejected (1 failed authentication)"));
 }
 
 TEST(Rendezvous, RolesPutThePsTasksFirstAndTheChiefAfterThem) {

@@ -251,7 +251,7 @@ class ConnectionCutShortFrame : public ::testing::Test {
     peer->authenticate(kLoopbackSecret);
     const std::vector<float> values((1 << 20) / sizeof(float), 1.0f);
     const std::span<const float> tensors[] = {values};
-    const auto frame = encode_frame(kEchoType, 1, {}, tensors);
+    const auto frame = peer->seal(encode_frame(kEchoType, 1, {}, tensors));
     peer->write(std::span(frame).first(1000));
     return peer;
   }

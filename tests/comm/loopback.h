@@ -126,15 +126,29 @@ class RawPeer {
     }
   }
 
-  // A frame from encode_frame as an authenticated connection sends it: crc32c 0 and the next
-  // frame's tag after it. REQUIRES: authenticate() with frames authenticated.
+  // A frame from encode_frame as an authenticated connection sends it: crc32c 0, the tag of its
+  // opening after the meta, and the tag of its tensors, if any, after those.
+  // REQUIRES: authenticate() with frames authenticated.
   std::vector<std::byte> seal(std::vector<std::byte> frame) {
-    frame_format::store_le(std::span(frame).subspan(frame_format::kCrcOffset), uint32_t{0});
-    mac_->begin(frames_sealed_++);
-    mac_->update(frame);
-    const FrameTag tag = mac_->tag();
-    frame.insert(frame.end(), tag.begin(), tag.end());
-    return frame;
+    namespace ff = frame_format;
+    ff::store_le(std::span(frame).subspan(ff::kCrcOffset), uint32_t{0});
+    const uint64_t number = frames_sealed_++;
+    const size_t opening = ff::kHeaderBytes + ff::kMetaLenBytes +
+                           ff::load_le<uint32_t>(std::span(frame).subspan(ff::kHeaderBytes));
+    const std::span<const std::byte> bytes(frame);
+    std::vector<std::byte> sealed(frame.begin(), frame.begin() + static_cast<ptrdiff_t>(opening));
+    const auto add_tag = [&](std::span<const std::byte> part, FramePart which) {
+      mac_->begin(number, which);
+      mac_->update(part);
+      const FrameTag tag = mac_->tag();
+      sealed.insert(sealed.end(), tag.begin(), tag.end());
+    };
+    add_tag(bytes.first(opening), FramePart::kOpening);
+    if (frame.size() > opening) {
+      sealed.insert(sealed.end(), bytes.begin() + static_cast<ptrdiff_t>(opening), bytes.end());
+      add_tag(bytes.subspan(opening), FramePart::kTensors);
+    }
+    return sealed;
   }
 
   // One whole frame (header and payload), validated.
@@ -148,16 +162,24 @@ class RawPeer {
     return frame;
   }
 
-  // An authenticated connection's frame, header and payload, its tag read and not checked.
+  // An authenticated connection's frame, header and payload, its tags read and not checked.
   std::vector<std::byte> read_tagged_frame() {
-    std::array<std::byte, frame_format::kHeaderBytes> header;
-    stream_->read_exact(header, deadline());
-    const uint64_t payload_len = decode_header(header, 1 << 20).payload_len;
-    std::vector<std::byte> frame(header.begin(), header.end());
-    frame.resize(frame_format::kHeaderBytes + payload_len);
-    stream_->read_exact(std::span(frame).subspan(frame_format::kHeaderBytes), deadline());
+    namespace ff = frame_format;
+    std::vector<std::byte> frame(ff::kHeaderBytes + ff::kMetaLenBytes);
+    stream_->read_exact(frame, deadline());
+    const uint64_t payload_len =
+        decode_header(std::span(frame).first<ff::kHeaderBytes>(), 1 << 20).payload_len;
+    const size_t opening =
+        frame.size() + ff::load_le<uint32_t>(std::span(frame).subspan(ff::kHeaderBytes));
+    frame.resize(opening);
+    stream_->read_exact(std::span(frame).subspan(ff::kHeaderBytes + ff::kMetaLenBytes), deadline());
     FrameTag tag;
     stream_->read_exact(tag, deadline());
+    frame.resize(ff::kHeaderBytes + payload_len);
+    if (frame.size() > opening) {
+      stream_->read_exact(std::span(frame).subspan(opening), deadline());
+      stream_->read_exact(tag, deadline());
+    }
     return frame;
   }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -113,7 +114,7 @@ TEST(Server, APeerOfAnotherBuildIsRejectedNamingBothFrameVersions) {
   ASSERT_TRUE(wait_for_rejected(server, 1));
   EXPECT_THAT(log.text(),
               AllOf(HasSubstr("rejected connection: bad frame from 127.0.0.1:"),
-                    HasSubstr("unsupported frame version 2, this build speaks version 3")));
+                    HasSubstr("unsupported frame version 2, this build speaks version 4")));
   expect_echo_works(*connect_to(server));
 }
 
@@ -202,6 +203,57 @@ TEST(Server, AlteredFrameFailsAuthenticationAndClosesThatConnectionOnly) {
                                 HasSubstr("failed authentication")));
   expect_echo_works(*honest);
   expect_echo_works(*connect_to(server));
+}
+
+// A handler that counts the frames it is given and acts on none.
+Server::Handler counting(std::atomic<int>& frames) {
+  return [&frames](Connection& connection) {
+    for (;;) {
+      connection.receive();
+      ++frames;
+      connection.discard_tensors();
+    }
+  };
+}
+
+TEST(Server, AFrameWhoseOpeningWasAlteredIsRefusedByItsTagBeforeTheHandlerSeesIt) {
+  LogCapture log;
+  std::atomic<int> frames = 0;
+  Server server(loopback_options(), counting(frames));
+  RawPeer forger(server.port());
+  forger.authenticate(kLoopbackSecret);
+  const std::vector<float> values(4, 0.5f);
+  const std::span<const float> tensors[] = {values};
+  const std::byte meta[] = {std::byte{1}, std::byte{2}, std::byte{3}};
+  auto frame = forger.seal(encode_frame(kEchoType, 1, meta, tensors));
+  frame[frame_format::kHeaderBytes + frame_format::kMetaLenBytes] ^= std::byte{0x01};
+  forger.write(frame);
+  EXPECT_TRUE(forger.closed_by_other_side());
+  ASSERT_TRUE(wait_for_failed(server, 1));
+  EXPECT_EQ(frames, 0);
+  EXPECT_THAT(log.text(), AllOf(HasSubstr("closed connection: frame 0 from 127.0.0.1:"),
+                                HasSubstr("failed authentication (its header and meta, claiming "
+                                          "type")));
+}
+
+TEST(Server, AFrameOfATypeWithoutTensorsThatDeclaresSomeIsRefusedUnhandled) {
+  LogCapture log;
+  std::atomic<int> frames = 0;
+  auto options = loopback_options();
+  options.connection.type_carries_tensors = [](uint16_t type) { return type == kEchoType; };
+  Server server(options, counting(frames));
+  RawPeer sender(server.port());
+  sender.authenticate(kLoopbackSecret);
+  const std::vector<float> values(4, 0.5f);
+  const std::span<const float> tensors[] = {values};
+  sender.write(sender.seal(encode_frame(kEchoType, 1, {}, tensors)));
+  sender.write(sender.seal(encode_frame(kEchoType + 1, 2, {}, tensors)));
+  EXPECT_TRUE(sender.closed_by_other_side());
+  ASSERT_TRUE(wait_for_failed(server, 1));
+  EXPECT_EQ(frames, 1);
+  EXPECT_THAT(log.text(), HasSubstr(fmt::format("type {} (request 2) carries no tensors, but this "
+                                                "one declares 16 tensor bytes",
+                                                kEchoType + 1)));
 }
 
 TEST(Server, BadCrcClosesThatConnectionOnlyWhereFramesAreNotAuthenticated) {

@@ -1,7 +1,8 @@
 // A forwarder on loopback that rewrites what it carries, as an attacker on the network path who
-// does not hold the cluster secret would: it passes the handshake through, then negates the
-// gradient of every push a worker sends and recomputes the frame's CRC32C. Tests put it
-// between a worker and a ps to show that authenticated frames catch it.
+// does not hold the cluster secret would: it passes the handshake through, then, by its Attack,
+// negates the gradient of every push a worker sends (recomputing the frame's CRC32C), or replaces
+// one frame, once in the relay's life, with a forged one of its choosing and junk tags. Tests put
+// it between a worker and a ps to show that authenticated frames catch it.
 #pragma once
 
 #include <atomic>
@@ -12,16 +13,28 @@
 
 namespace dtrain::testing {
 
+enum class Attack {
+  kNegatePushes,
+  // The worker's 20th push becomes kWorkerDone(worker 0, finished) with 4 tensor bytes: had the
+  // ps believed it, it would end the run early.
+  kForgeDoneWithTensors,
+  // The ps's 20th reply becomes kError("stop\x1b[2J") without tensors: had the worker believed it,
+  // it would exit, printing the escape sequence.
+  kForgeError,
+};
+
 class TamperRelay {
  public:
   // Listens on a free loopback port and forwards each connection to `target`.
-  explicit TamperRelay(uint16_t target);
+  explicit TamperRelay(uint16_t target, Attack attack = Attack::kNegatePushes);
 
   uint16_t port() const { return forwarder_->port(); }
-  int pushes_rewritten() const { return *rewritten_; }
+  // Frames the relay altered or forged.
+  int frames_tampered() const { return *tampered_; }
 
  private:
-  std::shared_ptr<std::atomic<int>> rewritten_ = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> tampered_ = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<bool>> forged_ = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<Forwarder> forwarder_;  // last: its threads use everything above
 };
 
