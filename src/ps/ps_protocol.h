@@ -69,6 +69,8 @@ inline constexpr uint16_t kHelloReply = 17;
 inline constexpr uint16_t kInit = 18;
 inline constexpr uint16_t kAck = 19;
 inline constexpr uint16_t kWaitReady = 20;
+// A ps answers a kWaitReady within this, whatever timeout it asks for.
+inline constexpr uint32_t kMaxReadyWaitMs = 60'000;
 inline constexpr uint16_t kReady = 21;
 inline constexpr uint16_t kPull = 22;
 inline constexpr uint16_t kValues = 23;
@@ -104,6 +106,10 @@ using ::dtrain::MetaWriter;
 using ::dtrain::ShortMeta;
 
 // kPush: one shard's gradient.
+// Steps a peer may name (kInit's step, a push's computed_at_step): far beyond any run, and far
+// enough from INT64_MAX that counting on from them cannot overflow.
+inline constexpr int64_t kMaxStep = int64_t{1} << 62;
+
 struct PushMeta {
   uint32_t shard = 0;
   int32_t worker = 0;

@@ -579,6 +579,22 @@ void PsService::init(Connection& connection, const Connection::Incoming& in, Scr
   const auto slots = r.get<uint32_t>();
   try {
     held_shard(shard);
+    // Only the chief's process sets the variables, and a shard once: a retry of that same
+    // process's init (its connection broke halfway) is let through, anyone else's is refused.
+    check_own_worker(connection, kChief, scratch, "an init");
+    {
+      std::lock_guard lock(init_mutex_);
+      if (initialized_by_ && *initialized_by_ != connection.peer_incarnation()) {
+        throw Error(fmt::format(
+            "{} sent an init of shard {}, which another process of the chief initialised "
+            "already",
+            connection.peer(), shard));
+      }
+    }
+    if (step > proto::kMaxStep) {  // below 0: the store refuses it, saying so
+      throw Error(fmt::format("init of shard {} at step {}: over the largest step, {}", shard, step,
+                              proto::kMaxStep));
+    }
     if (slots != 0 && slots != store_->slot_suffixes().size()) {
       throw Error(fmt::format("init of shard {} carries {} optimizer slots; this task keeps {}",
                               shard, slots, store_->slot_suffixes().size()));
@@ -594,6 +610,10 @@ void PsService::init(Connection& connection, const Connection::Incoming& in, Scr
   connection.receive_tensors(into);
   std::vector<std::span<const float>> slot_values(into.begin() + 1, into.end());
   store_->initialize(shard, into[0], step, slot_values);
+  {
+    std::lock_guard lock(init_mutex_);
+    initialized_by_ = connection.peer_incarnation();
+  }
   scratch.meta.clear();
   scratch.meta.put(shard);
   connection.send(proto::kAck, in.request_id, scratch.meta.bytes(), {});
@@ -602,7 +622,9 @@ void PsService::init(Connection& connection, const Connection::Incoming& in, Scr
 void PsService::wait_ready(Connection& connection, const Connection::Incoming& in,
                            Scratch& scratch) {
   proto::MetaReader r(in.meta);
-  const auto timeout_ms = r.get<uint32_t>();
+  // A peer's wait holds this connection's thread, which a shutdown joins: bounded here, whatever
+  // it asks (a worker asks again), and ended sooner by the end of training or a stop.
+  const auto timeout_ms = std::min(r.get<uint32_t>(), proto::kMaxReadyWaitMs);
   const bool ready = store_->wait_initialized(std::chrono::steady_clock::now() +
                                               std::chrono::milliseconds(timeout_ms));
   scratch.meta.clear();
@@ -660,6 +682,10 @@ void PsService::check_push(const Connection& connection, const proto::PushMeta& 
                            const Scratch& scratch) const {
   held_shard(m.shard);
   check_own_worker(connection, m.worker, scratch, "a push");
+  if (m.computed_at_step < -proto::kMaxStep || m.computed_at_step > proto::kMaxStep) {
+    throw Error(fmt::format("a push for shard {} computed at step {}: out of range", m.shard,
+                            m.computed_at_step));
+  }
   if (const auto reason = store_->aborted()) throw Error(*reason);
 }
 

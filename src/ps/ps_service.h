@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -83,6 +84,11 @@ class PsService {
   uint16_t port() const { return server_->port(); }
   const ShardStore& store() const { return *store_; }
   const ServerStats stats() const { return server_->stats(); }
+  // Waits until `done(stats())` holds or `timeout` passes; returns whether it held.
+  bool wait_for(const std::function<bool(const ServerStats&)>& done,
+                std::chrono::milliseconds timeout) const {
+    return server_->wait_for(done, timeout);
+  }
 
   // Initialises the shards this task holds from whole-model values and optimizer slots (one
   // ParamSet per slot, in the store's order), as the chief's kInit would: a restore from a
@@ -175,6 +181,10 @@ class PsService {
   int64_t current_step() const;
 
   std::mutex workers_mutex_;
+  static constexpr int kChief = 0;  // the worker that initialises the variables
+  std::mutex init_mutex_;
+  // The chief process whose init set the variables (restored ones: none), guarded by init_mutex_.
+  std::optional<uint64_t> initialized_by_;
   std::condition_variable workers_changed_;
   std::vector<WorkerState> workers_;  // guarded by workers_mutex_
   // When run() first saw training finished, guarded by workers_mutex_.

@@ -270,8 +270,10 @@ bool ShardStore::initialized() const {
 
 bool ShardStore::wait_initialized(Deadline deadline) const {
   std::unique_lock lock(init_mutex_);
-  return init_changed_.wait_until(lock, deadline,
-                                  [&] { return initialized_count_ == shards_.size(); });
+  init_changed_.wait_until(lock, deadline, [&] {
+    return initialized_count_ == shards_.size() || finished_ || halting_;
+  });
+  return initialized_count_ == shards_.size();
 }
 
 int64_t ShardStore::read(size_t shard, std::span<float> out) const {
@@ -422,6 +424,7 @@ int64_t ShardStore::wait_step_past(size_t shard, int64_t step, Deadline deadline
 
 void ShardStore::finish() {
   finished_ = true;
+  wake_initialization_waiters();
   for (size_t shard : shards_) {
     LocalShard& s = local(shard);
     // Taking the lock orders the flag before a waiter's predicate check, so no wake-up is lost.
@@ -434,6 +437,7 @@ bool ShardStore::finished() const { return finished_; }
 
 void ShardStore::halt() {
   halting_ = true;
+  wake_initialization_waiters();
   for (size_t shard : shards_) {
     LocalShard& s = local(shard);
     // As in finish(): under the lock, so that no waiter misses it.
@@ -443,6 +447,12 @@ void ShardStore::halt() {
 }
 
 bool ShardStore::halting() const { return halting_; }
+
+void ShardStore::wake_initialization_waiters() {
+  // Under the lock, so that a waiter between its check and its wait does not miss it.
+  std::lock_guard lock(init_mutex_);
+  init_changed_.notify_all();
+}
 
 uint64_t ShardStore::next_sequence(size_t shard, int worker) const {
   const LocalShard& s = local(shard);

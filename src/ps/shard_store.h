@@ -110,7 +110,8 @@ class ShardStore {
                   std::span<const std::span<const float>> slots = {});
   // True when every shard this task holds has been initialised.
   bool initialized() const;
-  // Waits until initialized() or the deadline; returns initialized().
+  // Waits until initialized(), the deadline, or the end of training (finish(), abort(), halt():
+  // nothing will initialise it then); returns initialized().
   bool wait_initialized(Deadline deadline) const;
 
   // A pull: copies the shard's current values into out and returns its step.
@@ -193,6 +194,7 @@ class ShardStore {
   int64_t read_to(size_t shard, void (*call)(const void*, std::span<const float>),
                   const void* out) const;
   void apply_step(LocalShard& s);
+  void wake_initialization_waiters();
 
   int ps_;
   bool sync_replicas_;

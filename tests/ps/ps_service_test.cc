@@ -351,6 +351,27 @@ class HandSpokenPeer {
     ps_protocol::write(meta, ps_protocol::MemoryRef{});
     return meta;
   }
+  std::pair<uint16_t, std::string> init(std::span<const float> values, int64_t step) {
+    ps_protocol::MetaWriter meta;
+    meta.put(uint32_t{0}).put(step).put(uint32_t{0});  // shard 0, no slots
+    const std::span<const float> tensors[] = {values};
+    return request(ps_protocol::kInit, meta, tensors);
+  }
+  std::pair<uint16_t, std::string> push_computed_at(int worker, int64_t step,
+                                                    std::span<const float> grad) {
+    ps_protocol::MetaWriter meta;
+    ps_protocol::write(
+        meta,
+        ps_protocol::PushMeta{
+            .shard = 0, .worker = worker, .sequence = 1, .computed_at_step = step, .lr = 0.1f});
+    const std::span<const float> tensors[] = {grad};
+    return request(ps_protocol::kPush, meta, tensors);
+  }
+  std::pair<uint16_t, std::string> wait_ready(uint32_t timeout_ms) {
+    ps_protocol::MetaWriter meta;
+    meta.put(timeout_ms);
+    return request(ps_protocol::kWaitReady, meta);
+  }
   std::pair<uint16_t, std::string> done(int worker) {
     ps_protocol::MetaWriter meta;
     meta.put(static_cast<int32_t>(worker)).put(uint8_t{1});
@@ -401,6 +422,72 @@ TEST(PsService, AWorkersPushesAndDoneReportCountOnlyOnTheConnectionItsHandshakeP
   EXPECT_EQ(forger.done(1).first, ps_protocol::kDoneReply);
   ps.run();
   EXPECT_EQ(ps.store().counters(0).duplicates, 0);
+}
+
+// With the secret, a process may still not set the variables unless it is the chief's, and the
+// chief's only once: anyone else's init is refused, and so is a step that would overflow.
+TEST(PsService, OnlyTheChiefsProcessInitialisesOnceAndStepsAreRangeChecked) {
+  Cluster cluster(1, 2, /*sync=*/false);
+  PsService& ps = *cluster.services[0];
+  const uint64_t fingerprint = partition_fingerprint(ParamSet(specs()), cluster.map);
+  const std::vector<float> values(ps.store().shard_size(0), 1.0f);
+
+  HandSpokenPeer anonymous(ps, "", 71);
+  ASSERT_EQ(anonymous.hello(fingerprint, -1).first, ps_protocol::kHelloReply);
+  auto [type, text] = anonymous.init(values, 0);
+  EXPECT_EQ(type, ps_protocol::kError);
+  EXPECT_THAT(text, HasSubstr("an init as worker 0 without saying hello as that worker"));
+  HandSpokenPeer worker1(ps, "worker 1", 72);
+  ASSERT_EQ(worker1.hello(fingerprint, 1).first, ps_protocol::kHelloReply);
+  std::tie(type, text) = worker1.init(values, 0);
+  EXPECT_EQ(type, ps_protocol::kError);
+  EXPECT_THAT(text, HasSubstr("an init as worker 0 on the connection of worker 1"));
+  EXPECT_FALSE(ps.store().initialized());
+
+  {
+    HandSpokenPeer chief(ps, "worker 0", 73);
+    ASSERT_EQ(chief.hello(fingerprint, 0).first, ps_protocol::kHelloReply);
+    std::tie(type, text) = chief.init(values, std::numeric_limits<int64_t>::max());
+    EXPECT_EQ(type, ps_protocol::kError);
+    EXPECT_THAT(text, HasSubstr("over the largest step"));
+    EXPECT_EQ(chief.init(values, 5).first, ps_protocol::kAck);
+    EXPECT_EQ(chief.init(values, 5).first, ps_protocol::kAck) << "a retry of the same process";
+    std::tie(type, text) = chief.push_computed_at(0, std::numeric_limits<int64_t>::max(), values);
+    EXPECT_EQ(type, ps_protocol::kError);
+    EXPECT_THAT(text, HasSubstr("computed at step 9223372036854775807: out of range"));
+  }
+  // Another process of the chief, once the first has gone.
+  ASSERT_TRUE(
+      ps.wait_for([](const ServerStats& s) { return s.finished >= 1; }, std::chrono::seconds(30)));
+  HandSpokenPeer second_chief(ps, "worker 0", 74);
+  ASSERT_EQ(second_chief.hello(fingerprint, 0).first, ps_protocol::kHelloReply);
+  std::tie(type, text) = second_chief.init(values, 0);
+  EXPECT_EQ(type, ps_protocol::kError);
+  EXPECT_THAT(text, HasSubstr("which another process of the chief initialised already"));
+  EXPECT_EQ(ps.store().counters(0).step, 5);
+}
+
+// A wait for the variables, however long it asks for, ends when the ps is told to stop: it must
+// not hold the connection's thread, which the shutdown joins, for the rest of its timeout.
+TEST(PsService, AParkedWaitForTheVariablesEndsAtShutdown) {
+  StopRequest stop;
+  PsServiceOptions options;
+  options.ps = 0;
+  options.specs = specs();
+  options.map = map_for(specs(), 1);
+  options.sync = SyncOptions{.sync_replicas = false, .total_num_replicas = 1};
+  options.server = testing::loopback_options();
+  options.stop = &stop;
+  PsService ps(options);
+  HandSpokenPeer waiter(ps, "", 81);
+  auto answer = std::async(std::launch::async,
+                           [&] { return waiter.wait_ready(std::numeric_limits<uint32_t>::max()); });
+  stop.request(SIGTERM);
+  auto stopped = std::async(std::launch::async, [&] { ps.run(); });
+  // A watchdog, not a timing: before the fix this never returned (the wait was 49 days).
+  ASSERT_EQ(stopped.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  const auto [type, text] = answer.get();
+  EXPECT_EQ(type, ps_protocol::kReady);
 }
 
 // What lets a worker tell a restarted ps from a cut connection, and report the steps that went
@@ -476,8 +563,7 @@ TEST(PsService, APushByReferenceNeedsTheWorkersMemoryProvedFirst) {
   Cluster cluster(1, 1, /*sync=*/false);
   PsService& ps = *cluster.services[0];
   ParamSet params(specs());
-  PsClient chief(params, cluster.map, cluster.client(-1));
-  chief.initialize(params, {}, 0);
+  ps.initialize_from(params, {}, 0);
   const uint64_t fingerprint = partition_fingerprint(ParamSet(specs()), cluster.map);
   const std::vector<float> gradient(ps.store().shard_size(0), 1.0f);
 
@@ -511,7 +597,7 @@ TEST(PsService, AWorkerGoneDuringACopyIsLostAsOneWhoseConnectionClosed) {
   Cluster cluster(1, 1, /*sync=*/false, 0, Transport::kAuto, /*worker_timeout_ms=*/100);
   PsService& ps = *cluster.services[0];
   ParamSet params(specs());
-  PsClient(params, cluster.map, cluster.client(-1)).initialize(params, {}, 0);
+  ps.initialize_from(params, {}, 0);
   const uint64_t fingerprint = partition_fingerprint(ParamSet(specs()), cluster.map);
 
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
