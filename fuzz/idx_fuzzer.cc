@@ -1,7 +1,8 @@
 // libFuzzer target for the IDX reader (data/idx.h): each input is written to a scratch file and
 // read back with read_idx, raw or gzip as its first bytes say, exactly as MNIST files are read.
-// DataError is the expected rejection; any other exception, a sanitizer report, or an accepted
-// file whose contents disagree with its header is a finding.
+// DataError is the expected rejection, and TooLargeError for a header that promises more than
+// this machine's memory; any other exception, a sanitizer report, or an accepted file whose
+// contents disagree with its header is a finding.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -27,6 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     array = dtrain::read_idx(scratch.write(data, size));
   } catch (const dtrain::DataError&) {
+    return 0;
+  } catch (const dtrain::TooLargeError&) {
     return 0;
   }
   require(!array.dims.empty() && array.dims.size() <= 4, "1 to 4 dimensions");

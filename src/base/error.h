@@ -20,6 +20,14 @@ class UsageError : public Error {
   using Error::Error;
 };
 
+// A model or a data file asks for more memory than this machine has (base/machine_memory.h), or
+// for sizes that overflow: refused before anything is allocated, naming the layer or the file, its
+// size and the limit. Exit code 2, as for a usage error: run as it is, it can never succeed.
+class TooLargeError : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
 // A data file (IDX, TFRecord) is missing, malformed or inconsistent.
 class DataError : public Error {
  public:

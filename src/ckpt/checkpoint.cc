@@ -21,6 +21,7 @@
 
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/json_depth.h"
 #include "ckpt/checkpoint_format.h"
 
 namespace dtrain {
@@ -304,6 +305,10 @@ ParsedMetadata parse_metadata(const std::filesystem::path& path, const OrderedJs
   out.info.optimizer = metadata_string(path, metadata, cf::kMetaOptimizer);
 
   const std::string& config = metadata_string(path, metadata, cf::kMetaConfig);
+  if (const std::optional<size_t> at = find_json_nesting_beyond(config, kMaxJsonNesting)) {
+    fail_read(path, fmt::format("metadata 'config' nests deeper than {} levels (at byte {})",
+                                kMaxJsonNesting, *at));
+  }
   out.info.config = nlohmann::json::parse(config, nullptr, /*allow_exceptions=*/false);
   if (out.info.config.is_discarded()) fail_read(path, "metadata 'config' is not valid JSON");
 
@@ -339,6 +344,11 @@ OrderedJson read_header(const std::filesystem::path& path, ReadFile& file, uint6
   file.read_exact(text.data(), text.size(), "the header");
   *data_bytes = rest - header_bytes;
 
+  // Before parsing: every later copy and message of a value recurses once per level.
+  if (const std::optional<size_t> at = find_json_nesting_beyond(text, kMaxJsonNesting)) {
+    fail_read(path,
+              fmt::format("header nests deeper than {} levels (at byte {})", kMaxJsonNesting, *at));
+  }
   OrderedJson header = OrderedJson::parse(text, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded()) fail_read(path, "header is not valid JSON");
   if (!header.is_object()) fail_read(path, "header is not a JSON object");

@@ -10,7 +10,9 @@
 #include <set>
 #include <string_view>
 
+#include "base/checked_math.h"
 #include "base/error.h"
+#include "base/machine_memory.h"
 #include "data/example_files.h"
 #include "data/idx_example_reader.h"
 
@@ -170,6 +172,23 @@ std::unique_ptr<ExampleReader> open_example_reader(const std::filesystem::path& 
   throw UsageError(fmt::format("{}: no reader for its data format", path.string()));
 }
 
+namespace {
+
+// Refuses, before they are allocated, examples whose features would need more than this machine's
+// memory: a header's count (IDX) is checked at open, any other file row by row as it grows.
+void require_features_fit(const std::filesystem::path& path, int64_t examples, int64_t features) {
+  const int64_t bytes = saturating_mul(saturating_mul(examples, features), sizeof(float));
+  const uint64_t limit = machine_memory_bytes();
+  if (static_cast<uint64_t>(bytes) <= limit) return;
+  throw TooLargeError(
+      fmt::format("{}: {} examples of {} float32 features need {}, more than the {} of memory this "
+                  "machine has",
+                  path.string(), examples, features, format_bytes(static_cast<uint64_t>(bytes)),
+                  format_bytes(limit)));
+}
+
+}  // namespace
+
 Dataset load_examples(const std::vector<std::filesystem::path>& paths, const DataOptions& options) {
   Dataset data;
   data.size = 0;
@@ -191,6 +210,7 @@ Dataset load_examples(const std::vector<std::filesystem::path>& paths, const Dat
                                   first_path.string(), data.example_size, path.string(), features));
     }
     if (const std::optional<int64_t> count = reader->example_count()) {
+      require_features_fit(path, saturating_add(data.size, *count), features);
       const size_t needed = static_cast<size_t>((data.size + *count) * features);
       if (needed > data.images.capacity()) {
         data.images.reserve(std::max(needed, 2 * data.images.capacity()));
@@ -199,6 +219,7 @@ Dataset load_examples(const std::vector<std::filesystem::path>& paths, const Dat
     }
     int32_t label = 0;
     for (;;) {
+      require_features_fit(path, data.size + 1, features);
       data.images.resize(static_cast<size_t>((data.size + 1) * features));
       const std::span<float> row(data.images.data() + data.size * features,
                                  static_cast<size_t>(features));

@@ -119,9 +119,13 @@ struct IdxPair {
   std::string images_name, labels_name;
 };
 
+// Each element is held as its byte and then as a float32 feature or an int32 label.
+constexpr int64_t kHeldBytesPerElement = 1 + 4;
+
 IdxPair read_pair(const std::filesystem::path& images_path,
                   const std::filesystem::path& labels_path) {
-  return IdxPair{read_idx(images_path), read_idx(labels_path), images_path.string(),
+  return IdxPair{read_idx(images_path, kHeldBytesPerElement),
+                 read_idx(labels_path, kHeldBytesPerElement), images_path.string(),
                  labels_path.string()};
 }
 

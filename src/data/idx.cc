@@ -14,7 +14,9 @@
 #include <optional>
 #include <string>
 
+#include "base/checked_math.h"
 #include "base/error.h"
+#include "base/machine_memory.h"
 
 namespace dtrain {
 namespace {
@@ -25,6 +27,10 @@ constexpr int kMaxDims = 4;
 // allocated from the header at once, so a corrupt header that promises terabytes fails on the short
 // read instead of on the allocation.
 constexpr size_t kFirstChunkBytes = size_t{1} << 20;
+// Deflate's largest ratio: a 258-byte match coded in two bits (zlib's technical details). A gzip
+// file of n bytes decodes to fewer than 1032·n, so a header that promises more is a lie told
+// before a byte of the data is read.
+constexpr int64_t kMaxDeflateRatio = 1032;
 
 [[noreturn]] void fail(const std::filesystem::path& path, const std::string& problem) {
   throw DataError(fmt::format("{}: {}", path.string(), problem));
@@ -38,6 +44,9 @@ class ByteSource {
   virtual size_t read(uint8_t* out, size_t n) = 0;
   // How many bytes are left, when known without reading them: for a raw file, not a gzip stream.
   virtual std::optional<uint64_t> bytes_left() const = 0;
+  // Fails, naming the file, if it cannot hold `promised` more bytes: a raw file by its size, a
+  // gzip stream by the most its compressed size can decode to.
+  virtual void require_at_least(uint64_t promised) const = 0;
 };
 
 class RawSource : public ByteSource {
@@ -64,6 +73,12 @@ class RawSource : public ByteSource {
   std::optional<uint64_t> bytes_left() const override {
     return size_ > position_ ? size_ - position_ : 0;
   }
+  void require_at_least(uint64_t promised) const override {
+    if (*bytes_left() < promised) {
+      fail(path_, fmt::format("truncated: header promises {} bytes of data, file holds {}",
+                              promised, *bytes_left()));
+    }
+  }
 
  private:
   std::filesystem::path path_;
@@ -75,6 +90,9 @@ class RawSource : public ByteSource {
 class GzipSource : public ByteSource {
  public:
   explicit GzipSource(const std::filesystem::path& path) : path_(path) {
+    std::error_code ec;
+    compressed_bytes_ = std::filesystem::file_size(path, ec);
+    if (ec) fail(path, fmt::format("cannot get its size: {}", ec.message()));
     file_ = gzopen(path.c_str(), "rb");
     if (file_ == nullptr) fail(path, fmt::format("cannot open: {}", std::strerror(errno)));
     gzbuffer(file_, 1 << 18);  // zlib's 8 KiB default makes decompressing 47 MB measurably slower.
@@ -102,6 +120,14 @@ class GzipSource : public ByteSource {
     return total;
   }
   std::optional<uint64_t> bytes_left() const override { return std::nullopt; }
+  void require_at_least(uint64_t promised) const override {
+    const int64_t most = saturating_mul(static_cast<int64_t>(compressed_bytes_), kMaxDeflateRatio);
+    if (promised > static_cast<uint64_t>(most)) {
+      fail(path_, fmt::format("truncated: header promises {} bytes of data, more than the {} a "
+                              "gzip file of {} bytes can decode to",
+                              promised, most, compressed_bytes_));
+    }
+  }
 
  private:
   [[noreturn]] void fail_with_zlib_error() {
@@ -111,6 +137,7 @@ class GzipSource : public ByteSource {
   }
 
   std::filesystem::path path_;
+  uint64_t compressed_bytes_ = 0;
   gzFile file_ = nullptr;
 };
 
@@ -206,10 +233,6 @@ uint64_t element_count(const std::vector<uint32_t>& dims, const std::filesystem:
 std::vector<uint8_t> read_data(ByteSource& source, uint64_t expected,
                                const std::filesystem::path& path) {
   const std::optional<uint64_t> left = source.bytes_left();
-  if (left && *left < expected) {
-    fail(path, fmt::format("truncated: header promises {} bytes of data, file holds {}", expected,
-                           *left));
-  }
   // A raw file's size vouches for the header, so its data is read in one piece; a gzip stream's
   // length is known only once it is read.
   const uint64_t first_chunk = left ? expected : kFirstChunkBytes;
@@ -250,11 +273,7 @@ IdxFileReader::IdxFileReader(const std::filesystem::path& path)
   impl_->source = open_source(path);
   dims_ = read_header(*impl_->source, path);
   element_count_ = dtrain::element_count(dims_, path);
-  const std::optional<uint64_t> left = impl_->source->bytes_left();
-  if (left && *left < element_count_) {
-    fail(path, fmt::format("truncated: header promises {} bytes of data, file holds {}",
-                           element_count_, *left));
-  }
+  impl_->source->require_at_least(element_count_);
 }
 
 IdxFileReader::~IdxFileReader() = default;
@@ -270,11 +289,25 @@ void IdxFileReader::read(std::span<uint8_t> out) {
 
 void IdxFileReader::expect_end() { dtrain::expect_end(*impl_->source, element_count_, path_); }
 
-IdxArray read_idx(const std::filesystem::path& path) {
+IdxArray read_idx(const std::filesystem::path& path, int64_t held_bytes_per_element,
+                  std::optional<uint64_t> memory_limit_bytes) {
   std::unique_ptr<ByteSource> source = open_source(path);
   IdxArray array;
   array.dims = read_header(*source, path);
   const uint64_t count = element_count(array.dims, path);
+  // The file's own evidence first: a header that promises more than the file holds is a corrupt
+  // file, whatever the machine; one that could be true is then weighed against memory.
+  source->require_at_least(count);
+  const uint64_t limit = memory_limit_bytes.value_or(machine_memory_bytes());
+  const int64_t held = saturating_mul(
+      static_cast<int64_t>(std::min<uint64_t>(count, kSaturatedSize)), held_bytes_per_element);
+  if (static_cast<uint64_t>(held) > limit) {
+    throw TooLargeError(fmt::format(
+        "{}: header dims {} promise {} elements, which need {} in memory ({} bytes each), more "
+        "than the {} this machine has",
+        path.string(), dims_string(array.dims), count, format_bytes(static_cast<uint64_t>(held)),
+        held_bytes_per_element, format_bytes(limit)));
+  }
   array.data = read_data(*source, count, path);
   expect_end(*source, count, path);
   return array;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -21,8 +22,14 @@ struct IdxArray {
 // Reads a raw or gzip-compressed IDX file; gzip is recognised by its magic bytes (1f 8b), not by
 // the file name. Throws DataError naming the path and the problem, with expected and actual
 // figures, for a missing file, a bad magic, an unsupported element type, 0 or more than 4
-// dimensions, a truncated header or data, trailing bytes after the data, or a corrupt gzip stream.
-IdxArray read_idx(const std::filesystem::path& path);
+// dimensions, a truncated header or data (a gzip file whose header promises more than its size
+// can decode to is truncated), trailing bytes after the data, or a corrupt gzip stream.
+// held_bytes_per_element is what the caller will hold for each element: 1 for the bytes alone, 5
+// for a caller that converts them to float32 features beside them. Throws TooLargeError, before
+// allocating, when a header the file could honour promises elements that would need more than
+// memory_limit_bytes (nullopt: this machine's memory, base/machine_memory.h).
+IdxArray read_idx(const std::filesystem::path& path, int64_t held_bytes_per_element = 1,
+                  std::optional<uint64_t> memory_limit_bytes = std::nullopt);
 
 // An IDX file read front to back without holding its data: the header is parsed and checked when
 // it opens (the same checks as read_idx), then the elements come in order, as many at a time as
@@ -31,7 +38,8 @@ IdxArray read_idx(const std::filesystem::path& path);
 // Not thread-safe.
 class IdxFileReader {
  public:
-  // Throws DataError as read_idx does for a missing file or a bad header.
+  // Throws DataError as read_idx does for a missing file or a bad header. The data need not fit
+  // in memory: it is never held whole.
   explicit IdxFileReader(const std::filesystem::path& path);
   ~IdxFileReader();
   IdxFileReader(const IdxFileReader&) = delete;

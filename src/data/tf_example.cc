@@ -7,6 +7,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -110,7 +111,16 @@ void decode_input(const tensorflow::Feature& feature, const std::string& name, s
       return;
     }
     case tensorflow::Feature::kFloatList:
-      std::copy_n(feature.float_list().value().begin(), out.size(), out.begin());
+      for (size_t i = 0; i < out.size(); ++i) {
+        const float value = feature.float_list().value(static_cast<int>(i));
+        // As the CSV reader refuses them: a NaN or an infinity would reach the loss and be
+        // reported as a divergence, blaming the learning rate.
+        if (!std::isfinite(value)) {
+          throw DataError(fmt::format("{}: feature '{}' value {} is {}; features must be finite",
+                                      where, name, i, value));
+        }
+        out[i] = value;
+      }
       return;
     case tensorflow::Feature::kInt64List:
       for (size_t i = 0; i < out.size(); ++i) {

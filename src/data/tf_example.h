@@ -14,7 +14,7 @@ namespace dtrain {
 
 // Decodes the records of one file. The input feature may be
 //   - a bytes_list of one value: uint8 pixels, each x scaled to x / 255 (MNIST's image_raw);
-//   - a float_list: the features, taken as they are;
+//   - a float_list: the features, taken as they are if finite (a NaN or an infinity is an error);
 //   - an int64_list: pixel values 0..255, each scaled to x / 255 as bytes are (a value outside
 //     0..255 is an error, since it cannot be a pixel).
 // The label feature must be an int64_list of exactly one value, 0 <= label <= INT32_MAX. Other

@@ -9,13 +9,6 @@
 
 namespace dtrain {
 
-AxisGeometry axis_geometry(int in, int window, int stride, Padding padding) {
-  if (padding == Padding::kValid) return {in >= window ? (in - window) / stride + 1 : -1, 0};
-  const int out = (in + stride - 1) / stride;
-  const int total = std::max((out - 1) * stride + window - in, 0);
-  return {out, total / 2};
-}
-
 Conv2D::Conv2D(Conv2DOptions options) : options_(std::move(options)) {
   const Conv2DOptions& o = options_;
   if (o.height <= 0 || o.width <= 0 || o.in_channels <= 0 || o.out_channels <= 0 ||

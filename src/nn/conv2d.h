@@ -3,6 +3,8 @@
 // way tf.nn.conv2d programs (the deep MNIST tutorial's lenet) do.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 
 #include "nn/conv_kernels.h"
@@ -20,7 +22,18 @@ struct AxisGeometry {
   int out = 0;
   int pad_before = 0;
 };
-AxisGeometry axis_geometry(int in, int window, int stride, Padding padding);
+// Inline, so that a model's shapes can be inferred (nn/model_plan.h) without the kernels. Computed
+// in 64 bits: in + stride and (out - 1)·stride + window can pass INT_MAX for sizes that fit an int.
+// REQUIRES: in, window and stride are positive.
+inline AxisGeometry axis_geometry(int in, int window, int stride, Padding padding) {
+  const int64_t in64 = in, window64 = window, stride64 = stride;
+  if (padding == Padding::kValid) {
+    return {in >= window ? static_cast<int>((in64 - window64) / stride64 + 1) : -1, 0};
+  }
+  const int64_t out = (in64 + stride64 - 1) / stride64;
+  const int64_t total = std::max<int64_t>((out - 1) * stride64 + window64 - in64, 0);
+  return {static_cast<int>(out), static_cast<int>(total / 2)};
+}
 
 struct Conv2DOptions {
   int height = 0;  // input H

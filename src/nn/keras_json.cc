@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/json_depth.h"
 
 namespace dtrain {
 namespace {
@@ -448,6 +449,11 @@ ModelSpec read_sequential(const nlohmann::json& input, const std::string& source
 }  // namespace
 
 ModelSpec read_keras_json(std::string_view text, const std::string& source_name) {
+  // Before parsing: every later copy, comparison and message of a value recurses once per level.
+  if (const std::optional<size_t> at = find_json_nesting_beyond(text, kMaxJsonNesting)) {
+    throw UsageError(fmt::format("{}: byte {}: arrays and objects nest deeper than {} levels",
+                                 source_name, *at, kMaxJsonNesting));
+  }
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) throw UsageError(fmt::format("{}: is not valid JSON", source_name));
   return read_keras_json(doc, source_name);

@@ -23,6 +23,8 @@ namespace dtrain {
 // index in messages is its position in the file's "layers" list, InputLayer included.
 // Throws UsageError starting with source_name, e.g.
 //   model.json: layer 3 (Conv2D): dilation_rate [2, 2] is not supported (only 1)
+// Text whose arrays and objects nest deeper than kMaxJsonNesting (base/json_depth.h) is refused
+// before it is parsed; a json value must come from text that was so bounded.
 ModelSpec read_keras_json(std::string_view text, const std::string& source_name);
 ModelSpec read_keras_json(const nlohmann::json& doc, const std::string& source_name);
 // Text: a std::string converts to both of the above, so it gets its own overload.

@@ -5,11 +5,14 @@
 #include <fmt/ranges.h>
 
 #include <set>
+#include <stdexcept>
 
 #include "base/error.h"
+#include "base/machine_memory.h"
 #include "nn/activation.h"
 #include "nn/dense.h"
 #include "nn/dropout.h"
+#include "nn/model_plan.h"
 #include "nn/pool2d.h"
 
 namespace dtrain {
@@ -17,18 +20,20 @@ namespace {
 
 using Layers = std::vector<std::unique_ptr<Layer>>;
 
-// The layers of one spec, appended while the current shape is tracked.
+// The layers of one spec, appended while the current shape is tracked. The plan checked the shapes
+// and sizes first, so every dimension fits an int (the casts below are exact) and nothing here
+// allocates beyond the memory limit; a layer whose shape differs from its plan is a bug here.
 class Builder {
  public:
   Builder(const ModelSpec& spec, const BuildOptions& options, const std::string& source)
-      : spec_(spec), options_(options), source_(source), shape_(spec.input_shape) {}
+      : spec_(spec),
+        options_(options),
+        source_(source),
+        plan_(
+            plan_model(spec, options.memory_limit_bytes.value_or(machine_memory_bytes()), source)),
+        shape_(spec.input_shape) {}
 
   std::unique_ptr<Model> build() {
-    if (spec_.layers.empty()) throw UsageError(fmt::format("{}: the model has no layers", source_));
-    if (spec_.input_shape.empty() || num_elements(spec_.input_shape) <= 0) {
-      throw UsageError(fmt::format("{}: input shape {} is not a positive shape", source_,
-                                   shape_string(spec_.input_shape)));
-    }
     for (index_ = 0; index_ < spec_.layers.size(); ++index_) {
       try {
         add(spec_.layers[index_]);
@@ -36,6 +41,13 @@ class Builder {
         throw;
       } catch (const Error& e) {
         fail(e.what());
+      }
+      if (shape_ != plan_.layers[index_].output_shape) {
+        throw std::logic_error(
+            fmt::format("{}: layer {} was planned with output shape {} but "
+                        "built with {}",
+                        source_, index_, shape_string(plan_.layers[index_].output_shape),
+                        shape_string(shape_)));
       }
     }
     return std::make_unique<Model>(spec_.name, std::move(layers_));
@@ -49,11 +61,6 @@ class Builder {
   }
 
   bool is_last() const { return index_ + 1 == spec_.layers.size(); }
-
-  void require_rank(size_t rank, const char* hint) const {
-    if (shape_.size() != rank)
-      fail(fmt::format("input shape {} is not supported ({})", shape_string(shape_), hint));
-  }
 
   std::string param_name(const std::string& given, const LayerSpec& layer,
                          const char* keras_suffix) {
@@ -83,7 +90,7 @@ class Builder {
         push(std::make_unique<Flatten>(shape_));
         break;
       case LayerKind::kReshape:
-        push(std::make_unique<Reshape>(shape_, resolved_target(layer.target_shape)));
+        push(std::make_unique<Reshape>(shape_, plan_.layers[index_].output_shape));
         break;
       case LayerKind::kDropout:
         push(std::make_unique<Dropout>(shape_, layer.rate));
@@ -100,8 +107,6 @@ class Builder {
   }
 
   void add_dense(const LayerSpec& layer) {
-    require_rank(1, "Dense takes a flat input; add a Flatten before it");
-    if (layer.units <= 0) fail(fmt::format("units {} is not positive", layer.units));
     push(std::make_unique<Dense>(
         DenseOptions{.in_features = static_cast<int>(shape_[0]),
                      .out_features = layer.units,
@@ -114,8 +119,6 @@ class Builder {
   }
 
   void add_conv(const LayerSpec& layer) {
-    require_rank(3, "Conv2D takes (height, width, channels)");
-    if (layer.filters <= 0) fail(fmt::format("filters {} is not positive", layer.filters));
     push(std::make_unique<Conv2D>(
         Conv2DOptions{.height = static_cast<int>(shape_[0]),
                       .width = static_cast<int>(shape_[1]),
@@ -136,7 +139,6 @@ class Builder {
   }
 
   void add_pool(const LayerSpec& layer) {
-    require_rank(3, "pooling takes (height, width, channels)");
     const Pool2DOptions options{.height = static_cast<int>(shape_[0]),
                                 .width = static_cast<int>(shape_[1]),
                                 .channels = static_cast<int>(shape_[2]),
@@ -178,35 +180,10 @@ class Builder {
     }
   }
 
-  // Keras lets one dimension of target_shape be -1: whatever the others leave.
-  Shape resolved_target(const Shape& target) const {
-    Shape out = target;
-    int64_t known = 1;
-    int unknown = -1;
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (out[i] == -1 && unknown < 0) {
-        unknown = static_cast<int>(i);
-      } else if (out[i] <= 0) {
-        fail(fmt::format("target_shape {} is not a shape", shape_string(target)));
-      } else {
-        known *= out[i];
-      }
-    }
-    if (unknown >= 0) {
-      if (num_elements(shape_) % known != 0)
-        fail(fmt::format("target_shape {} does not divide input shape {}", shape_string(target),
-                         shape_string(shape_)));
-      out[static_cast<size_t>(unknown)] = num_elements(shape_) / known;
-    }
-    if (num_elements(out) != num_elements(shape_))
-      fail(fmt::format("target_shape {} does not hold the {} values of input shape {}",
-                       shape_string(target), num_elements(shape_), shape_string(shape_)));
-    return out;
-  }
-
   const ModelSpec& spec_;
   const BuildOptions& options_;
   const std::string& source_;
+  const ModelPlan plan_;
   Shape shape_;
   size_t index_ = 0;
   Layers layers_;

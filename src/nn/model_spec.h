@@ -72,14 +72,19 @@ struct BuildOptions {
   // (l2·Σw²/2): the --l2 flag of the built-in models.
   std::optional<float> l2;
   ConvImplementation conv_implementation = ConvImplementation::kAuto;  // of every Conv2D
+  // The most memory the model may need (nn/model_plan.h); nullopt: this machine's
+  // (base/machine_memory.h).
+  std::optional<uint64_t> memory_limit_bytes = std::nullopt;
 };
 
 // Builds the layers of a spec. Dense and Conv2D with an activation become the layer and an
 // activation layer; a linear activation adds nothing. The model ends at logits, since its loss is
 // softmax cross-entropy: a softmax that ends the model (an activation of the last layer, or a
 // trailing Activation layer) is dropped, and a softmax anywhere else is refused.
-// Throws UsageError naming `source`, the layer's index in spec.layers and the problem (a Dense
-// on a non-flat input, a Reshape of the wrong size, a window that does not fit).
+// The spec's shapes and sizes are checked by plan_model (nn/model_plan.h) before any layer is
+// built. Throws UsageError naming `source`, the layer's index in spec.layers and the problem (a
+// Dense on a non-flat input, a Reshape of the wrong size, a window that does not fit), and
+// TooLargeError for a model that needs more memory than options.memory_limit_bytes.
 std::unique_ptr<Model> build_model(const ModelSpec& spec, const BuildOptions& options = {},
                                    const std::string& source = "model");
 

@@ -41,10 +41,10 @@ ModelConfig model_config(const Checkpoint& ckpt) {
 }
 
 // The spec of a checkpoint's model: its own Keras JSON when it has one, else (checkpoints written
-// before specs were stored) the built-in model it names.
-ModelSpec checkpoint_spec(const Checkpoint& ckpt) {
+// before specs were stored) the built-in model it names. `source` names it in errors.
+ModelSpec checkpoint_spec(const Checkpoint& ckpt, const std::string& source) {
   if (ckpt.config.is_object() && ckpt.config.contains("model_spec"))
-    return read_keras_json(ckpt.config["model_spec"], "checkpoint model spec");
+    return read_keras_json(ckpt.config["model_spec"], source);
   return model_spec(model_config(ckpt));
 }
 
@@ -85,8 +85,10 @@ CheckpointModel load_checkpoint_model(const std::filesystem::path& path, Checkpo
   CheckpointModel loaded;
   std::tie(loaded.checkpoint, loaded.path) = load(path, log);
   const Checkpoint& ckpt = loaded.checkpoint;
-  loaded.spec = checkpoint_spec(ckpt);
-  loaded.model = build_model(loaded.spec, {}, "checkpoint model spec");
+  // The file's name in errors: a refused model (too large, say) is the checkpoint's, not a flag's.
+  const std::string source = fmt::format("{}: model spec", loaded.path.string());
+  loaded.spec = checkpoint_spec(ckpt, source);
+  loaded.model = build_model(loaded.spec, {}, source);
   loaded.params = ParamSet(loaded.model->param_specs());
   loaded.moving_average = use_moving_average(weights, ckpt);
   if (loaded.moving_average &&

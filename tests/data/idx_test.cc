@@ -2,6 +2,7 @@
 // malformed, each checking that the error names the file and the figures.
 #include "data/idx.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 using Bytes = std::vector<uint8_t>;
 using testing::TempDir;
 
@@ -227,6 +229,37 @@ TEST(ReadIdx, HugePromiseInCorruptHeaderFailsAsTruncatedNotOutOfMemory) {
       read_idx_error(path),
       AllOf(HasSubstr(path.string()),
             HasSubstr("header promises 18446744065119617025 bytes of data, file holds 10")));
+}
+
+// Deflate never passes 1032:1, so a small gzip file that promises gigabytes is refused from its
+// header and its size, before a buffer is grown towards the promise.
+TEST(ReadIdx, GzipPromiseBeyondWhatItsSizeCanDecodeToIsRefusedFromTheHeader) {
+  TempDir dir;
+  const auto path = dir.path() / "train-images-idx3-ubyte.gz";
+  write_gzip(path, idx_bytes({60000, 28, 28}, Bytes(1000)));
+  const uintmax_t compressed = std::filesystem::file_size(path);
+  ASSERT_LT(compressed * 1032, 60000u * 28 * 28);
+
+  EXPECT_THAT(read_idx_error(path),
+              AllOf(HasSubstr(path.string()),
+                    HasSubstr(fmt::format("truncated: header promises 47040000 bytes of data, "
+                                          "more than the {} a gzip file of {} bytes can decode to",
+                                          compressed * 1032, compressed))));
+}
+
+// A file that holds what its header promises, but more than the memory allowed, is refused before
+// its data is read, naming the file, the size and the limit.
+TEST(ReadIdx, DataBeyondTheMemoryLimitIsRefusedBeforeItIsRead) {
+  TempDir dir;
+  const auto path = dir.path() / "t10k-images-idx3-ubyte";
+  write_raw(path, idx_bytes({10, 10, 10}, iota_bytes(1000)));
+
+  EXPECT_EQ(read_idx(path, 5, 5000).data.size(), 1000u);  // just fits
+  EXPECT_THAT(
+      [&] { read_idx(path, 5, 4999); },
+      ThrowsMessage<TooLargeError>(
+          AllOf(HasSubstr(path.string()), HasSubstr("promise 1000 elements"),
+                HasSubstr("need 5000 bytes in memory (5 bytes each), more than the 4999 bytes"))));
 }
 
 TEST(ReadIdx, DimensionsOverflowingSixtyFourBitsAreRejected) {

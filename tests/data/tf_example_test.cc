@@ -3,9 +3,11 @@
 // and feature.
 #include "data/tf_example.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -145,6 +147,21 @@ void expect_second_record_fails(const tensorflow::Example& bad, const std::strin
               ThrowsMessage<DataError>(AllOf(HasSubstr("bad.tfrecord"),
                                              HasSubstr("record 1 (starting at byte " + offset),
                                              HasSubstr(expected))));
+}
+
+// As the CSV reader refuses them: a NaN or an infinity would reach the loss, which then diverges
+// and the run blames the learning rate.
+TEST(TfrecordExampleReader, ANonFiniteFloatFeatureIsRefusedNamingTheRecordAndTheValue) {
+  for (const float bad_value :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+        -std::numeric_limits<float>::infinity()}) {
+    std::vector<float> floats = scaled(pixels_of(1));
+    floats[17] = bad_value;
+    expect_second_record_fails(example_with(floats, 1),
+                               fmt::format("feature 'image_raw' value 17 is {}; features must be "
+                                           "finite",
+                                           bad_value));
+  }
 }
 
 TEST(TfrecordExampleReader, AMissingImageFeatureIsNamedWithTheFeaturesPresent) {

@@ -3,6 +3,7 @@
 // as Keras 3 JSON that reads to an equal spec; refused options name the layer and the option.
 #include "nn/keras_json.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/json_depth.h"
 #include "nn/model_spec.h"
 
 namespace dtrain {
@@ -366,6 +368,28 @@ TEST(KerasJson, NotJsonAndNotSequentialAreRefusedWithTheSource) {
     EXPECT_EQ(std::string(e.what()),
               "f.json: class_name \"Functional\" is not supported (only Sequential)");
   }
+}
+
+// A million levels would overflow the stack of whatever copies, compares or prints the value; the
+// text is refused before it is parsed, and the message holds none of it.
+std::string sequential_of_nested_arrays(int depth) {
+  return R"({"class_name": "Sequential", "config": )" + std::string(depth, '[') +
+         std::string(depth, ']') + "}";
+}
+
+TEST(KerasJson, TextNestedDeeperThanTheLimitIsRefusedBeforeParsing) {
+  const std::string deep = sequential_of_nested_arrays(1'000'000);
+  try {
+    read_keras_json(deep, "deep.json");
+    FAIL();
+  } catch (const UsageError& e) {
+    // The object around the arrays is the first level, so the 64th '[' passes the limit.
+    EXPECT_EQ(std::string(e.what()),
+              fmt::format("deep.json: byte {}: arrays and objects nest deeper than {} levels",
+                          deep.find('[') + kMaxJsonNesting - 1, kMaxJsonNesting));
+  }
+  const std::string shallow = sequential_of_nested_arrays(kMaxJsonNesting - 1);
+  EXPECT_THROW(read_keras_json(shallow, "shallow.json"), UsageError);  // parsed, then refused
 }
 
 }  // namespace
