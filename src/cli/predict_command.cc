@@ -36,7 +36,7 @@ int run_predict(const CLI::App& cmd, const PredictFlags& flags, CheckpointWeight
   } else {
     std::ostringstream csv;
     summary = write_predictions(*loaded.model, loaded.params, data, flags.logits, csv);
-    AtomicFileWriter writer(flags.output);
+    AtomicFileWriter writer(flags.output, kSharedFileMode);
     writer.append(csv.view());
     writer.commit();
   }
