@@ -56,8 +56,9 @@ void refuse_output_over_checkpoint(std::string_view flag, const std::filesystem:
                                    const std::filesystem::path& checkpoint);
 
 // The cluster secret: the contents of secret_file (one trailing newline dropped) when given, else
-// $DTRAIN_SECRET; empty when neither is set. Throws UsageError for an unreadable or empty file, or
-// a secret shorter than 16 bytes (naming where it came from).
+// $DTRAIN_SECRET; empty when neither is set. Throws UsageError for an unreadable or empty file, a
+// file its group or others may read or write, or a secret shorter than 16 bytes (naming where it
+// came from).
 std::string cluster_secret(const std::string& secret_file);
 // A fresh random secret for one local cluster run (64 hex digits).
 std::string new_cluster_secret();
