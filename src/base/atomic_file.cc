@@ -68,11 +68,12 @@ bool parse_atomic_temp_name(std::string_view file_name, std::string_view* target
   return true;
 }
 
-AtomicFileWriter::AtomicFileWriter(std::filesystem::path path) : path_(std::move(path)) {
+AtomicFileWriter::AtomicFileWriter(std::filesystem::path path, mode_t mode)
+    : path_(std::move(path)) {
   int error = 0;
   for (int attempt = 0; attempt < kAtomicTempAttempts; ++attempt) {
     temp_path_ = atomic_temp_path(path_, attempt);
-    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd_ >= 0) break;
     error = errno;
     if (error != EEXIST) break;  // only a name in use is worth another try

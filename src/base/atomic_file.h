@@ -3,12 +3,16 @@
 // index and the TFRecord files dtrain convert writes.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <filesystem>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "base/private_file.h"
 
 namespace dtrain {
 
@@ -19,11 +23,12 @@ namespace dtrain {
 // is tried. A writer destroyed without commit() (an exception on the way) removes its own
 // temporary file and leaves path untouched. Every failure throws IoError naming the file. One
 // writer is not thread-safe; writers of the same path, in one process or several, never share a
-// temporary file.
+// temporary file. The file gets `mode` (less the umask): kPrivateFileMode, unless what is written
+// is meant to be handed on (base/private_file.h says which is which).
 class AtomicFileWriter {
  public:
   // Creates the temporary file (its directory must exist).
-  explicit AtomicFileWriter(std::filesystem::path path);
+  explicit AtomicFileWriter(std::filesystem::path path, mode_t mode = kPrivateFileMode);
   ~AtomicFileWriter();
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;

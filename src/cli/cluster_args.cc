@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -62,6 +63,23 @@ std::string checked_secret(std::string secret, const std::string& source) {
   return secret;
 }
 
+// Whoever can read the secret can join the cluster and forge its frames, and whoever can write it
+// can swap it; ssh refuses a private key on the same grounds. The link, if it is one, is followed:
+// Kubernetes mounts a Secret as a link to the file, whose mode is the one that counts.
+void refuse_if_others_may_access(const std::string& secret_file) {
+  std::error_code ec;
+  const std::filesystem::perms mode = std::filesystem::status(secret_file, ec).permissions();
+  if (ec) {
+    throw UsageError(
+        fmt::format("--secret_file {}: cannot be read: {}", secret_file, ec.message()));
+  }
+  using std::filesystem::perms;
+  if ((mode & (perms::group_all | perms::others_all)) == perms::none) return;
+  throw UsageError(
+      fmt::format("--secret_file {}: may be read or written by others (mode {:o}): chmod 600 {}",
+                  secret_file, static_cast<unsigned>(mode & perms::mask), secret_file));
+}
+
 }  // namespace
 
 std::string cluster_secret(const std::string& secret_file) {
@@ -71,6 +89,7 @@ std::string cluster_secret(const std::string& secret_file) {
   }
   std::ifstream in(secret_file, std::ios::binary);
   if (!in) throw UsageError(fmt::format("--secret_file {}: cannot be read", secret_file));
+  refuse_if_others_may_access(secret_file);
   std::ostringstream text;
   text << in.rdbuf();
   std::string secret = text.str();

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "data/data_options.h"
@@ -47,9 +49,16 @@ std::vector<std::string> without_options(const std::vector<std::string>& args,
 void add_weights_flags(CLI::App* cmd, const std::shared_ptr<CheckpointWeights>& weights,
                        const std::string& verb);
 
+// Throws UsageError naming both when `output` (the value of `flag`) would replace the checkpoint
+// file that was read, or a checkpoint or the index in its folder: writing there through a rename
+// would destroy the run that the output is made from.
+void refuse_output_over_checkpoint(std::string_view flag, const std::filesystem::path& output,
+                                   const std::filesystem::path& checkpoint);
+
 // The cluster secret: the contents of secret_file (one trailing newline dropped) when given, else
-// $DTRAIN_SECRET; empty when neither is set. Throws UsageError for an unreadable or empty file, or
-// a secret shorter than 16 bytes (naming where it came from).
+// $DTRAIN_SECRET; empty when neither is set. Throws UsageError for an unreadable or empty file, a
+// file its group or others may read or write, or a secret shorter than 16 bytes (naming where it
+// came from).
 std::string cluster_secret(const std::string& secret_file);
 // A fresh random secret for one local cluster run (64 hex digits).
 std::string new_cluster_secret();

@@ -1,6 +1,12 @@
-// `dtrain eval --checkpoint PATH`: test accuracy of a checkpoint.
+// `dtrain eval --checkpoint PATH`: test accuracy of a checkpoint; and what the commands that read a
+// checkpoint share.
+#include <fmt/format.h>
+
 #include <iostream>
 
+#include "base/error.h"
+#include "ckpt/checkpoint_format.h"
+#include "ckpt/checkpoint_manager.h"
 #include "cli/commands.h"
 #include "train/evaluate.h"
 
@@ -15,6 +21,42 @@ void add_weights_flags(CLI::App* cmd, const std::shared_ptr<CheckpointWeights>& 
          "--raw_weights", [weights] { *weights = CheckpointWeights::kRaw; },
          verb + " the raw weights, not their moving average")
       ->excludes(average_flag);
+}
+
+namespace {
+
+// As the kernel would resolve it, so that "./x", "../run/x" and a link to the folder all name the
+// same file; lexically, where a part of it cannot be looked at.
+std::filesystem::path resolved(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::filesystem::path full =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec);
+  return ec ? std::filesystem::absolute(path).lexically_normal() : full;
+}
+
+}  // namespace
+
+void refuse_output_over_checkpoint(std::string_view flag, const std::filesystem::path& output,
+                                   const std::filesystem::path& checkpoint) {
+  const std::filesystem::path out = resolved(output);
+  const std::filesystem::path read = resolved(checkpoint);
+  std::error_code ec;  // equivalent() fails, meaning no, when output does not exist yet
+  // equivalent() adds a hard link to the checkpoint.
+  const bool same_file = out == read || std::filesystem::equivalent(output, checkpoint, ec);
+  const std::string name = out.filename().string();
+  const bool managed =
+      out.parent_path() == read.parent_path() &&
+      (name == ckpt_format::kIndexFileName || CheckpointManager::step_of(name).has_value());
+  if (same_file) {
+    throw UsageError(fmt::format("{} {}: is the checkpoint being read, {}; write elsewhere", flag,
+                                 output.string(), checkpoint.string()));
+  }
+  if (managed) {
+    throw UsageError(fmt::format(
+        "{} {}: would replace a file of the checkpoint folder that {} is read from; write "
+        "elsewhere",
+        flag, output.string(), checkpoint.string()));
+  }
 }
 
 void add_eval_command(CLI::App& app, Action& action) {

@@ -58,6 +58,7 @@ void add_export_command(CLI::App& app, Action& action) {
   cmd->callback([checkpoint, output, weights, &action] {
     action = [checkpoint, output, weights] {
       const CheckpointModel loaded = load_checkpoint_model(*checkpoint, *weights, std::cerr);
+      refuse_output_over_checkpoint("--output", *output, loaded.path);
       const OnnxGraph graph = build_onnx_graph(loaded.spec, loaded.params);
       write_onnx_model(*output, graph, model_info(loaded, graph));
       fmt::print(

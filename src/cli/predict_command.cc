@@ -24,6 +24,7 @@ struct PredictFlags {
 
 int run_predict(const CLI::App& cmd, const PredictFlags& flags, CheckpointWeights weights) {
   const CheckpointModel loaded = load_checkpoint_model(flags.checkpoint, weights, std::cerr);
+  if (!flags.output.empty()) refuse_output_over_checkpoint("--output", flags.output, loaded.path);
   const DataOptions options =
       given_data_options(cmd, flags.data_options, checkpoint_data_options(loaded.checkpoint));
   const Dataset data = load_examples(expand_data_paths(flags.input), options);
@@ -36,7 +37,7 @@ int run_predict(const CLI::App& cmd, const PredictFlags& flags, CheckpointWeight
   } else {
     std::ostringstream csv;
     summary = write_predictions(*loaded.model, loaded.params, data, flags.logits, csv);
-    AtomicFileWriter writer(flags.output);
+    AtomicFileWriter writer(flags.output, kSharedFileMode);
     writer.append(csv.view());
     writer.commit();
   }

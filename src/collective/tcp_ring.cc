@@ -153,7 +153,8 @@ void TcpRing::connect_by_reference(const MemoryOffer& right, const Challenge& mi
   std::unique_ptr<SharedMailbox> mailbox;
   MetaWriter mode;
   if (why.empty()) {
-    proof.emplace(theirs);
+    // We have just read the right neighbour's memory: it is on this host, and reads ours next.
+    proof.emplace(theirs, /*verifier_shares_host=*/true);
     mailbox = create_mailbox();
     mode.put(static_cast<uint8_t>(1));
     put_offer(mode, proof->offer());
@@ -246,7 +247,7 @@ void TcpRing::serve_left(Connection& connection) {
   std::optional<Challenge> mine;
   MetaWriter welcome;
   if (offer_memory) {
-    proof.emplace(*theirs);
+    proof.emplace(*theirs, peer_shares_host(connection.stream()));
     mine = new_challenge();
     welcome.put(static_cast<uint8_t>(1));
     put_offer(welcome, proof->offer());

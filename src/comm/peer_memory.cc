@@ -1,8 +1,11 @@
 #include "comm/peer_memory.h"
 
 #include <fmt/format.h>
+#include <netinet/in.h>
 #include <openssl/rand.h>
+#include <spdlog/spdlog.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -17,11 +20,17 @@
 namespace dtrain {
 namespace {
 
+// Process-wide by nature (Yama keeps one exception per process), hence done once per process,
+// however many peers ask.
 void allow_peer_reads() {
   static const bool once = [] {
 #ifdef PR_SET_PTRACER
     // EINVAL where Yama is absent: then nothing needs lifting.
-    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    const bool lifted = prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) == 0;
+    spdlog::info("peer memory: a task on this host reads this one's memory; {}",
+                 lifted
+                     ? "Yama's ptrace restriction lifted for this user's processes (PR_SET_PTRACER)"
+                     : "no Yama restriction to lift");
 #endif
     return true;
   }();
@@ -77,9 +86,39 @@ Challenge new_challenge() {
   return challenge;
 }
 
-MemoryProof::MemoryProof(const Challenge& challenge)
+bool is_address_of_this_host(const sockaddr* address, socklen_t length) {
+  sockaddr_storage local{};
+  if (length > sizeof local) return false;
+  std::memcpy(&local, address, length);
+  if (local.ss_family == AF_INET) {
+    reinterpret_cast<sockaddr_in*>(&local)->sin_port = 0;
+  } else if (local.ss_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6*>(&local)->sin6_port = 0;
+  } else {
+    return false;
+  }
+  // The kernel binds only addresses of this host (loopback's whole range included), which is the
+  // question exactly; a host set to bind any address (ip_nonlocal_bind) answers yes, and then the
+  // restriction is lifted where it need not be, as before this test.
+  const int fd = ::socket(local.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&local), length) == 0;
+  ::close(fd);
+  return bound;
+}
+
+bool peer_shares_host(const TcpStream& stream) {
+  sockaddr_storage peer{};
+  socklen_t length = sizeof peer;
+  if (::getpeername(stream.native_handle(), reinterpret_cast<sockaddr*>(&peer), &length) != 0) {
+    return false;  // a connection already gone will not be read through either
+  }
+  return is_address_of_this_host(reinterpret_cast<const sockaddr*>(&peer), length);
+}
+
+MemoryProof::MemoryProof(const Challenge& challenge, bool verifier_shares_host)
     : held_(std::make_unique<Challenge>(challenge)) {
-  allow_peer_reads();
+  if (verifier_shares_host) allow_peer_reads();
 }
 
 MemoryOffer MemoryProof::offer() const {

@@ -12,6 +12,8 @@
 // --transport shm.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +24,7 @@
 
 #include "base/error.h"
 #include "comm/meta_codec.h"
+#include "comm/tcp_stream.h"
 
 namespace dtrain {
 
@@ -67,13 +70,21 @@ inline MemoryOffer get_offer(MetaReader& meta) {
   return offer;
 }
 
+// Whether the peer at the other end of `stream` connects from an address of this host (loopback,
+// or one this network namespace holds): the only peers that could read this process's memory.
+bool peer_shares_host(const TcpStream& stream);
+// The test behind it: whether an address (port ignored) is one this host could bind.
+bool is_address_of_this_host(const sockaddr* address, socklen_t length);
+
 // The prover's side: holds a verifier's challenge in this process's memory, where the verifier
-// reads it, until destroyed. Also allows any process of this user to read this process's memory
-// where the Yama security module restricts that to ancestors (what Open MPI does for the same
-// reason); without Yama the kernel's same-user rule applies unchanged.
+// reads it, until destroyed. Where the verifier shares this host, also allows any process of this
+// user to read this process's memory where the Yama security module restricts that to ancestors
+// (what Open MPI does for the same reason), once per process, saying so in the log; without Yama
+// the kernel's same-user rule applies unchanged. A task whose verifiers are all elsewhere keeps
+// Yama's restriction, which only processes of its own host could have used.
 class MemoryProof {
  public:
-  explicit MemoryProof(const Challenge& challenge);
+  MemoryProof(const Challenge& challenge, bool verifier_shares_host);
   MemoryOffer offer() const;
 
  private:

@@ -92,7 +92,7 @@ struct TfRecordWriter::Impl {
   std::vector<unsigned char> buffer;  // deflate's output, appended to out when full
   uint64_t file_bytes = 0;
 
-  explicit Impl(const std::filesystem::path& path) : out(path) {}
+  explicit Impl(const std::filesystem::path& path) : out(path, kSharedFileMode) {}
   ~Impl() {
     if (deflating) deflateEnd(&z);
   }

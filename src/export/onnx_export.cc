@@ -99,7 +99,7 @@ std::string encode_onnx_model(const OnnxGraph& graph, const OnnxModelInfo& info)
 void write_onnx_model(const std::filesystem::path& path, const OnnxGraph& graph,
                       const OnnxModelInfo& info) {
   const std::string bytes = encode_onnx_model(graph, info);
-  AtomicFileWriter writer(path);
+  AtomicFileWriter writer(path, kSharedFileMode);
   writer.append(bytes);
   writer.commit();
 }

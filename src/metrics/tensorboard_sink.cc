@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/private_file.h"
 #include "metrics/tensorboard_events.h"
 
 namespace dtrain {
@@ -50,10 +51,15 @@ TensorBoardSink::TensorBoardSink(const std::filesystem::path& dir, int flush_ms)
   if (ec)
     throw IoError(fmt::format("{}: cannot create the log folder: {}", dir.string(), ec.message()));
   path_ = new_event_file(dir);
-  file_ = std::fopen(path_.c_str(), "wb");
+  // Exclusive: the name is predictable (time, host, pid), so anyone who can write to the folder
+  // could have put a link there to a file of ours.
+  const int fd = create_private_file(path_);
+  file_ = ::fdopen(fd, "wb");
   if (file_ == nullptr) {
+    const int error = errno;
+    ::close(fd);
     throw IoError(
-        fmt::format("{}: cannot create the event file: {}", path_.string(), std::strerror(errno)));
+        fmt::format("{}: cannot create the event file: {}", path_.string(), std::strerror(error)));
   }
   write_event(tensorboard::file_version_event(wall_time_now()));
   flush_file();

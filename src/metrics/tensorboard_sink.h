@@ -23,9 +23,10 @@ namespace dtrain {
 
 class TensorBoardSink final : public RunLogSink {
  public:
-  // Creates dir if need be and a new event file in it, whose first record names the format.
-  // Throws IoError naming the folder or file when that fails. Written events reach the file
-  // within flush_ms, and all of them by close().
+  // Creates dir if need be and a new event file in it (kPrivateFileMode, base/private_file.h),
+  // whose first record names the format. Throws UsageError naming the file when its name is
+  // taken (a link or file someone planted), IoError naming the folder or file on other failures.
+  // Written events reach the file within flush_ms, and all of them by close().
   explicit TensorBoardSink(const std::filesystem::path& dir, int flush_ms = 2000);
   // Closes if close() was not called; an error then is lost.
   ~TensorBoardSink() override;

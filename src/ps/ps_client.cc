@@ -176,7 +176,7 @@ int64_t PsClient::say_hello(Lane& lane) {
   PayloadPath path;
   if (r.get<uint8_t>() != 0) {
     // The ps reads its challenge back where we hold it; the proof lives until it has answered.
-    const MemoryProof proof(get_challenge(r));
+    const MemoryProof proof(get_challenge(r), peer_shares_host(lane.connection->stream()));
     lane.meta.clear();
     put_offer(lane.meta, proof.offer());
     lane.connection->send(proto::kMemoryOffer, 0, lane.meta.bytes(), {});

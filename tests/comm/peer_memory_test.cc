@@ -3,9 +3,13 @@
 // another user is refused, and a process that has gone is an error that names the peer.
 #include "comm/peer_memory.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,7 +123,7 @@ TEST(PeerMemory, AnOfferFromAProcessOfAnotherUserIsRefused) {
 TEST(PeerMemory, AnOfferIsProvedByTheVerifiersChallengeOnly) {
   const Challenge challenge = new_challenge();
   EXPECT_NE(challenge, new_challenge());
-  const MemoryProof proof(challenge);
+  const MemoryProof proof(challenge, /*verifier_shares_host=*/false);
   const MemoryOffer offer = proof.offer();
   EXPECT_EQ(offer.pid, getpid());
   EXPECT_EQ(check_memory_offer(offer, challenge), "");
@@ -135,6 +139,25 @@ TEST(PeerMemory, AnOfferIsProvedByTheVerifiersChallengeOnly) {
   gone.pid = child.pid();
   child.stop();
   EXPECT_THAT(check_memory_offer(gone, challenge), HasSubstr("cannot be read from here"));
+}
+
+// Only a verifier that connects from an address of this host can read our memory, so only for one
+// is Yama's restriction lifted.
+TEST(PeerMemory, AddressesOfThisHostAreToldFromOthers) {
+  auto v4 = [](const char* text) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(2222);
+    EXPECT_EQ(inet_pton(AF_INET, text, &address.sin_addr), 1) << text;
+    return is_address_of_this_host(reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  };
+  EXPECT_TRUE(v4("127.0.0.1"));
+  EXPECT_TRUE(v4("127.0.0.53"));  // all of 127/8 is this host's
+  EXPECT_FALSE(v4("192.0.2.1"));  // TEST-NET-1 (RFC 5737), never a host's own
+  sockaddr_un unix_address{};
+  unix_address.sun_family = AF_UNIX;
+  EXPECT_FALSE(is_address_of_this_host(reinterpret_cast<const sockaddr*>(&unix_address),
+                                       sizeof unix_address));
 }
 
 TEST(PeerMemory, TransportNamesRoundTripAndABadOneIsNamed) {

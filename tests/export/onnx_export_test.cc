@@ -222,6 +222,42 @@ TEST(OnnxExport, AnUnreadableCheckpointOrUnwritableOutputIsNamed) {
   EXPECT_THAT(missing_flag.err, HasSubstr("--output"));
 }
 
+// The output goes through a rename, so an --output naming the checkpoint being read (by any
+// spelling: through a link to its folder, or ../) or the index beside it would destroy the run.
+TEST(OnnxExport, AnOutputOverTheCheckpointBeingReadIsRefusedAndTheCheckpointStillLoads) {
+  TempDir work;
+  const std::filesystem::path train_dir = work / "train";
+  const ProcessResult trained = run_dtrain({"train", "--model", "softmax", "--train_steps", "20",
+                                            "--log_every", "0", "--train_dir", train_dir.string()});
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  const std::filesystem::path checkpoint = train_dir / "model.ckpt-20.safetensors";
+  const std::string before = read_bytes(checkpoint);
+  const std::string index_before = read_bytes(train_dir / "checkpoint");
+  std::filesystem::create_directory_symlink(train_dir, work / "alias");
+
+  const std::vector<std::string> outputs = {
+      checkpoint.string(), (work / "alias" / "model.ckpt-20.safetensors").string(),
+      (train_dir / ".." / "train" / "model.ckpt-20.safetensors").string(),
+      (train_dir / "checkpoint").string()};
+  for (const std::string& output : outputs) {
+    for (const std::string& given : {train_dir.string(), checkpoint.string()}) {
+      const ProcessResult r = run_dtrain({"export", "--checkpoint", given, "--output", output});
+      EXPECT_EQ(r.exit_code, 2) << output << "\n" << r.out << r.err;
+      EXPECT_THAT(r.err, HasSubstr("--output " + output + ": "));
+      EXPECT_THAT(r.err, HasSubstr(checkpoint.string()));
+    }
+  }
+  EXPECT_EQ(read_bytes(checkpoint), before);
+  EXPECT_EQ(read_bytes(train_dir / "checkpoint"), index_before);
+  const ProcessResult eval = run_dtrain({"eval", "--checkpoint", train_dir.string()});
+  EXPECT_EQ(eval.exit_code, 0) << eval.err;
+
+  // Beside the checkpoints, under a name of its own, is a place like any other.
+  const ProcessResult beside = run_dtrain({"export", "--checkpoint", train_dir.string(), "--output",
+                                           (train_dir / "model.onnx").string()});
+  EXPECT_EQ(beside.exit_code, 0) << beside.err;
+}
+
 TEST(OnnxExport, RawWeightsAreExportedWhenAskedFor) {
   TempDir work;
   const std::filesystem::path train_dir = work / "train";

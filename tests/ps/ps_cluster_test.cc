@@ -42,6 +42,7 @@
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "support/text_match.h"
+#include "support/virtual_network.h"
 
 namespace dtrain {
 namespace {
@@ -194,6 +195,41 @@ TEST(PsCluster, ShmAgainstATcpPeerIsRefusedNamingTheFlagAndBothTasks) {
       EXPECT_THAT(all_output(ps_result), HasSubstr(refusal));
     }
   }
+}
+
+// A worker lets other processes of its user read its memory (it lifts Yama's ptrace restriction,
+// which only processes of its own host could use) for a ps on its host that reads it: once,
+// however many such ps tasks, and never when every ps is on another host.
+constexpr std::string_view kLiftLine = "peer memory: a task on this host reads this one's memory";
+
+std::vector<std::string> lift_test_flags() {
+  return concat(softmax_flags(), {"--train_steps", "20", "--peer_timeout", "60"});
+}
+
+TEST(PsCluster, AWorkerLetsItsMemoryBeReadOnceForTheTasksOfItsHostThatReadIt) {
+  HandStartedCluster cluster(2, 1);
+  const auto ps0 = cluster.start("ps", 0, lift_test_flags());
+  const auto ps1 = cluster.start("ps", 1, lift_test_flags());
+  const ProcessResult worker = cluster.start("worker", 0, lift_test_flags())->wait();
+  ASSERT_EQ(worker.exit_code, 0) << all_output(worker);
+  EXPECT_THAT(worker.out, HasSubstr("worker=0: transport to ps0: shm; ps1: shm"));
+  EXPECT_EQ(testing::count_lines_containing(worker.out, std::string(kLiftLine)), 1) << worker.out;
+  for (const auto* ps : {&ps0, &ps1}) {
+    const ProcessResult r = (*ps)->wait();
+    EXPECT_EQ(r.exit_code, 0) << all_output(r);
+  }
+}
+
+TEST(PsCluster, AWorkerWhosePsIsOnAnotherHostKeepsItsMemoryToItself) {
+  if (const auto why = testing::VirtualNetwork::unavailable()) GTEST_SKIP() << *why;
+  const testing::VirtualNetwork network(2);
+  const HandStartedCluster cluster(1, 1, network);
+  const auto ps = cluster.start("ps", 0, lift_test_flags());
+  const ProcessResult worker = cluster.start("worker", 0, lift_test_flags())->wait();
+  ASSERT_EQ(worker.exit_code, 0) << all_output(worker);
+  EXPECT_EQ(testing::count_lines_containing(worker.out, std::string(kLiftLine)), 0) << worker.out;
+  const ProcessResult r = ps->wait();
+  EXPECT_EQ(r.exit_code, 0) << all_output(r);
 }
 
 // ---- 2. backup workers ----
