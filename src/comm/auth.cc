@@ -23,6 +23,7 @@ namespace {
 
 constexpr std::string_view kServerLabel = "dtrain-server";
 constexpr std::string_view kClientLabel = "dtrain-client";
+constexpr std::string_view kProcessLabel = "dtrain-process";
 constexpr std::string_view kClientToServerLabel = "dtrain frames client to server";
 constexpr std::string_view kServerToClientLabel = "dtrain frames server to client";
 
@@ -108,17 +109,19 @@ std::vector<std::byte> encode_params(const HandshakeParams& params) {
   if (params.identity.size() > kMaxIdentityBytes) {
     throw std::invalid_argument("handshake identity \"" + params.identity + "\" is too long");
   }
-  std::vector<std::byte> out(1 + 8 + 1 + params.identity.size());
+  constexpr size_t kIdentityAt = 1 + kProcessKeyBytes + 1;
+  std::vector<std::byte> out(kIdentityAt + params.identity.size());
   out[0] = std::byte{params.authenticate_frames ? uint8_t{1} : uint8_t{0}};
-  frame_format::store_le(std::span(out).subspan(1), params.incarnation);
-  out[9] = static_cast<std::byte>(params.identity.size());
+  std::memcpy(&out[1], params.process_key.data(), kProcessKeyBytes);
+  out[kIdentityAt - 1] = static_cast<std::byte>(params.identity.size());
   if (!params.identity.empty())
-    std::memcpy(&out[10], params.identity.data(), params.identity.size());
+    std::memcpy(&out[kIdentityAt], params.identity.data(), params.identity.size());
   return out;
 }
 
 HandshakeParams decode_params(std::span<const std::byte> encoded) {
-  if (encoded.size() < 10) {
+  constexpr size_t kIdentityAt = 1 + kProcessKeyBytes + 1;
+  if (encoded.size() < kIdentityAt) {
     throw AuthError("handshake parameters of " + std::to_string(encoded.size()) +
                     " bytes are too short");
   }
@@ -126,12 +129,12 @@ HandshakeParams decode_params(std::span<const std::byte> encoded) {
   if (flags > 1) throw AuthError("handshake parameters carry unknown flags");
   HandshakeParams params;
   params.authenticate_frames = flags == 1;
-  params.incarnation = frame_format::load_le<uint64_t>(encoded.subspan(1));
-  const auto identity_len = static_cast<size_t>(encoded[9]);
-  if (identity_len > kMaxIdentityBytes || encoded.size() != 10 + identity_len) {
+  std::memcpy(params.process_key.data(), &encoded[1], kProcessKeyBytes);
+  const auto identity_len = static_cast<size_t>(encoded[kIdentityAt - 1]);
+  if (identity_len > kMaxIdentityBytes || encoded.size() != kIdentityAt + identity_len) {
     throw AuthError("handshake parameters carry a malformed identity");
   }
-  for (std::byte b : encoded.subspan(10)) {
+  for (std::byte b : encoded.subspan(kIdentityAt)) {
     const auto c = static_cast<unsigned char>(b);
     if (c < 0x20 || c > 0x7E) throw AuthError("handshake identity is not printable ASCII");
     params.identity += static_cast<char>(c);
@@ -139,12 +142,18 @@ HandshakeParams decode_params(std::span<const std::byte> encoded) {
   return params;
 }
 
-uint64_t process_incarnation() {
-  static const uint64_t incarnation = [] {
-    const Nonce nonce = random_nonce();
-    return frame_format::load_le<uint64_t>(nonce);
-  }();
-  return incarnation;
+std::vector<std::byte> process_transcript(const Nonce& server_nonce, const Nonce& client_nonce,
+                                          std::span<const std::byte> client_params,
+                                          std::span<const std::byte> server_params) {
+  std::vector<unsigned char> message;
+  message.reserve(kProcessLabel.size() + 2 * kNonceBytes + 4 + client_params.size() +
+                  server_params.size());
+  append(message, kProcessLabel);
+  append(message, server_nonce);
+  append(message, client_nonce);
+  append_binding(message, client_params, server_params);
+  const auto bytes = std::as_bytes(std::span(message));
+  return {bytes.begin(), bytes.end()};
 }
 
 Nonce random_nonce() {

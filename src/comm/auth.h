@@ -6,13 +6,18 @@
 //             server_proof = HMAC(secret, "dtrain-server" | nonce_c | nonce_s | binding)
 //   client    checks server_proof; on a mismatch sends AUTH_FAILED and hangs up, proving nothing
 //   client -> PROOF     client_proof = HMAC(secret, "dtrain-client" | nonce_s | nonce_c | binding)
-//   server    checks client_proof; on a mismatch sends AUTH_FAILED and hangs up
+//                       | process_signature = Ed25519(client's process key, "dtrain-process" |
+//                         nonce_s | nonce_c | binding)
+//   server    checks client_proof, then process_signature against the process key in params_c;
+//             on a mismatch sends AUTH_FAILED and hangs up
 //   server -> AUTH_OK
 //
 // params (HandshakeParams) say who each side is and whether frames are authenticated; binding is
 // both sides' params, length-prefixed, so neither can be altered in transit without a proof
 // failing. Fresh 32-byte nonces from both sides defeat replay; the distinct labels stop a proof
-// from one direction being reflected as the other. The secret never crosses the wire.
+// from one direction being reflected as the other. The secret never crosses the wire. The process
+// signature (comm/process_key.h) proves which process the client is: that one the secret cannot.
+// The server's process key is said, not proved; nothing relies on it.
 //
 // After AUTH_OK each direction has its own frame key, HKDF-SHA256 of the secret salted with both
 // nonces and bound to the params (frame_keys), with which every later frame is tagged
@@ -28,6 +33,7 @@
 #include <vector>
 
 #include "comm/frame_mac.h"
+#include "comm/process_key.h"
 
 namespace dtrain {
 
@@ -36,26 +42,25 @@ inline constexpr size_t kProofBytes = 32;  // an HMAC-SHA256
 using Nonce = std::array<std::byte, kNonceBytes>;
 using Proof = std::array<std::byte, kProofBytes>;
 
-// What each side says of itself. Encoded: flags u8 (bit 0: frames authenticated) | incarnation
-// u64 | identity length u8 | identity.
+// What each side says of itself. Encoded: flags u8 (bit 0: frames authenticated) | process key
+// (32 bytes) | identity length u8 | identity.
 struct HandshakeParams {
   bool authenticate_frames = true;
-  // Drawn once per process (process_incarnation): tells a reconnection of the same process from
-  // another process claiming the same identity.
-  uint64_t incarnation = 0;
+  // The public half of the process's key (ProcessKey::own): tells a reconnection of the same
+  // process from another process claiming the same identity. A client proves it holds it.
+  ProcessPublicKey process_key{};
   // The task this side is, e.g. "worker 1" or "ps 0"; empty for a tool.
   std::string identity;
+
+  uint64_t incarnation() const { return incarnation_of(process_key); }
 };
 inline constexpr size_t kMaxIdentityBytes = 64;
-inline constexpr size_t kMaxParamsBytes = 1 + 8 + 1 + kMaxIdentityBytes;
+inline constexpr size_t kMaxParamsBytes = 1 + kProcessKeyBytes + 1 + kMaxIdentityBytes;
 
 // REQUIRES: identity.size() <= kMaxIdentityBytes.
 std::vector<std::byte> encode_params(const HandshakeParams& params);
 // Throws AuthError naming what is malformed.
 HandshakeParams decode_params(std::span<const std::byte> encoded);
-
-// The random number of this process, drawn on first use. Thread-safe.
-uint64_t process_incarnation();
 
 // A fresh nonce from OpenSSL's CSPRNG. Throws dtrain::Error if the CSPRNG fails. Thread-safe.
 Nonce random_nonce();
@@ -68,6 +73,11 @@ Proof server_proof(std::string_view secret, const Nonce& client_nonce, const Non
 Proof client_proof(std::string_view secret, const Nonce& server_nonce, const Nonce& client_nonce,
                    std::span<const std::byte> client_params,
                    std::span<const std::byte> server_params);
+
+// What the client's process key signs: "dtrain-process" | nonce_s | nonce_c | binding. Pure.
+std::vector<std::byte> process_transcript(const Nonce& server_nonce, const Nonce& client_nonce,
+                                          std::span<const std::byte> client_params,
+                                          std::span<const std::byte> server_params);
 
 // Compares in time independent of where they differ (CRYPTO_memcmp), so a forger cannot find the
 // right proof byte by byte from response times.

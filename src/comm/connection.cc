@@ -46,6 +46,7 @@ Connection::Connection(std::unique_ptr<TcpStream> stream, ConnectionOptions opti
                                             options_.identity, kMaxIdentityBytes));
   }
   stream_->set_task_name(options_.task_name);
+  if (options_.incarnation != 0) test_key_.emplace(ProcessKey::from_seed(options_.incarnation));
   if (options_.liveness_timeout_ms > 0) stream_->set_liveness_timeout(options_.liveness_timeout_ms);
 }
 
@@ -613,7 +614,7 @@ void Connection::send_auth_failed_quietly(const IoDeadline& deadline) {
 
 HandshakeParams Connection::own_params() const {
   return {.authenticate_frames = options_.authenticate_frames,
-          .incarnation = options_.incarnation != 0 ? options_.incarnation : process_incarnation(),
+          .process_key = process_key().public_key(),
           .identity = options_.identity};
 }
 
@@ -667,10 +668,14 @@ void Connection::handshake_as_client(std::string_view secret) {
       send_auth_failed_quietly(deadline);
       throw AuthError(mismatched_frames_error(server));
     }
-    send_frame(
-        ff::kTypeProof, 0,
-        client_proof(secret, server_nonce, client_nonce, bytes_of(client_params), server_params),
-        {}, deadline);
+    // The proof of the secret, then of which process this is.
+    const Proof proof =
+        client_proof(secret, server_nonce, client_nonce, bytes_of(client_params), server_params);
+    const ProcessSignature signature = process_key().sign(
+        process_transcript(server_nonce, client_nonce, bytes_of(client_params), server_params));
+    std::vector<std::byte> proof_meta(proof.begin(), proof.end());
+    proof_meta.insert(proof_meta.end(), signature.begin(), signature.end());
+    send_frame(ff::kTypeProof, 0, proof_meta, {}, deadline);
     expect_handshake_frame(ff::kTypeAuthOk, 0, 0, deadline);
     if (options_.authenticate_frames) {
       keys = frame_keys(secret, client_nonce, server_nonce, bytes_of(client_params), server_params);
@@ -758,19 +763,32 @@ bool Connection::advance_server_handshake(ServerHandshake& h, std::string_view s
         const bool mismatched = h.client.authenticate_frames != options_.authenticate_frames;
         std::span<const std::byte> proof;
         try {
-          proof = check_handshake_frame(*in, ff::kTypeProof, kProofBytes, kProofBytes);
+          proof = check_handshake_frame(*in, ff::kTypeProof, kProofBytes + kProcessSignatureBytes,
+                                        kProofBytes + kProcessSignatureBytes);
         } catch (const AuthError&) {
           if (mismatched) throw AuthError(mismatched_frames_error(h.client));
           throw;
         }
         Proof theirs;
         std::memcpy(theirs.data(), proof.data(), kProofBytes);
+        ProcessSignature signature;
+        std::memcpy(signature.data(), proof.data() + kProofBytes, kProcessSignatureBytes);
         if (!proofs_equal(theirs,
                           client_proof(secret, h.server_nonce, h.client_nonce,
                                        bytes_of(h.client_params), bytes_of(h.server_params)))) {
           answer(h, ff::kTypeAuthFailed, {},
                  AuthError(fmt::format("{} failed authentication (wrong cluster secret): its "
                                        "proof does not match our secret",
+                                       peer())));
+        } else if (!verify_process_signature(
+                       h.client.process_key,
+                       process_transcript(h.server_nonce, h.client_nonce, bytes_of(h.client_params),
+                                          bytes_of(h.server_params)),
+                       signature)) {
+          answer(h, ff::kTypeAuthFailed, {},
+                 AuthError(fmt::format("{} holds the cluster secret but did not prove it is the "
+                                       "process it says it is (its process key): another process "
+                                       "passing for it?",
                                        peer())));
         } else if (mismatched) {
           answer(h, ff::kTypeAuthFailed, {}, AuthError(mismatched_frames_error(h.client)));

@@ -54,8 +54,9 @@ struct ConnectionOptions {
   // Every frame after the handshake carries a GMAC tag (comm/frame_mac.h) in place of the CRC.
   // Both ends must agree, or the handshake fails saying so; off only by an explicit flag.
   bool authenticate_frames = true;
-  // Said in the handshake beside the identity: which process this end is. 0: this process's
-  // process_incarnation(); tests that play several processes in one set their own.
+  // Which process this end is, said in the handshake beside the identity and, by a client, proved
+  // (comm/process_key.h). 0: this process's own key; tests that play several processes in one
+  // set their own number, from which a key is derived.
   uint64_t incarnation = 0;
   // The protocol's rule of which frame types may carry tensors: a frame of another type that
   // declares tensor bytes is a FrameError, raised once its opening is authenticated and before it
@@ -163,7 +164,8 @@ class Connection {
   // What the peer said of itself in the handshake (comm/auth.h), proved with the secret.
   // REQUIRES: the handshake has succeeded.
   const std::string& peer_identity() const { return peer_params_.identity; }
-  uint64_t peer_incarnation() const { return peer_params_.incarnation; }
+  // Which process the peer is (HandshakeParams::incarnation); a client's is proved.
+  uint64_t peer_incarnation() const { return peer_params_.incarnation(); }
   bool frames_authenticated() const { return send_mac_ != nullptr; }
 
   // "10.0.0.7:2222", or "ps0 (10.0.0.7:2222)" with a task name.
@@ -243,8 +245,12 @@ class Connection {
 
   IoDeadline io_deadline() const;
 
+  // The key this end's handshake says and, as a client, proves it holds.
+  const ProcessKey& process_key() const { return test_key_ ? *test_key_ : ProcessKey::own(); }
+
   std::unique_ptr<TcpStream> stream_;
   const ConnectionOptions options_;
+  std::optional<ProcessKey> test_key_;  // from options_.incarnation, when set
 
   mutable std::mutex mutex_;
   State state_ = State::kHandshaking;  // guarded by mutex_

@@ -333,7 +333,7 @@ std::string Server::admit(Peer& peer, const HandshakeParams& client) {
       // A reconnection of the same process is let in: its old connection may not have been
       // found dead yet (a cut link), and that process knows which one it uses.
       if (&other == &peer || other.done || other.identity != client.identity ||
-          other.incarnation == client.incarnation) {
+          other.incarnation == client.incarnation()) {
         continue;
       }
       return fmt::format("{} is already connected from {}", client.identity,
@@ -341,7 +341,7 @@ std::string Server::admit(Peer& peer, const HandshakeParams& client) {
     }
   }
   peer.identity = client.identity;
-  peer.incarnation = client.incarnation;
+  peer.incarnation = client.incarnation();
   return "";
 }
 

@@ -29,13 +29,26 @@ std::string hex(std::span<const std::byte> bytes) {
   return text;
 }
 
+// The process keys of the reference values below: bytes(range(1, 33)) and bytes([42]) * 32.
+ProcessPublicKey counting_key() {
+  ProcessPublicKey key;
+  for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<std::byte>(i + 1);
+  return key;
+}
+ProcessPublicKey key_of_42() {
+  ProcessPublicKey key;
+  key.fill(std::byte{42});
+  return key;
+}
+
 // The params of the reference values below.
 std::vector<std::byte> client_params() {
   return encode_params(
-      {.authenticate_frames = true, .incarnation = 0x0102030405060708, .identity = "worker 1"});
+      {.authenticate_frames = true, .process_key = counting_key(), .identity = "worker 1"});
 }
 std::vector<std::byte> server_params() {
-  return encode_params({.authenticate_frames = true, .incarnation = 42, .identity = "ps 0"});
+  return encode_params(
+      {.authenticate_frames = true, .process_key = key_of_42(), .identity = "ps 0"});
 }
 
 template <size_t N>
@@ -44,20 +57,21 @@ std::string hex(const std::array<std::byte, N>& bytes) {
 }
 
 TEST(Auth, ParamsEncodeAsDocumented) {
-  EXPECT_EQ(hex(client_params()), "01080706050403020108776f726b65722031");
+  EXPECT_EQ(hex(client_params()),
+            "010102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f2008776f726b65722031");
   const HandshakeParams back = decode_params(server_params());
   EXPECT_TRUE(back.authenticate_frames);
-  EXPECT_EQ(back.incarnation, 42u);
+  EXPECT_EQ(back.process_key, key_of_42());
+  EXPECT_EQ(back.incarnation(), 0x2A2A2A2A2A2A2A2Au);
   EXPECT_EQ(back.identity, "ps 0");
-  EXPECT_FALSE(
-      decode_params(encode_params({.authenticate_frames = false, .incarnation = 0, .identity = ""}))
-          .authenticate_frames);
+  EXPECT_FALSE(decode_params(encode_params({.authenticate_frames = false, .identity = ""}))
+                   .authenticate_frames);
 }
 
 TEST(Auth, MalformedParamsAreAnAuthError) {
   auto params = server_params();
-  EXPECT_THROW(decode_params(std::span(params).first(9)), AuthError);
-  params[9] = std::byte{5};  // an identity length past the end
+  EXPECT_THROW(decode_params(std::span(params).first(33)), AuthError);
+  params[33] = std::byte{5};  // an identity length past the end
   EXPECT_THROW(decode_params(params), AuthError);
   params = server_params();
   params[0] = std::byte{2};  // an unknown flag
@@ -75,10 +89,36 @@ TEST(Auth, ProofsMatchAReferenceHmacSha256) {
   const Nonce server_nonce = counting_nonce(32);
   EXPECT_EQ(hex(server_proof("cluster-secret", client_nonce, server_nonce, client_params(),
                              server_params())),
-            "8588fb68f570bae869151e063fb614ad8ded3a1096827df03ed32fce4834d3eb");
+            "a1b7663ef7cac4408951f64a1f2dba692d54a329cd23ee05bb948df633dd51df");
   EXPECT_EQ(hex(client_proof("cluster-secret", server_nonce, client_nonce, client_params(),
                              server_params())),
-            "c511fae731cdb563e791314b3cb58dad3594b2528e38af61912aabfba99002b4");
+            "74b6b38a47c92afd74a7de0e2b579d12c6ef3addfe8136364bb80a96834388e2");
+}
+
+TEST(Auth, ProcessSignaturesMatchAReferenceEd25519) {
+  // python3-cryptography: k = Ed25519PrivateKey.from_private_bytes(sha256(pack("<Q", 7))), its
+  // raw public key, and k.sign(b"dtrain-process" + ns + nc + b), nonces and b as above.
+  const ProcessKey key = ProcessKey::from_seed(7);
+  EXPECT_EQ(hex(key.public_key()),
+            "061519a6055b674befe94b5666a98c28beb3e108fae34b3be74e48646b88f86d");
+  const auto transcript =
+      process_transcript(counting_nonce(32), counting_nonce(0), client_params(), server_params());
+  const ProcessSignature signature = key.sign(transcript);
+  EXPECT_EQ(hex(signature),
+            "c825b10527494eb5cf79d2f1e7c2980f7fd4dbdd7ee220722824cdcede77a853"
+            "12dd529286c596c961b00b13bc67434c0752034d2645c1b126e98409feb4a80b");
+  EXPECT_TRUE(verify_process_signature(key.public_key(), transcript, signature));
+  // Another process's key, another handshake, or another bit: no.
+  EXPECT_FALSE(
+      verify_process_signature(ProcessKey::from_seed(8).public_key(), transcript, signature));
+  EXPECT_FALSE(verify_process_signature(
+      key.public_key(),
+      process_transcript(counting_nonce(33), counting_nonce(0), client_params(), server_params()),
+      signature));
+  ProcessSignature flipped = signature;
+  flipped[10] ^= std::byte{1};
+  EXPECT_FALSE(verify_process_signature(key.public_key(), transcript, flipped));
+  EXPECT_NE(ProcessKey::own().public_key(), key.public_key());
 }
 
 TEST(Auth, FrameKeysMatchAReferenceHkdfSha256) {
@@ -86,8 +126,8 @@ TEST(Auth, FrameKeysMatchAReferenceHkdfSha256) {
   // .derive(b"cluster-secret"), b as above.
   const FrameKeys keys = frame_keys("cluster-secret", counting_nonce(0), counting_nonce(32),
                                     client_params(), server_params());
-  EXPECT_EQ(hex(keys.client_to_server), "69caf58177f9b5761ba15a54788efdeb");
-  EXPECT_EQ(hex(keys.server_to_client), "4ebac08746e24abbd90b7490dd01a868");
+  EXPECT_EQ(hex(keys.client_to_server), "695c5e3f180bea7286a0148e47e187a3");
+  EXPECT_EQ(hex(keys.server_to_client), "279ce063444accdd02fd5d103d78268c");
 }
 
 TEST(Auth, ProofsDependOnDirectionSecretEveryNonceAndTheParams) {
@@ -105,10 +145,10 @@ TEST(Auth, ProofsDependOnDirectionSecretEveryNonceAndTheParams) {
   EXPECT_FALSE(proofs_equal(reference, server_proof("secret", a, last_bit_flipped, pc, ps)));
   // A relay that turns frame authentication off, or changes who the client says it is.
   const auto off = encode_params(
-      {.authenticate_frames = false, .incarnation = 0x0102030405060708, .identity = "worker 1"});
+      {.authenticate_frames = false, .process_key = counting_key(), .identity = "worker 1"});
   EXPECT_FALSE(proofs_equal(reference, server_proof("secret", a, b, off, ps)));
   const auto other = encode_params(
-      {.authenticate_frames = true, .incarnation = 0x0102030405060708, .identity = "worker 2"});
+      {.authenticate_frames = true, .process_key = counting_key(), .identity = "worker 2"});
   EXPECT_FALSE(proofs_equal(reference, server_proof("secret", a, b, other, ps)));
   // Both sides' params are bound, each in its place.
   EXPECT_FALSE(proofs_equal(reference, server_proof("secret", a, b, ps, pc)));

@@ -103,9 +103,19 @@ class RawPeer {
   // The client's side of the handshake, by hand. With authenticate_frames, seal() then tags
   // frames as the server expects.
   void authenticate(std::string_view secret, bool authenticate_frames = true) {
+    ASSERT_EQ(handshake(secret, authenticate_frames), frame_format::kTypeAuthOk);
+  }
+
+  // The same, saying `identity` and `claimed_key` (this peer's own key if null) but signing with
+  // this peer's own key: returns the type of the server's answer (AUTH_OK, AUTH_FAILED, REFUSED).
+  uint16_t handshake(std::string_view secret, bool authenticate_frames = true,
+                     const std::string& identity = "raw peer",
+                     const ProcessPublicKey* claimed_key = nullptr) {
     const Nonce client_nonce = random_nonce();
     const auto client_params = encode_params(
-        {.authenticate_frames = authenticate_frames, .incarnation = 7, .identity = "raw peer"});
+        {.authenticate_frames = authenticate_frames,
+         .process_key = claimed_key != nullptr ? *claimed_key : process_key_.public_key(),
+         .identity = identity});
     std::vector<std::byte> hello(client_nonce.begin(), client_nonce.end());
     hello.insert(hello.end(), client_params.begin(), client_params.end());
     write(encode_frame(frame_format::kTypeHello, 0, hello, {}));
@@ -114,16 +124,20 @@ class RawPeer {
     std::memcpy(server_nonce.data(), challenge.data() + meta_offset(), kNonceBytes);
     const std::vector<std::byte> server_params(
         challenge.begin() + meta_offset() + kNonceBytes + kProofBytes, challenge.end());
-    write(encode_frame(
-        frame_format::kTypeProof, 0,
-        client_proof(secret, server_nonce, client_nonce, client_params, server_params), {}));
-    const auto ok = read_frame();
-    ASSERT_EQ(decode_frame(ok, 1024, 1024).header.type, frame_format::kTypeAuthOk);
-    if (authenticate_frames) {
+    const Proof proof =
+        client_proof(secret, server_nonce, client_nonce, client_params, server_params);
+    const ProcessSignature signature = process_key_.sign(
+        process_transcript(server_nonce, client_nonce, client_params, server_params));
+    std::vector<std::byte> proof_meta(proof.begin(), proof.end());
+    proof_meta.insert(proof_meta.end(), signature.begin(), signature.end());
+    write(encode_frame(frame_format::kTypeProof, 0, proof_meta, {}));
+    const uint16_t answer = decode_frame(read_frame(), 1024, 1024).header.type;
+    if (answer == frame_format::kTypeAuthOk && authenticate_frames) {
       mac_ = std::make_unique<FrameMac>(
           frame_keys(secret, client_nonce, server_nonce, client_params, server_params)
               .client_to_server);
     }
+    return answer;
   }
 
   // A frame from encode_frame as an authenticated connection sends it: crc32c 0, the tag of its
@@ -202,6 +216,7 @@ class RawPeer {
   static IoDeadline deadline() { return {.until = SteadyClock::now() + kPatience}; }
 
   std::unique_ptr<TcpStream> stream_;
+  ProcessKey process_key_ = ProcessKey::from_seed(7);
   std::unique_ptr<FrameMac> mac_;
   uint64_t frames_sealed_ = 0;
 };

@@ -140,8 +140,9 @@ TEST(Server, PeerWithTheWrongProofIsToldAndRejected) {
   const auto params = encode_params(HandshakeParams{});
   hello.insert(hello.end(), params.begin(), params.end());
   forger.write(encode_frame(frame_format::kTypeHello, 0, hello, {}));
-  forger.read_frame();                                                   // the challenge
-  forger.write(encode_frame(frame_format::kTypeProof, 0, Proof{}, {}));  // a guess
+  forger.read_frame();  // the challenge
+  const std::array<std::byte, kProofBytes + kProcessSignatureBytes> guess{};
+  forger.write(encode_frame(frame_format::kTypeProof, 0, guess, {}));
   const auto answer = forger.read_frame();
   EXPECT_EQ(decode_frame(answer, 1024, 1024).header.type, frame_format::kTypeAuthFailed);
   EXPECT_TRUE(forger.closed_by_other_side());
@@ -181,6 +182,25 @@ TEST(Server, AnIdentityLiveInAnotherProcessIsRefusedNamingWhereItIsConnectedFrom
   again.reset();
   ASSERT_TRUE(server.wait_for([](const ServerStats& s) { return s.finished == 2; }, kPatience));
   expect_echo_works(*connect_as(server, "worker 1", 3));
+}
+
+// What a process says of itself travels in clear; what it proves does not. A process holding the
+// cluster secret that copies a live connection's process key, to pass for that process, cannot
+// sign with it and is refused.
+TEST(Server, ACopiedProcessKeyIsRefusedForWantOfItsPrivateHalf) {
+  LogCapture log;
+  Server server(loopback_options(), echo);
+  auto first = connect_as(server, "worker 1", 1);
+  const ProcessPublicKey copied = ProcessKey::from_seed(1).public_key();
+  RawPeer impostor(server.port());
+  EXPECT_EQ(impostor.handshake(kLoopbackSecret, true, "worker 1", &copied),
+            frame_format::kTypeAuthFailed);
+  ASSERT_TRUE(wait_for_rejected(server, 1));
+  EXPECT_THAT(log.text(), HasSubstr("did not prove it is the process it says it is"));
+  // Its own key it can prove; then it is another process, refused while worker 1 is connected.
+  RawPeer itself(server.port());
+  EXPECT_EQ(itself.handshake(kLoopbackSecret, true, "worker 1"), frame_format::kTypeRefused);
+  expect_echo_works(*first);
 }
 
 TEST(Server, AlteredFrameFailsAuthenticationAndClosesThatConnectionOnly) {
