@@ -7,19 +7,24 @@
 // --transport shm refuse each other by name.
 #include "ps/ps_service.h"
 
+#include <arpa/inet.h>
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -274,6 +279,7 @@ class HandSpokenPeer {
     options.identity = identity;
     options.incarnation = incarnation;
     connection_ = connect("127.0.0.1", service.port(), kLoopbackSecret, options);
+    ps_port_ = service.port();
   }
 
   // The reply's type, and its text if it is a kError (else its meta, as text).
@@ -368,9 +374,43 @@ class HandSpokenPeer {
     return request(ps_protocol::kPush, meta, tensors);
   }
   std::pair<uint16_t, std::string> wait_ready(uint32_t timeout_ms) {
+    send_wait_ready(timeout_ms);
+    return answer();
+  }
+  void send_wait_ready(uint32_t timeout_ms) {
     ps_protocol::MetaWriter meta;
     meta.put(timeout_ms);
-    return request(ps_protocol::kWaitReady, meta);
+    connection_->send(ps_protocol::kWaitReady, 0, meta.bytes(), {});
+  }
+  std::pair<uint16_t, std::string> answer() {
+    const auto in = connection_->receive();
+    const std::string text = ps_protocol::MetaReader(in.meta).rest_as_peer_text();
+    connection_->discard_tensors();
+    return {in.type, text};
+  }
+  // Waits until the ps has read everything sent to it on this connection: the kernel's table of
+  // TCP sockets shows nothing queued at the ps's end. Returns false if that takes over a minute.
+  bool read_by_ps() const {
+    sockaddr_in local{};
+    socklen_t length = sizeof local;
+    getsockname(connection_->stream().native_handle(), reinterpret_cast<sockaddr*>(&local),
+                &length);
+    // The ps's end: local address 127.0.0.1:ps port, remote address ours.
+    const std::string ends =
+        fmt::format("0100007F:{:04X} 0100007F:{:04X}", ps_port_, ntohs(local.sin_port));
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    while (std::chrono::steady_clock::now() < give_up) {
+      std::ifstream table("/proc/net/tcp");
+      for (std::string line; std::getline(table, line);) {
+        const size_t at = line.find(ends);
+        if (at == std::string::npos) continue;
+        // "... st tx_queue:rx_queue ...": the receive queue is the hex number after the colon.
+        const std::string queues = line.substr(at + ends.size() + 4, 17);
+        if (std::stoul(queues.substr(9), nullptr, 16) == 0) return true;
+      }
+      std::this_thread::yield();
+    }
+    return false;
   }
   std::pair<uint16_t, std::string> done(int worker) {
     ps_protocol::MetaWriter meta;
@@ -379,6 +419,7 @@ class HandSpokenPeer {
   }
 
  private:
+  uint16_t ps_port_ = 0;
   std::unique_ptr<Connection> connection_;
 };
 
@@ -480,14 +521,14 @@ TEST(PsService, AParkedWaitForTheVariablesEndsAtShutdown) {
   options.stop = &stop;
   PsService ps(options);
   HandSpokenPeer waiter(ps, "", 81);
-  auto answer = std::async(std::launch::async,
-                           [&] { return waiter.wait_ready(std::numeric_limits<uint32_t>::max()); });
+  waiter.send_wait_ready(std::numeric_limits<uint32_t>::max());
+  ASSERT_TRUE(waiter.read_by_ps());  // so the wait is parked, or about to be, on the ps's thread
   stop.request(SIGTERM);
   auto stopped = std::async(std::launch::async, [&] { ps.run(); });
   // A watchdog, not a timing: before the fix this never returned (the wait was 49 days).
   ASSERT_EQ(stopped.wait_for(std::chrono::seconds(60)), std::future_status::ready);
-  const auto [type, text] = answer.get();
-  EXPECT_EQ(type, ps_protocol::kReady);
+  // The wait was answered before the ps closed the connection.
+  EXPECT_EQ(waiter.answer().first, ps_protocol::kReady);
 }
 
 // What lets a worker tell a restarted ps from a cut connection, and report the steps that went
