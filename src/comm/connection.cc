@@ -279,13 +279,15 @@ Connection::Incoming Connection::receive_frame(const IoDeadline& first_byte, con
   std::array<std::byte, ff::kMetaLenBytes> meta_len;
   stream_->read_exact(meta_len, rest);
   const PayloadLayout layout = accept_meta_len(meta_len);
-  meta_.resize(layout.meta_len);  // keeps its capacity: no allocation once warmed up
+  // The meta and, where frames are tagged, the opening's tag after it, in one read. (The vector
+  // keeps its capacity: no allocation once warmed up.)
+  const size_t tag_bytes = receive_mac_ ? receive_tag_.size() : 0;
+  meta_.resize(layout.meta_len + tag_bytes);
   stream_->read_exact(meta_, rest);
+  std::copy_n(meta_.end() - static_cast<ptrdiff_t>(tag_bytes), tag_bytes, receive_tag_.begin());
+  meta_.resize(layout.meta_len);
   absorb_opening(header_bytes, meta_len);
-  if (receive_mac_) {
-    stream_->read_exact(receive_tag_, rest);
-    check_opening();
-  }
+  if (receive_mac_) check_opening();
   if (!handshake) check_tensors_allowed();
   frame_unconsumed_ = true;
   if (tensor_bytes_ == 0) finish_frame(rest);  // the whole frame is in
