@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "comm/crc32c.h"
+#include "comm/frame.h"
 #include "comm/frame_format.h"
 #include "ps/ps_protocol.h"
 
@@ -129,13 +130,26 @@ class Tamperer final : public Forwarder::Filter {
   }
 
   bool from_server(std::span<const std::byte> in, std::vector<std::byte>& out) override {
+    bool cut = false;
     server_.take(in, out, [&](std::vector<std::byte>& frame, uint16_t type) {
+      if (attack_ == Attack::kForgeAuthFailed && type == ff::kTypeChallenge &&
+          !forged_->exchange(true)) {
+        frame = encode_frame(ff::kTypeAuthFailed, 0, {}, {});
+        ++*tampered_;
+        cut = true;
+        return;
+      }
       if (attack_ != Attack::kForgeError || type < ff::kFirstUserType) return;
       if (++replies_ != kForgeAt) return;
       constexpr std::string_view kText = "stop\x1b[2J";
       forge(frame, proto::kError, std::as_bytes(std::span(kText)), 0);
     });
-    return true;
+    // The forged answer goes out; the connection is cut after it, as a failing server would.
+    if (cut) {
+      cut_after_ = true;
+      return true;
+    }
+    return !cut_after_;
   }
 
  private:
@@ -150,6 +164,7 @@ class Tamperer final : public Forwarder::Filter {
   bool tagged_ = false;  // set from the client's HELLO, read by both directions' cutters
   FrameCutter client_{tagged_};
   FrameCutter server_{tagged_};
+  bool cut_after_ = false;
   int pushes_ = 0;
   int replies_ = 0;
   std::shared_ptr<std::atomic<int>> tampered_;

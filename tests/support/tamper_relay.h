@@ -21,6 +21,10 @@ enum class Attack {
   // The ps's 20th reply becomes kError("stop\x1b[2J") without tensors: had the worker believed it,
   // it would exit, printing the escape sequence.
   kForgeError,
+  // The ps's challenge on the first connection becomes AUTH_FAILED (handshake frames carry only a
+  // CRC, which the relay computes), and the connection is cut: had the worker believed it, it
+  // would exit saying the cluster secret is wrong.
+  kForgeAuthFailed,
 };
 
 class TamperRelay {
