@@ -23,11 +23,13 @@
 #include "collective/communicator.h"
 #include "collective/reduction_check.h"
 #include "comm/loopback.h"
+#include "support/tamper_relay.h"
 
 namespace dtrain {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // n rings on 127.0.0.1, one per rank, formed and driven from one thread per rank.
 class LoopbackRing {
@@ -353,6 +355,32 @@ TEST(TcpRingTest, RankWithAnotherFingerprintIsRefusedByName) {
 
 // Worker 0's right neighbour never comes up, and the only peer that did come was refused: the
 // error says so, since that refused worker is usually the one missing.
+// A relay without the secret between two ranks turns a chunk into an abort carrying its own text:
+// the forged frame fails the tag over its header and meta, so no rank stops for the reason it
+// gives or prints it; the ring stops on the integrity failure, named.
+TEST(TcpRingTest, AForgedAbortIsCaughtByItsTagAndItsTextNeverShown) {
+  LoopbackRing group(2, over(Transport::kTcp));
+  testing::TamperRelay relay(group.ring(1).port(), testing::Attack::kForgeRingAbort);
+  expect_no_errors(group.run([&](int rank) {
+    const uint16_t right = rank == 0 ? relay.port() : group.ring(0).port();
+    group.ring(rank).connect({"127.0.0.1", right});
+  }));
+  const auto errors = group.run([&](int rank) {
+    Communicator communicator(group.ring(rank), {});
+    for (int i = 0; i < 20; ++i) {
+      std::vector<float> data = testing::rank_values(rank, 1'000'000);
+      communicator.allreduce(data);
+    }
+  });
+  EXPECT_EQ(relay.frames_tampered(), 1);
+  EXPECT_THAT(errors[1],
+              HasSubstr("failed authentication (its header and meta, claiming type 44)"));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r], "") << "rank " << r;
+    EXPECT_THAT(errors[r], Not(HasSubstr("forged abort"))) << "rank " << r;
+  }
+}
+
 TEST(TcpRingTest, RingThatCannotFormMentionsThePeerItRefused) {
   LoopbackRing group(2, [](TcpRingOptions& options) {
     if (options.rank == 1) options.fingerprint = 8;

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "collective/ring_protocol.h"
 #include "comm/crc32c.h"
 #include "comm/frame.h"
 #include "comm/frame_format.h"
@@ -116,6 +117,12 @@ class Tamperer final : public Forwarder::Filter {
       if (type == ff::kTypeHello && frame.size() > ff::kHeaderBytes + ff::kMetaLenBytes + 32) {
         tagged_ = (static_cast<uint8_t>(frame[ff::kHeaderBytes + ff::kMetaLenBytes + 32]) & 1) != 0;
       }
+      if (attack_ == Attack::kForgeRingAbort && type == ring_protocol::kRingChunk &&
+          ++chunks_ == 3) {
+        constexpr std::string_view kText = "forged abort\x1b[2J";
+        forge(frame, ring_protocol::kRingAbort, std::as_bytes(std::span(kText)), 4);
+        return;
+      }
       if (type != proto::kPush) return;
       if (attack_ == Attack::kNegatePushes) {
         negate_gradient(frame);
@@ -142,7 +149,7 @@ class Tamperer final : public Forwarder::Filter {
       if (attack_ != Attack::kForgeError || type < ff::kFirstUserType) return;
       if (++replies_ != kForgeAt) return;
       constexpr std::string_view kText = "stop\x1b[2J";
-      forge(frame, proto::kError, std::as_bytes(std::span(kText)), 0);
+      forge(frame, proto::kError, std::as_bytes(std::span(kText)), 4);
     });
     // The forged answer goes out; the connection is cut after it, as a failing server would.
     if (cut) {
@@ -166,6 +173,7 @@ class Tamperer final : public Forwarder::Filter {
   FrameCutter server_{tagged_};
   bool cut_after_ = false;
   int pushes_ = 0;
+  int chunks_ = 0;
   int replies_ = 0;
   std::shared_ptr<std::atomic<int>> tampered_;
   std::shared_ptr<std::atomic<bool>> forged_;

@@ -18,13 +18,18 @@ enum class Attack {
   // The worker's 20th push becomes kWorkerDone(worker 0, finished) with 4 tensor bytes: had the
   // ps believed it, it would end the run early.
   kForgeDoneWithTensors,
-  // The ps's 20th reply becomes kError("stop\x1b[2J") without tensors: had the worker believed it,
-  // it would exit, printing the escape sequence.
+  // The ps's 20th reply becomes kError("stop\x1b[2J") with 4 tensor bytes (so that the old
+  // receiver handed its meta on before any tag was checked): had the worker believed it, it would
+  // exit, printing the escape sequence.
   kForgeError,
   // The ps's challenge on the first connection becomes AUTH_FAILED (handshake frames carry only a
   // CRC, which the relay computes), and the connection is cut: had the worker believed it, it
   // would exit saying the cluster secret is wrong.
   kForgeAuthFailed,
+  // Between two all-reduce ranks, the connecting rank's 3rd chunk becomes kRingAbort with text of
+  // the relay's choosing and 4 tensor bytes: had the other rank believed it, it would stop and
+  // print that text.
+  kForgeRingAbort,
 };
 
 class TamperRelay {
