@@ -23,16 +23,16 @@ struct TamperedRun {
   int rewritten = 0;
 };
 
-// A worker whose pushes are all rewritten is given up 1 s after it leaves; one that a forgery cut
-// off reconnects within 5 s.
+// A worker whose pushes are all rewritten gives up reconnecting after 2 s and is given up 1 s after
+// it leaves; one that a forgery cut off reconnects within 5 s.
 TamperedRun train_through_a_tampering_relay(const std::vector<std::string>& extra,
                                             Attack attack = Attack::kNegatePushes) {
   HandStartedCluster cluster(1, 1);
-  const std::string worker_timeout = attack == Attack::kNegatePushes ? "1" : "5";
-  const std::vector<std::string> flags =
-      concat(softmax_flags(), concat({"--train_steps", "200", "--peer_timeout", "5",
-                                      "--worker_timeout", worker_timeout, "--transport", "tcp"},
-                                     extra));
+  const bool every_push = attack == Attack::kNegatePushes;
+  const std::vector<std::string> flags = concat(
+      softmax_flags(), concat({"--train_steps", "200", "--peer_timeout", every_push ? "2" : "5",
+                               "--worker_timeout", every_push ? "1" : "5", "--transport", "tcp"},
+                              extra));
   const auto ps = cluster.start("ps", 0, flags);
   TamperRelay relay(cluster.ps_port(0), attack);
   cluster.route_workers_to_ps(0, relay.port());
