@@ -20,13 +20,18 @@ struct Launcher {
   const char* rank;
   const char* size;
   const char* local_rank;  // may be unset: 0 then
+  // What says every rank shares this host: a count of this host's ranks that equals the world,
+  // or (Slurm) a count of nodes that is 1. May be unset: not known then.
+  const char* on_this_host;
+  bool counts_nodes;
 };
 
 constexpr std::array<Launcher, 4> kLaunchers = {{
-    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-    {"MPICH (PMI)", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
-    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE", false},
+    {"MPICH (PMI)", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", false},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_STEP_NUM_NODES", true},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", false},
 }};
 
 int number_from(const EnvLookup& env, const char* name, int lowest) {
@@ -42,6 +47,13 @@ int number_from(const EnvLookup& env, const char* name, int lowest) {
   return value;
 }
 
+// Whether the launcher says that every rank runs on this host.
+bool all_ranks_on_this_host(const EnvLookup& env, const Launcher& launcher, int world_size) {
+  if (!env(launcher.on_this_host)) return false;
+  const int count = number_from(env, launcher.on_this_host, 1);
+  return launcher.counts_nodes ? count == 1 : count == world_size;
+}
+
 // "host:port" for MASTER_ADDR, which may be a bare IPv6 address.
 std::string joined(const std::string& host, const std::string& port) {
   return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
@@ -53,7 +65,8 @@ std::string port_text(const EnvLookup& env) {
   return port && !port->empty() ? *port : std::to_string(kDefaultRendezvousPort);
 }
 
-void find_rendezvous(const EnvLookup& env, const std::string& flag, LaunchEnv& launch) {
+void find_rendezvous(const EnvLookup& env, const std::string& flag, const Launcher& launcher,
+                     LaunchEnv& launch) {
   if (!flag.empty()) {
     launch.rendezvous = parse_host_port("--rendezvous", flag);
     launch.rendezvous_source = "--rendezvous";
@@ -68,6 +81,13 @@ void find_rendezvous(const EnvLookup& env, const std::string& flag, LaunchEnv& l
     const std::string first = expand_slurm_hostlist(*nodes, "SLURM_JOB_NODELIST").front();
     launch.rendezvous = parse_host_port("SLURM_JOB_NODELIST", joined(first, port_text(env)));
     launch.rendezvous_source = "the first host of SLURM_JOB_NODELIST";
+    return;
+  }
+  // mpirun -np 4 on one machine sets no MASTER_ADDR, and needs none.
+  if (all_ranks_on_this_host(env, launcher, launch.world_size)) {
+    launch.rendezvous = parse_host_port("MASTER_PORT", joined("127.0.0.1", port_text(env)));
+    launch.rendezvous_source =
+        fmt::format("every rank on this host, as {} says", launcher.on_this_host);
     return;
   }
   throw UsageError(fmt::format(
@@ -98,12 +118,9 @@ std::optional<LaunchEnv> launch_env_from(const EnvLookup& env, const std::string
       throw UsageError(fmt::format("{}={}: outside the world of {}={} tasks", launcher.rank,
                                    launch.rank, launcher.size, launch.world_size));
     }
-    if (launch.world_size < 2) {
-      throw UsageError(fmt::format(
-          "{}={}: a cluster needs at least two tasks; to train in one process, run dtrain train",
-          launcher.size, launch.world_size));
-    }
-    find_rendezvous(env, rendezvous_flag, launch);
+    launch.world_size_variable = launcher.size;
+    // A world of one has no one to meet.
+    if (launch.world_size > 1) find_rendezvous(env, rendezvous_flag, launcher, launch);
     return launch;
   }
   return std::nullopt;

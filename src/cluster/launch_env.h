@@ -20,6 +20,7 @@ struct LaunchEnv {
   std::string source;
   int rank = 0;
   int world_size = 0;
+  const char* world_size_variable = "";  // "OMPI_COMM_WORLD_SIZE", for messages
   int local_rank = 0;
   // Where rank 0 listens for the others, and what said so ("--rendezvous", "MASTER_ADDR and
   // MASTER_PORT", "the first host of SLURM_JOB_NODELIST").
@@ -40,11 +41,13 @@ EnvLookup process_env();
 // SLURM_PROCID=0. nullopt when none is set.
 //
 // The rendezvous: `rendezvous_flag` (--rendezvous HOST[:PORT]) if given; else MASTER_ADDR with
-// MASTER_PORT; else, inside a Slurm job, the first host of SLURM_JOB_NODELIST. The port is
-// MASTER_PORT if set, else kDefaultRendezvousPort.
+// MASTER_PORT; else, inside a Slurm job, the first host of SLURM_JOB_NODELIST; else, when the
+// launcher says every rank is on this host (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS or
+// LOCAL_WORLD_SIZE equal to the world, or SLURM_STEP_NUM_NODES=1), 127.0.0.1. The port is
+// MASTER_PORT if set, else kDefaultRendezvousPort. A world of one task has no rendezvous.
 //
 // Throws UsageError naming the variable or flag at fault: a rank or size that is not a number, a
-// rank outside the world, a world of one task, no rendezvous to be found.
+// rank outside the world, no rendezvous to be found.
 std::optional<LaunchEnv> launch_env_from(const EnvLookup& env, const std::string& rendezvous_flag);
 
 }  // namespace dtrain

@@ -7,6 +7,8 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 
@@ -113,8 +115,6 @@ TEST(LaunchEnv, BadValuesAreErrorsNamingTheirVariable) {
   EXPECT_THAT(usage_error_of(env_of({{"RANK", "0"}})), HasSubstr("WORLD_SIZE is not set"));
   EXPECT_THAT(usage_error_of(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}})),
               HasSubstr("RANK=2: outside the world of WORLD_SIZE=2"));
-  EXPECT_THAT(usage_error_of(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "a"}})),
-              HasSubstr("WORLD_SIZE=1: a cluster needs at least two tasks"));
   EXPECT_THAT(usage_error_of(env_of({{"RANK", "-1"}, {"WORLD_SIZE", "2"}})), HasSubstr("RANK=-1"));
   EXPECT_THAT(
       usage_error_of(env_of(
@@ -128,6 +128,40 @@ TEST(LaunchEnv, RanksWithoutARendezvousAreToldHowToGiveOne) {
   EXPECT_THAT(
       usage_error_of(env_of({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}})),
       HasSubstr("give --rendezvous HOST:PORT, or set MASTER_ADDR"));
+  // Ranks spread over two hosts cannot meet on localhost.
+  EXPECT_THAT(usage_error_of(env_of({{"OMPI_COMM_WORLD_RANK", "0"},
+                                     {"OMPI_COMM_WORLD_SIZE", "4"},
+                                     {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}})),
+              HasSubstr("give --rendezvous HOST:PORT, or set MASTER_ADDR"));
+}
+
+// mpirun -np 2 on one machine: no MASTER_ADDR, and none needed.
+TEST(LaunchEnv, RanksThatAllShareThisHostMeetOnItsLoopback) {
+  for (const auto& [vars, says] :
+       std::vector<std::pair<std::map<std::string, std::string, std::less<>>, std::string>>{
+           {{{"OMPI_COMM_WORLD_RANK", "1"},
+             {"OMPI_COMM_WORLD_SIZE", "2"},
+             {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}},
+            "OMPI_COMM_WORLD_LOCAL_SIZE"},
+           {{{"PMI_RANK", "0"}, {"PMI_SIZE", "3"}, {"MPI_LOCALNRANKS", "3"}}, "MPI_LOCALNRANKS"},
+           {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NUM_NODES", "1"}},
+            "SLURM_STEP_NUM_NODES"},
+           {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_PORT", "7"}},
+            "LOCAL_WORLD_SIZE"}}) {
+    const auto launch = launch_env_from(env_of(vars), "");
+    ASSERT_TRUE(launch) << says;
+    const uint16_t port = vars.contains("MASTER_PORT") ? 7 : kDefaultRendezvousPort;
+    EXPECT_EQ(launch->rendezvous, (HostPort{"127.0.0.1", port})) << says;
+    EXPECT_THAT(launch->rendezvous_source, HasSubstr(says));
+  }
+}
+
+// `mpirun -np 1 dtrain train` trains in that one process; the caller decides.
+TEST(LaunchEnv, AWorldOfOneNeedsNoRendezvous) {
+  const auto launch = launch_env_from(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}}), "");
+  ASSERT_TRUE(launch);
+  EXPECT_EQ(launch->world_size, 1);
+  EXPECT_EQ(std::string(launch->world_size_variable), "WORLD_SIZE");
 }
 
 }  // namespace
