@@ -111,6 +111,22 @@ fs::path CheckpointManager::save(const CheckpointInfo& info, std::span<const Ten
   return path;
 }
 
+std::vector<fs::path> CheckpointManager::remove_all() const {
+  std::vector<fs::path> removed;
+  auto remove = [&](const fs::path& victim) {
+    std::error_code ec;
+    if (!fs::remove(victim, ec) && ec) {
+      throw IoError(fmt::format("{}: cannot remove: {}", victim.string(), ec.message()));
+    }
+  };
+  for (const Entry& e : scan()) {
+    remove(e.path);
+    removed.push_back(e.path);
+  }
+  remove(dir_ / cf::kIndexFileName);
+  return removed;
+}
+
 void CheckpointManager::write_index(const std::vector<Entry>& kept) const {
   nlohmann::ordered_json index;
   // kept holds at least the file just saved.

@@ -48,6 +48,11 @@ class CheckpointManager {
   // The checkpoint files in dir, oldest step first.
   std::vector<std::filesystem::path> list() const;
 
+  // Deletes every checkpoint file and the index, for a run that starts afresh (--overwrite); other
+  // files in dir are left alone. Returns the checkpoint files deleted. Throws IoError naming the
+  // file that cannot be deleted.
+  std::vector<std::filesystem::path> remove_all() const;
+
   // "model.ckpt-<step>.safetensors". REQUIRES: step >= 0.
   static std::string file_name(int64_t step);
   // The step of a checkpoint file name, or nullopt if name is not one (leading zeros are not).

@@ -64,6 +64,12 @@ class TrainingLoop {
   TrainResult run() {
     if (place_.chief) print_config();
     const int64_t first_step = strategy_.start(state_, [this] { return restore(); });
+    if (first_step >= total_steps_) {
+      fmt::print(out_,
+                 "{}already finished at step {} (this run ends at step {}): nothing to train; a "
+                 "larger --train_steps or --epochs goes on, --overwrite starts afresh\n",
+                 prefix(), first_step, total_steps_);
+    }
     batches_->seek(strategy_.batch_index_at(first_step));
     if (eval_every_ > 0) next_eval_ = next_multiple(first_step, eval_every_);
     if (c_.save_steps > 0) next_save_ = next_multiple(first_step, c_.save_steps);
