@@ -25,6 +25,7 @@
 #include "train/allreduce_trainer.h"
 #include "train/ps_trainer.h"
 #include "train/recipes.h"
+#include "train/resume_check.h"
 #include "train/trainer.h"
 
 namespace dtrain::cli {
@@ -68,6 +69,8 @@ struct TrainFlags {
   bool unauthenticated_frames = false;
   int task_index = 0;
   bool sync_replicas = false;
+  bool resume = false;     // go on from --train_dir's checkpoint even with changed settings
+  bool overwrite = false;  // delete --train_dir's checkpoints and start afresh
   int replicas_to_aggregate = 0;
   int total_num_replicas = 0;
   std::string placement = "balanced";
@@ -239,7 +242,10 @@ struct LaunchedCluster {
   int ranks_on_host = 1;  // the ranks that split this host's cores
 };
 
-std::optional<LaunchedCluster> launched_cluster(const CLI::App& cmd, const TrainFlags& f) {
+// `command` is "dtrain train" or "dtrain task": both read the launcher's ranks the same way, but a
+// world of one task is a local run for train and an error for task.
+std::optional<LaunchedCluster> launched_cluster(const CLI::App& cmd, const TrainFlags& f,
+                                                std::string_view command) {
   const std::optional<LaunchEnv> env = launch_env_from(process_env(), f.rendezvous);
   if (!env) {
     if (cmd.count("--rendezvous") > 0) {
@@ -249,8 +255,33 @@ std::optional<LaunchedCluster> launched_cluster(const CLI::App& cmd, const Train
     }
     return std::nullopt;
   }
+  if (env->world_size == 1) {
+    if (command == "dtrain task") {
+      throw UsageError(fmt::format(
+          "{}=1: a cluster needs at least two tasks; to train in one process, run dtrain train",
+          env->world_size_variable));
+    }
+    fmt::print("{}: {} starts 1 task ({}=1): training in this process\n", command, env->source,
+               env->world_size_variable);
+    std::fflush(stdout);
+    return std::nullopt;
+  }
+  if (cmd.count("--strategy") > 0 && !is_ps_strategy(f.strategy) && f.strategy != "allreduce") {
+    throw UsageError(fmt::format(
+        "--strategy {}: trains in one process, but {} starts {} of them; use --strategy allreduce "
+        "(or async|sync with --ps P), or start one process without the launcher",
+        f.strategy, env->source, env->world_size));
+  }
   if (f.peer_timeout < 1) {
     throw UsageError(fmt::format("--peer_timeout {}: must be at least 1 second", f.peer_timeout));
+  }
+  std::string secret = cluster_secret(f.secret_file);
+  if (secret.empty()) {
+    throw UsageError(fmt::format(
+        "no cluster secret: the {} ranks {} starts need the same one: run `export "
+        "DTRAIN_SECRET=$(openssl rand -hex 32)` before launching (on several hosts pass it on, "
+        "e.g. mpirun -x DTRAIN_SECRET), or give --secret_file FILE",
+        env->world_size, env->source));
   }
   const int ps = cmd.count("--ps") > 0 ? f.ps : 0;
   if (cmd.count("--ps") > 0 && (ps < 1 || ps >= env->world_size)) {
@@ -270,7 +301,7 @@ std::optional<LaunchedCluster> launched_cluster(const CLI::App& cmd, const Train
         f.sync_replicas ? std::string("--sync_replicas") : "--strategy " + f.strategy,
         env->source));
   }
-  fmt::print("dtrain task: rank {} of {} (local rank {}) from {}; rendezvous at {} ({})\n",
+  fmt::print("{}: rank {} of {} (local rank {}) from {}; rendezvous at {} ({})\n", command,
              env->rank, env->world_size, env->local_rank, env->source, env->rendezvous.to_string(),
              env->rendezvous_source);
   std::fflush(stdout);
@@ -279,14 +310,14 @@ std::optional<LaunchedCluster> launched_cluster(const CLI::App& cmd, const Train
   options.source = env->rendezvous_source;
   options.rank = env->rank;
   options.world_size = env->world_size;
-  options.secret = cluster_secret(f.secret_file);
+  options.secret = std::move(secret);
   options.authenticate_frames = !f.unauthenticated_frames;
   options.timeout_ms = f.peer_timeout * 1000;
   options.bind = f.bind;
   const std::vector<HostPort> ranks = rendezvous(options);
   LaunchedCluster launched{cluster_of_ranks(ranks, env->rank, ps),
                            ranks_on_host_of(ranks, env->rank)};
-  fmt::print("dtrain task: rank {} is {} of {}\n", env->rank, launched.config.task.to_string(),
+  fmt::print("{}: rank {} is {} of {}\n", command, env->rank, launched.config.task.to_string(),
              launched.config.cluster.to_string());
   std::fflush(stdout);
   return launched;
@@ -377,6 +408,27 @@ PsClusterConfig ps_config(const TrainFlags& f, ClusterConfig cluster) {
   return c;
 }
 
+bool is_resume_flag(std::string_view arg) {
+  for (std::string_view name : {"--resume", "--overwrite"}) {
+    if (arg == name ||
+        (arg.starts_with(name) && arg.size() > name.size() && arg[name.size()] == '=')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+ResumeMode resume_mode(const TrainFlags& f) {
+  if (f.resume && f.overwrite) {
+    throw UsageError(
+        "--resume and --overwrite: choose one (go on from the checkpoint, or start "
+        "afresh)");
+  }
+  return f.overwrite ? ResumeMode::kOverwrite
+         : f.resume  ? ResumeMode::kResume
+                     : ResumeMode::kDefault;
+}
+
 // The embedded default (DESIGN.md §3): the whole cluster as child processes of this binary on
 // loopback, each running `dtrain task` with the user's flags and its place in the cluster. The ps
 // strategies get --ps ps tasks; allreduce gets none, which is what makes its tasks run allreduce.
@@ -411,8 +463,11 @@ int launch_local_cluster(const CLI::App& cmd, const TrainFlags& f) {
   std::vector<std::string> common = {"task"};
   for (const std::string& arg :
        without_options(train_arguments(), {"--strategy", "--ps", "--workers", "--max_restarts"})) {
-    common.push_back(arg);
+    if (!is_resume_flag(arg)) common.push_back(arg);
   }
+  // This process settled --train_dir's checkpoint once for the cluster; a task restarted later
+  // must resume from what the run saved since, never wipe it again.
+  if (!f.train_dir.empty()) common.push_back("--resume");
   if (f.strategy == "sync") common.push_back("--sync_replicas");
   // Named again so that a task refuses a cluster with ps tasks rather than run async in it.
   if (allreduce) common.insert(common.end(), {"--strategy", "allreduce"});
@@ -481,8 +536,9 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
   std::string source;
   std::optional<ClusterConfig> cluster = cluster_of(cmd, flags, source);
   bool launched = false;
-  if (!cluster && task_only) {
-    if (std::optional<LaunchedCluster> l = launched_cluster(cmd, flags)) {
+  if (!cluster) {
+    if (std::optional<LaunchedCluster> l =
+            launched_cluster(cmd, flags, task_only ? "dtrain task" : "dtrain train")) {
       cluster = std::move(l->config);
       launched = true;
       // Ranks on one host share its cores unless told otherwise.
@@ -496,9 +552,9 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
                               "for tasks that mpirun, srun or torchrun-style variables start "
                               "with a rank only; leave it out",
                               source)
-                : std::string("--rendezvous: belongs to `dtrain task` under a launcher (mpirun, "
-                              "srun, torchrun-style variables); `dtrain train` starts its own "
-                              "tasks; leave it out"));
+                : std::string("--rendezvous: belongs to a task under a launcher (mpirun, "
+                              "srun, torchrun-style variables), and none gives this process a "
+                              "rank; leave it out"));
   }
   if (cluster) {
     refuse_launcher_flags(cmd, launched);
@@ -528,6 +584,15 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
                                      : std::vector<std::string_view>{});
     validate_train_config(config);
     const std::string name = fmt::format("{}{}", cluster->task.job, cluster->task.index);
+    if (!config.train_dir.empty()) {
+      if (flags.overwrite) {
+        throw UsageError(
+            "--overwrite: a task of a cluster, restarted later with the same flags, would delete "
+            "the checkpoints it should recover from; empty the --train_dir before starting the "
+            "cluster instead (dtrain train --overwrite does that for a cluster on this machine)");
+      }
+      settle_checkpoint(config, resume_mode(flags), name, std::cout);
+    }
     // Its first line says where its place came from (a launcher's ranks have said so already).
     const std::string place =
         launched ? ""
@@ -557,12 +622,16 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
       expand_data_paths(config.train_data);
       expand_data_paths(config.test_data);
     }
+    if (!config.train_dir.empty())
+      settle_checkpoint(config, resume_mode(flags), "dtrain train", std::cout);
     return launch_local_cluster(cmd, flags);
   }
   if (flags.strategy == "local" && config.towers > 1) {
     throw UsageError(fmt::format("--towers {} needs --strategy towers", config.towers));
   }
   validate_train_config(config);
+  if (!config.train_dir.empty())
+    settle_checkpoint(config, resume_mode(flags), "dtrain train", std::cout);
   const GracefulShutdown shutdown(std::chrono::milliseconds(config.shutdown_timeout_ms),
                                   "dtrain train");
   config.stop = &shutdown.request();
@@ -694,7 +763,14 @@ void add_training_flags(CLI::App* cmd, TrainFlags* flags) {
                   "(tf.data's shuffle) instead of holding them in memory (0: in memory)")
       ->capture_default_str();
   cmd->add_option("--train_dir", flags->train_dir,
-                  "Checkpoints, metrics.jsonl and TensorBoard event files; resumes from it");
+                  "Checkpoints, metrics.jsonl and TensorBoard event files; a run resumes from its "
+                  "newest checkpoint, and refuses one of other settings (see --resume, "
+                  "--overwrite)");
+  cmd->add_flag("--resume", flags->resume,
+                "Go on from --train_dir's checkpoint although settings that change the result "
+                "(learning rate, batch size, data, ...) differ from its run's");
+  cmd->add_flag("--overwrite", flags->overwrite,
+                "Delete --train_dir's checkpoints (and metrics.jsonl) and start afresh");
   cmd->add_option("--logdir", flags->logdir,
                   "TensorBoard event files (default: --train_dir): the chief's, and each "
                   "worker's in worker_<N>/");
@@ -739,6 +815,16 @@ void add_training_flags(CLI::App* cmd, TrainFlags* flags) {
   add_cluster_flags(cmd, flags);
 }
 
+// train and task read a launcher's ranks alike; both say how in --help.
+constexpr const char* kLauncherHelp =
+    "\nUnder a launcher each process is one rank of one job: mpirun (Open MPI's "
+    "OMPI_COMM_WORLD_RANK/SIZE, MPICH's PMI_RANK/PMI_SIZE), srun (SLURM_PROCID/SLURM_NTASKS) or "
+    "torchrun-style RANK/WORLD_SIZE. The ranks meet at --rendezvous, else MASTER_ADDR:MASTER_PORT, "
+    "else the Slurm job's first node, else 127.0.0.1 when every rank is on this host (port: "
+    "MASTER_PORT or 29500). Every rank is an all-reduce worker, or --ps P makes ranks 0..P-1 ps "
+    "tasks (--strategy async|sync). Every rank needs the same secret: export "
+    "DTRAIN_SECRET=$(openssl rand -hex 32) before launching, or --secret_file FILE.";
+
 }  // namespace
 
 void add_train_command(CLI::App& app, Action& action) {
@@ -747,7 +833,8 @@ void add_train_command(CLI::App& app, Action& action) {
       "train",
       "Train a model: locally (default), or a cluster on this machine (--strategy async|sync: "
       "parameter servers; allreduce: a ring of workers), or one task of a cluster given by "
-      "flags/TF_CONFIG");
+      "flags/TF_CONFIG or a launcher's ranks (mpirun, srun, torchrun)");
+  cmd->footer(kLauncherHelp);
   add_training_flags(cmd, flags.get());
   cmd->callback([cmd, flags, &action] {
     action = [cmd, flags] { return run_training(*cmd, *flags, /*task_only=*/false); };
@@ -760,7 +847,8 @@ void add_task_command(CLI::App& app, Action& action) {
       "task",
       "Run one task (ps or worker) of a cluster given by --ps_hosts/--worker_hosts/"
       "--job_name/--task_index, TF_CONFIG or --cluster; a cluster without ps tasks trains by "
-      "all-reduce");
+      "all-reduce; or one rank of a launcher's job (mpirun, srun, torchrun)");
+  cmd->footer(kLauncherHelp);
   add_training_flags(cmd, flags.get());
   cmd->callback([cmd, flags, &action] {
     action = [cmd, flags] { return run_training(*cmd, *flags, /*task_only=*/true); };

@@ -97,7 +97,7 @@ TEST(BadInputTest, UnknownAllreduceAlgorithmListsTheKnownOnes) {
 TEST(BadInputTest, RendezvousOutsideALauncherIsRefusedByName) {
   ProcessResult local = run_dtrain({"train", "--rendezvous", "localhost:29500"});
   EXPECT_EQ(local.exit_code, 2) << local.err;
-  EXPECT_THAT(local.err, HasSubstr("--rendezvous: belongs to `dtrain task` under a launcher"));
+  EXPECT_THAT(local.err, HasSubstr("--rendezvous: no launcher gives this task a rank"));
   ProcessResult placed = run_dtrain({"task", "--rendezvous", "localhost:29500", "--worker_hosts",
                                      "localhost:2222", "--job_name", "worker"});
   EXPECT_EQ(placed.exit_code, 2) << placed.err;

@@ -70,8 +70,9 @@ std::vector<std::string> loopback_rank_env(int rank, int world, uint16_t port,
           fmt::format("DTRAIN_SECRET={}", secret)};
 }
 
-// Open MPI's mpirun starting `ranks` copies of dtrain, told where rank 0 listens.
-DtrainProcess::Options mpirun_options(int ranks) {
+// Open MPI's mpirun starting `ranks` copies of dtrain, told where rank 0 listens (or, without
+// `master_addr`, only its port: the ranks then find that they all share this host).
+DtrainProcess::Options mpirun_options(int ranks, bool master_addr = true) {
   DtrainProcess::Options options;
   options.own_process_group = true;  // mpirun's ranks die with it if the test gives up
   options.extra_env = {fmt::format("DTRAIN_SECRET={}", kLauncherSecret)};
@@ -83,9 +84,10 @@ DtrainProcess::Options mpirun_options(int ranks) {
                     "-x",
                     "DTRAIN_SECRET",
                     "-x",
-                    "MASTER_ADDR=127.0.0.1",
-                    "-x",
                     fmt::format("MASTER_PORT={}", pick_free_ports(1)[0])};
+  if (master_addr) {
+    options.prefix.insert(options.prefix.end() - 2, {"-x", "MASTER_ADDR=127.0.0.1"});
+  }
   return options;
 }
 
@@ -158,6 +160,24 @@ TEST(Launchers, FlagsOfTheLocalLauncherAreRefusedWithTheReason) {
   }
 }
 
+// Under a launcher `train` refuses, before the ranks meet, what would make each rank a job of its
+// own, and a missing secret is one line saying how to make one.
+TEST(Launchers, TrainUnderALauncherRefusesALocalStrategyAndAMissingSecretByName) {
+  std::vector<std::string> flags = task_flags();
+  flags[0] = "train";
+  for (const ProcessResult& r : run_torchrun_style(2, concat(flags, {"--strategy", "local"}))) {
+    EXPECT_EQ(r.exit_code, 2) << all_output(r);
+    EXPECT_THAT(r.err, HasSubstr("--strategy local: trains in one process, but torchrun (RANK, "
+                                 "WORLD_SIZE) starts 2 of them"));
+  }
+  DtrainProcess::Options options;
+  options.extra_env = {"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "DTRAIN_SECRET="};
+  const ProcessResult r = DtrainProcess(flags, options).wait();
+  EXPECT_EQ(r.exit_code, 2) << all_output(r);
+  EXPECT_EQ(count_lines_containing(r.err, ""), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("export DTRAIN_SECRET=$(openssl rand -hex 32)"));
+}
+
 TEST(Launchers, OpenMpisMpirunStartsThreeRanksWithOnePs) {
   if (!on_path("mpirun")) GTEST_SKIP() << "mpirun is not installed (Debian package openmpi-bin)";
   DtrainProcess mpirun(concat(task_flags(), {"--ps", "1"}), mpirun_options(3));
@@ -169,11 +189,20 @@ TEST(Launchers, OpenMpisMpirunStartsThreeRanksWithOnePs) {
   for (double a : accuracy) EXPECT_GE(a, 0.90) << r.out;
 }
 
-TEST(Launchers, OpenMpisMpirunStartsTwoAllreduceRanksThatEndAlike) {
+// `dtrain train` under mpirun is one job, as `dtrain task` is, not one local run per rank; on one
+// host it needs no MASTER_ADDR.
+TEST(Launchers, OpenMpisMpirunMakesTrainOneAllreduceJobOfTwoRanksThatEndAlike) {
   if (!on_path("mpirun")) GTEST_SKIP() << "mpirun is not installed (Debian package openmpi-bin)";
-  DtrainProcess mpirun(task_flags(), mpirun_options(2));
+  std::vector<std::string> flags = task_flags();
+  flags[0] = "train";
+  DtrainProcess mpirun(flags, mpirun_options(2, /*master_addr=*/false));
   const ProcessResult r = mpirun.wait();
   ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  EXPECT_EQ(count_lines_containing(r.out, "rendezvous at 127.0.0.1:"), 2) << r.out;
+  EXPECT_EQ(
+      count_lines_containing(r.out, "(every rank on this host, as OMPI_COMM_WORLD_LOCAL_SIZE"), 2)
+      << r.out;
+  EXPECT_THAT(r.out, HasSubstr("dtrain train: rank 1 is worker:1 of worker=[")) << r.out;
   const std::vector<double> accuracy = accuracies_in(r.out);
   ASSERT_EQ(accuracy.size(), 2u) << r.out;
   for (double a : accuracy) EXPECT_GE(a, 0.90) << r.out;
