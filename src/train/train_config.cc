@@ -94,6 +94,7 @@ nlohmann::json train_config_json(const TrainConfig& c) {
           {"moving_average_decay", c.moving_average_decay},
           {"eval_moving_average", c.eval_moving_average},
           {"seed", c.seed},
+          {"validation_size", c.validation_size},
           {"towers", c.towers},
           // What evaluation reads, and how examples become the model's input: uint8 pixels (IDX,
           // TFRecord bytes) scaled to [0, 1], float features (CSV, float_list) as they are.
