@@ -27,8 +27,9 @@ void add_models_command(CLI::App& app, Action& action);
 void add_export_command(CLI::App& app, Action& action);
 void add_predict_command(CLI::App& app, Action& action);
 
-// --data_format, --compression, --image_feature, --label_feature and --label_column, bound to the
-// fields of *options. The help shows their values as the defaults, or says they come from
+// --data_format, --compression, --image_feature, --label_feature, --label_column and
+// --feature_scale, bound to the fields of *options (a scale that does not parse is refused as the
+// command line is parsed). The help shows their values as the defaults, or says they come from
 // `defaults_from` when it is not empty.
 void add_data_option_flags(CLI::App* cmd, DataOptions* options,
                            const std::string& defaults_from = "");

@@ -1,6 +1,7 @@
 // The flags that say how to read data files (data/data_options.h), declared once for every
-// command that reads them: train, and predict (whose defaults are the checkpoint's).
+// command that reads them: train, and eval and predict (whose defaults are the checkpoint's).
 #include <map>
+#include <string>
 
 #include "cli/commands.h"
 
@@ -43,7 +44,26 @@ void add_data_option_flags(CLI::App* cmd, DataOptions* options, const std::strin
     label->capture_default_str();
   }
   cmd->add_option("--label_column", options->label_column,
-                  "CSV: the label's column, by header name or 0-based index (default: the last)");
+                  "CSV: the label's column, by header name or 0-based index, or none (predict: "
+                  "input without labels); default: the column named label, class, target or y "
+                  "(any case), else the last" +
+                      default_note(defaults_from));
+  cmd->add_option_function<std::string>(
+         "--feature_scale",
+         [options](const std::string& text) {
+           options->feature_scale = parse_feature_scale(text);
+           if (!options->feature_scale) {
+             throw CLI::ValidationError(
+                 "--feature_scale",
+                 "'" + text +
+                     "' is not a scale; give a positive number or a fraction, as in "
+                     "1/255 or 0.5");
+           }
+         },
+         "CSV and TFRecord float_list: multiply every feature by this, a number or a fraction "
+         "(1/255 for 0-255 pixels); uint8 pixels are always / 255 (default: features as given" +
+             (defaults_from.empty() ? std::string(")") : "; " + defaults_from + ")"))
+      ->type_name("SCALE");
 }
 
 DataOptions given_data_options(const CLI::App& cmd, const DataOptions& flags, DataOptions base) {
@@ -53,6 +73,7 @@ DataOptions given_data_options(const CLI::App& cmd, const DataOptions& flags, Da
   if (given("--image_feature")) base.image_feature = flags.image_feature;
   if (given("--label_feature")) base.label_feature = flags.label_feature;
   if (given("--label_column")) base.label_column = flags.label_column;
+  if (given("--feature_scale")) base.feature_scale = flags.feature_scale;
   return base;
 }
 

@@ -72,10 +72,15 @@ void add_eval_command(CLI::App& app, Action& action) {
   cmd->add_option("--data_dir", *data_dir,
                   "MNIST folder (default: the run's, else $DTRAIN_DATA_DIR or "
                   "~/.cache/dtrain/mnist)");
+  auto data_flags = std::make_shared<DataOptions>();
+  add_data_option_flags(cmd, data_flags.get(), "as the checkpoint's run read its data");
   auto weights = std::make_shared<CheckpointWeights>(CheckpointWeights::kAsTrained);
   add_weights_flags(cmd, weights, "Evaluate");
-  cmd->callback([config, data_dir, weights, &action] {
+  cmd->callback([cmd, config, data_dir, data_flags, weights, &action] {
     config->weights = *weights;
+    config->data_options = [cmd, data_flags](const DataOptions& run_options) {
+      return given_data_options(*cmd, *data_flags, run_options);
+    };
     action = [config, data_dir] {
       config->data_dir = *data_dir;
       config->default_data_dir = default_data_dir();

@@ -18,19 +18,25 @@ std::string shape_text(const Shape& shape) {
   return text + "]";
 }
 
-OnnxModelInfo model_info(const CheckpointModel& loaded, const OnnxGraph& graph) {
+OnnxModelInfo model_info(const CheckpointModel& loaded, const OnnxGraph& graph,
+                         const std::optional<FeatureScale>& scale) {
   const Checkpoint& ckpt = loaded.checkpoint;
   const nlohmann::json data = ckpt.config.value("data", nlohmann::json::object());
   // Old checkpoints do not record it; what dtrain has always done is the default.
   const std::string scaling =
       data.value("input_scaling", std::string("uint8 pixels / 255; float features as given"));
+  const std::string input =
+      scale ? fmt::format(
+                  "the numeric features as the run's files held them: the graph multiplies them "
+                  "by {} first, as dtrain's --feature_scale did",
+                  scale->text)
+            : fmt::format("the model's input after dtrain's input scaling ({})", scaling);
   OnnxModelInfo info;
   info.doc_string = fmt::format(
-      "dtrain model {} at global step {} ({} weights). Input {}: the model's input after dtrain's "
-      "input scaling ({}), images NHWC as Keras has them. Output {}: logits; softmax gives the "
-      "class probabilities.",
+      "dtrain model {} at global step {} ({} weights). Input {}: {}, images NHWC as Keras has "
+      "them. Output {}: logits; softmax gives the class probabilities.",
       ckpt.model, ckpt.global_step, loaded.moving_average ? "moving-average" : "raw",
-      shape_text(graph.input.shape), scaling, shape_text(graph.output.shape));
+      shape_text(graph.input.shape), input, shape_text(graph.output.shape));
   info.metadata = {
       {"dtrain_model", ckpt.model},
       {"global_step", std::to_string(ckpt.global_step)},
@@ -39,6 +45,10 @@ OnnxModelInfo model_info(const CheckpointModel& loaded, const OnnxGraph& graph) 
       {"data_options", data_options_json(checkpoint_data_options(ckpt)).dump()},
       {"checkpoint", loaded.path.filename().string()},
       {"keras_model", to_keras_json(loaded.spec).dump()},
+      // The graph applies the scale itself: a runtime feeds it the features as the files hold
+      // them, and gets what `dtrain predict` prints for those files.
+      {"dtrain.feature_scale", scale ? scale->text : "none"},
+      {"dtrain.feature_scale_in_graph", scale ? "true" : "false"},
   };
   return info;
 }
@@ -59,8 +69,10 @@ void add_export_command(CLI::App& app, Action& action) {
     action = [checkpoint, output, weights] {
       const CheckpointModel loaded = load_checkpoint_model(*checkpoint, *weights, std::cerr);
       refuse_output_over_checkpoint("--output", *output, loaded.path);
-      const OnnxGraph graph = build_onnx_graph(loaded.spec, loaded.params);
-      write_onnx_model(*output, graph, model_info(loaded, graph));
+      const std::optional<FeatureScale> scale =
+          checkpoint_data_options(loaded.checkpoint).feature_scale;
+      const OnnxGraph graph = build_onnx_graph(loaded.spec, loaded.params, scale);
+      write_onnx_model(*output, graph, model_info(loaded, graph, scale));
       fmt::print(
           "wrote {}: model {} at global step {}{}, input {} -> logits {}, {} nodes, "
           "opset {}\n",

@@ -1,6 +1,7 @@
 // `dtrain predict --checkpoint PATH --input FILES [--output FILE.csv]`: the class and the class
 // probabilities of every input record, as CSV (train/predict.h). The input is read as the run read
-// its data (the checkpoint's data options) unless the data flags say otherwise.
+// its data (the checkpoint's data options) unless the data flags say otherwise; a CSV may hold the
+// features alone, without a label column.
 #include <fmt/format.h>
 
 #include <iostream>
@@ -25,10 +26,15 @@ struct PredictFlags {
 int run_predict(const CLI::App& cmd, const PredictFlags& flags, CheckpointWeights weights) {
   const CheckpointModel loaded = load_checkpoint_model(flags.checkpoint, weights, std::cerr);
   if (!flags.output.empty()) refuse_output_over_checkpoint("--output", flags.output, loaded.path);
-  const DataOptions options =
+  DataOptions options =
       given_data_options(cmd, flags.data_options, checkpoint_data_options(loaded.checkpoint));
+  // A CSV of the model's features alone, with no label column, is what inference data looks like.
+  options.unlabelled_width = loaded.model->input_size();
   const Dataset data = load_examples(expand_data_paths(flags.input), options);
+  // The run's scale is for numeric files; one given here for pixels would do nothing.
+  if (cmd.count("--feature_scale") > 0) refuse_scale_for_pixels(data.notes, options, flags.input);
   check_input_fits(*loaded.model, data, flags.input);
+  for (const std::string& warning : data.notes.warnings) std::cerr << warning << '\n';
 
   PredictionSummary summary;
   if (flags.output.empty()) {
@@ -42,10 +48,11 @@ int run_predict(const CLI::App& cmd, const PredictFlags& flags, CheckpointWeight
     writer.commit();
   }
   std::cerr << fmt::format(
-      "predict: {} records of {}{}, model {} at global step {}{}: accuracy = {:.4f}\n",
-      summary.records, flags.input, flags.output.empty() ? "" : " to " + flags.output,
-      loaded.checkpoint.model, loaded.checkpoint.global_step,
-      loaded.moving_average ? " (moving average)" : "", summary.accuracy);
+      "predict: {} records of {}{}, model {} at global step {}{}; {}{}\n", summary.records,
+      flags.input, flags.output.empty() ? "" : " to " + flags.output, loaded.checkpoint.model,
+      loaded.checkpoint.global_step, loaded.moving_average ? " (moving average)" : "",
+      describe_features(data.notes, options),
+      data.notes.labelled ? fmt::format(": accuracy = {:.4f}", summary.accuracy) : "");
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -88,7 +89,9 @@ bool split_csv_line(std::string_view line, std::vector<std::string>& fields, siz
 }
 
 CsvExampleReader::CsvExampleReader(const std::filesystem::path& path, const DataOptions& options)
-    : file_(path, compression_of(path, options.compression)), buffer_(kBlockBytes) {
+    : file_(path, compression_of(path, options.compression)),
+      buffer_(kBlockBytes),
+      feature_scale_(options.feature_scale) {
   if (!next_row()) {
     throw DataError(fmt::format("{}: is empty: no header and no rows", path.string()));
   }
@@ -97,29 +100,65 @@ CsvExampleReader::CsvExampleReader(const std::filesystem::path& path, const Data
   const bool header = std::any_of(row_.begin(), row_.end(),
                                   [&](const std::string& f) { return !parse_number(f, ignored); });
   if (header) header_ = row_;
-  if (field_count_ < 2) {
+  choose_label_column(options);
+  if (label_column_ && field_count_ < 2) {
     throw DataError(
         fmt::format("{}:{}: has {} column; a row needs at least one feature and a "
                     "label",
                     path.string(), line_number_, field_count_));
   }
-  choose_label_column(options.label_column);
   row_pending_ = header ? next_row() : true;
 }
 
-void CsvExampleReader::choose_label_column(const std::string& label_column) {
+std::optional<size_t> CsvExampleReader::label_named_by_header() const {
+  std::vector<size_t> named;
+  for (size_t column = 0; column < header_.size(); ++column) {
+    std::string name(trim(header_[column]));
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (name == "label" || name == "class" || name == "target" || name == "y") {
+      named.push_back(column);
+    }
+  }
+  if (named.size() > 1) {
+    throw UsageError(
+        fmt::format("{}: {} and {} are both named as a label; say which with --label_column",
+                    file_.path().string(), column_name(named[0]), column_name(named[1])));
+  }
+  if (named.empty()) return std::nullopt;
+  return named.front();
+}
+
+void CsvExampleReader::choose_label_column(const DataOptions& options) {
+  const std::string& label_column = options.label_column;
+  if (label_column == kNoLabelColumn) {
+    label_choice_ = "by --label_column none";
+    return;
+  }
   if (label_column.empty()) {
-    label_column_ = field_count_ - 1;
+    if (const std::optional<size_t> named = label_named_by_header()) {
+      label_column_ = *named;
+      label_choice_ = fmt::format("by its header name '{}'", header_[*named]);
+    } else if (options.unlabelled_width > 0 &&
+               field_count_ <= static_cast<size_t>(options.unlabelled_width)) {
+      label_choice_ = fmt::format("its rows have {} fields, no more than the model's {} features",
+                                  field_count_, options.unlabelled_width);
+    } else {
+      label_column_ = field_count_ - 1;
+      label_choice_ = "the last column, by default";
+    }
     return;
   }
   const auto named = std::find(header_.begin(), header_.end(), label_column);
   if (named != header_.end()) {
     label_column_ = static_cast<size_t>(named - header_.begin());
+    label_choice_ = fmt::format("by --label_column {}", label_column);
     return;
   }
   if (is_index(label_column)) {
     label_column_ = std::stoul(label_column);
-    if (label_column_ < field_count_) return;
+    label_choice_ = fmt::format("by --label_column {}", label_column);
+    if (*label_column_ < field_count_) return;
     throw UsageError(
         fmt::format("{}: --label_column {} is out of range: the file has {} columns "
                     "(0 to {})",
@@ -129,6 +168,21 @@ void CsvExampleReader::choose_label_column(const std::string& label_column) {
       "{}: --label_column '{}' names no column ({})", file_.path().string(), label_column,
       header_.empty() ? std::string("the file has no header row; give a 0-based index")
                       : fmt::format("the header has: {}", fmt::join(header_, ", "))));
+}
+
+std::string CsvExampleReader::column_name(size_t column) const {
+  if (column < header_.size()) return fmt::format("column {} ({})", column, shown(header_[column]));
+  return fmt::format("column {}", column);
+}
+
+std::string CsvExampleReader::label_source() const {
+  if (!label_column_) return fmt::format("none, {}", label_choice_);
+  return fmt::format("{}, {}", column_name(*label_column_), label_choice_);
+}
+
+std::string CsvExampleReader::feature_name(int64_t i) const {
+  const size_t index = static_cast<size_t>(i);
+  return column_name(label_column_ && index >= *label_column_ ? index + 1 : index);
 }
 
 bool CsvExampleReader::next_line(std::string& line) {
@@ -195,17 +249,28 @@ void CsvExampleReader::decode_row(std::span<float> features, int32_t& label) con
     if (column == label_column_) {
       if (!number || value < 0 || value > std::numeric_limits<int32_t>::max() ||
           value != std::floor(value)) {
-        fail_at(column, fmt::format("label {} is not a non-negative integer", shown(row_[column])));
+        fail_at(column,
+                fmt::format("label {} is not a non-negative integer (the label column here, {}; "
+                            "name another with --label_column, or none for data without labels)",
+                            shown(row_[column]), label_choice_));
       }
       label = static_cast<int32_t>(value);
       continue;
     }
-    const float as_float = static_cast<float>(value);
+    float as_float = static_cast<float>(value);
     if (!number || !std::isfinite(as_float)) {
       fail_at(column, fmt::format("{} is not a finite number", shown(row_[column])));
     }
+    if (feature_scale_) {
+      as_float = feature_scale_->apply(as_float);
+      if (!std::isfinite(as_float)) {
+        fail_at(column, fmt::format("{} times --feature_scale {} is not a finite float",
+                                    shown(row_[column]), feature_scale_->text));
+      }
+    }
     features[feature++] = as_float;
   }
+  if (!label_column_) label = -1;
 }
 
 void CsvExampleReader::fail_at(size_t column, const std::string& problem) const {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <set>
 #include <string_view>
 
@@ -189,6 +190,39 @@ void require_features_fit(const std::filesystem::path& path, int64_t examples, i
 
 }  // namespace
 
+namespace {
+
+// The smallest and largest feature values of a file, and the feature furthest from 0, gathered
+// row by row as the rows are read: the warning about unscaled large features costs no extra pass.
+struct FeatureRange {
+  float min = 0, max = 0, extreme = 0;
+  int64_t extreme_feature = -1;
+
+  void add(std::span<const float> row) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      const float x = row[i];
+      min = std::min(min, x);
+      max = std::max(max, x);
+      if (std::abs(x) > std::abs(extreme)) {
+        extreme = x;
+        extreme_feature = static_cast<int64_t>(i);
+      }
+    }
+  }
+};
+
+std::string large_features_warning(const std::filesystem::path& path, const FeatureRange& range,
+                                   const ExampleReader& reader) {
+  return fmt::format(
+      "warning: {}: features span {:g} to {:g} ({} holds {:g}) and no --feature_scale is given; "
+      "values beyond ±{:g} saturate the model's softmax: give --feature_scale (1/255 for 0-255 "
+      "pixels)",
+      path.string(), range.min, range.max, reader.feature_name(range.extreme_feature),
+      range.extreme, kLargeFeature);
+}
+
+}  // namespace
+
 Dataset load_examples(const std::vector<std::filesystem::path>& paths, const DataOptions& options) {
   Dataset data;
   data.size = 0;
@@ -205,10 +239,19 @@ Dataset load_examples(const std::vector<std::filesystem::path>& paths, const Dat
     if (first_path.empty()) {
       first_path = path;
       data.example_size = features;
+      data.notes.pixels = reader->pixels();
+      data.notes.labelled = reader->labelled();
+      data.notes.label_source = reader->label_source();
+      data.notes.label_is_chosen_column = reader->label_is_chosen_column();
     } else if (features != data.example_size) {
       throw DataError(fmt::format("{} has {} features per example but {} has {}",
                                   first_path.string(), data.example_size, path.string(), features));
+    } else if (reader->labelled() != data.notes.labelled) {
+      throw DataError(fmt::format("{} has {} but {} has {}", first_path.string(),
+                                  data.notes.labelled ? "labels" : "no labels", path.string(),
+                                  reader->labelled() ? "labels" : "none"));
     }
+    data.notes.pixels = data.notes.pixels || reader->pixels();
     if (const std::optional<int64_t> count = reader->example_count()) {
       require_features_fit(path, saturating_add(data.size, *count), features);
       const size_t needed = static_cast<size_t>((data.size + *count) * features);
@@ -217,6 +260,8 @@ Dataset load_examples(const std::vector<std::filesystem::path>& paths, const Dat
       }
       data.labels.reserve(data.size + *count);
     }
+    const bool watch_range = !reader->pixels() && !options.feature_scale;
+    FeatureRange range;
     int32_t label = 0;
     for (;;) {
       require_features_fit(path, data.size + 1, features);
@@ -224,7 +269,10 @@ Dataset load_examples(const std::vector<std::filesystem::path>& paths, const Dat
       const std::span<float> row(data.images.data() + data.size * features,
                                  static_cast<size_t>(features));
       if (!reader->next(row, label)) break;
-      if (label < 0) {
+      if (watch_range) range.add(row);
+      if (!reader->labelled()) {
+        label = -1;
+      } else if (label < 0) {
         throw DataError(fmt::format("{}: label {} is negative", reader->position(), label));
       }
       data.labels.push_back(label);
@@ -232,8 +280,24 @@ Dataset load_examples(const std::vector<std::filesystem::path>& paths, const Dat
       ++data.size;
     }
     data.images.resize(static_cast<size_t>(data.size * features));
+    if (std::abs(range.extreme) > kLargeFeature && data.notes.warnings.empty()) {
+      data.notes.warnings.push_back(large_features_warning(path, range, *reader));
+    }
   }
   return data;
+}
+
+std::string absolute_data_paths(const std::string& list) {
+  std::string absolute;
+  for (size_t begin = 0;;) {
+    const size_t comma = list.find(',', begin);
+    const std::string item = trimmed(std::string_view(list).substr(
+        begin, comma == std::string::npos ? std::string::npos : comma - begin));
+    if (!absolute.empty()) absolute += ',';
+    if (!item.empty()) absolute += std::filesystem::absolute(item).lexically_normal().string();
+    if (comma == std::string::npos) return absolute;
+    begin = comma + 1;
+  }
 }
 
 }  // namespace dtrain

@@ -42,9 +42,16 @@ std::unique_ptr<ExampleReader> open_example_reader(const std::filesystem::path& 
                                                    const DataOptions& options);
 
 // Reads every example of paths, in order, into memory (IDX pairs named twice, by their image and
-// their label file, are read once). num_classes is the largest label + 1. Throws DataError naming
-// both files when two files disagree on feature_count, naming the place for a negative label, and
-// whatever open_example_reader and the readers throw.
+// their label file, are read once). num_classes is the largest label + 1 (0 without labels). The
+// notes are the first file's, with one warning for the first file whose numeric features reach
+// beyond ±kLargeFeature when options has no feature scale. Throws DataError naming both files
+// when two files disagree on feature_count or on having labels, naming the place for a negative
+// label, and whatever open_example_reader and the readers throw.
 Dataset load_examples(const std::vector<std::filesystem::path>& paths, const DataOptions& options);
+
+// list (as expand_data_paths takes it) with each item made absolute against the working
+// directory, patterns kept as patterns: what a checkpoint records, so that `dtrain eval` run from
+// another folder finds the same files.
+std::string absolute_data_paths(const std::string& list);
 
 }  // namespace dtrain

@@ -47,11 +47,14 @@ const char* compression_name(Compression compression) {
 }
 
 nlohmann::json data_options_json(const DataOptions& o) {
-  return {{"data_format", format_name(o.format)},
-          {"compression", compression_name(o.compression)},
-          {"image_feature", o.image_feature},
-          {"label_feature", o.label_feature},
-          {"label_column", o.label_column}};
+  nlohmann::json json = {{"data_format", format_name(o.format)},
+                         {"compression", compression_name(o.compression)},
+                         {"image_feature", o.image_feature},
+                         {"label_feature", o.label_feature},
+                         {"label_column", o.label_column}};
+  // As given ("1/255"), so that it reads back to the same bits; absent when none was given.
+  if (o.feature_scale) json["feature_scale"] = o.feature_scale->text;
+  return json;
 }
 
 DataOptions data_options_from_json(const nlohmann::json& json) {
@@ -63,6 +66,16 @@ DataOptions data_options_from_json(const nlohmann::json& json) {
   o.image_feature = json.value("image_feature", o.image_feature);
   o.label_feature = json.value("label_feature", o.label_feature);
   o.label_column = json.value("label_column", o.label_column);
+  if (json.contains("feature_scale")) {
+    const nlohmann::json& scale = json["feature_scale"];
+    std::optional<FeatureScale> parsed;
+    if (scale.is_string()) parsed = parse_feature_scale(scale.get<std::string>());
+    if (!parsed) {
+      throw DataError(fmt::format("the checkpoint's feature scale {} is not a scale dtrain reads",
+                                  scale.dump()));
+    }
+    o.feature_scale = std::move(parsed);
+  }
   return o;
 }
 

@@ -162,12 +162,15 @@ MnistData load_mnist(const std::filesystem::path& dir, int64_t validation_size) 
     }
     mnist.validation = convert_rows(train.images, train.labels, 0, validation_size, kMnistClasses);
     mnist.train = convert_rows(train.images, train.labels, validation_size, count, kMnistClasses);
+    mnist.train.notes.label_source = mnist.validation.notes.label_source =
+        "the IDX file " + train_labels.filename().string();
   }
   const IdxPair test = read_pair(test_images, test_labels);
   const int64_t test_count =
       validate_pair(test.images, test.labels, test.images_name, test.labels_name);
   validate_mnist_shape(test.images, test.labels, test.images_name, test.labels_name);
   mnist.test = convert_rows(test.images, test.labels, 0, test_count, kMnistClasses);
+  mnist.test.notes.label_source = "the IDX file " + test_labels.filename().string();
   return mnist;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "data/data_notes.h"
 #include "data/idx.h"
 #include "tensor/aligned.h"
 
@@ -26,6 +27,7 @@ struct Dataset {
   int64_t size = 0;
   int64_t example_size = kMnistExampleSize;
   int64_t num_classes = kMnistClasses;
+  DataNotes notes;  // how the files' values became these: pixels or numeric, the labels' source
 };
 
 struct MnistData {

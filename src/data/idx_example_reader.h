@@ -32,6 +32,9 @@ class IdxExampleReader final : public ExampleReader {
   std::optional<int64_t> example_count() const override { return count_; }
   // "<images file> at example 17".
   std::string position() const override;
+  std::string label_source() const override {
+    return "the IDX file " + labels_.path().filename().string();
+  }
 
  private:
   IdxFileReader images_;

@@ -101,7 +101,7 @@ int32_t decode_label(const tensorflow::Example& example, const std::string& name
 }
 
 void decode_input(const tensorflow::Feature& feature, const std::string& name, std::span<float> out,
-                  const std::string& where) {
+                  const std::optional<FeatureScale>& scale, const std::string& where) {
   switch (feature.kind_case()) {
     case tensorflow::Feature::kBytesList: {
       const std::string& bytes = feature.bytes_list().value(0);
@@ -119,7 +119,13 @@ void decode_input(const tensorflow::Feature& feature, const std::string& name, s
           throw DataError(fmt::format("{}: feature '{}' value {} is {}; features must be finite",
                                       where, name, i, value));
         }
-        out[i] = value;
+        out[i] = scale ? scale->apply(value) : value;
+        if (!std::isfinite(out[i])) {
+          throw DataError(
+              fmt::format("{}: feature '{}' value {} is {}, which times --feature_scale {} is not "
+                          "a finite float",
+                          where, name, i, value, scale->text));
+        }
       }
       return;
     case tensorflow::Feature::kInt64List:
@@ -148,10 +154,11 @@ void add_int64(tensorflow::Features& features, const char* name, int64_t value) 
 int64_t TfExampleDecoder::feature_count(std::string_view record, const std::string& where) {
   const tensorflow::Example example = parse(record, where);
   const std::string& name = options_.image_feature;
-  const int64_t count =
-      input_length(find_feature(example, name, where, "--image_feature"), name, where);
+  const tensorflow::Feature& input = find_feature(example, name, where, "--image_feature");
+  const int64_t count = input_length(input, name, where);
   if (count == 0) throw DataError(fmt::format("{}: feature '{}' is empty", where, name));
   feature_count_ = count;
+  pixels_ = input.kind_case() != tensorflow::Feature::kFloatList;
   return count;
 }
 
@@ -166,7 +173,7 @@ void TfExampleDecoder::decode(std::string_view record, std::span<float> features
                                 where, name, count, feature_count_));
   }
   label = decode_label(example, options_.label_feature, where);
-  decode_input(input, name, features, where);
+  decode_input(input, name, features, options_.feature_scale, where);
 }
 
 std::string encode_mnist_example(std::span<const uint8_t> pixels, int64_t rows, int64_t cols,

@@ -14,7 +14,8 @@ namespace dtrain {
 
 // Decodes the records of one file. The input feature may be
 //   - a bytes_list of one value: uint8 pixels, each x scaled to x / 255 (MNIST's image_raw);
-//   - a float_list: the features, taken as they are if finite (a NaN or an infinity is an error);
+//   - a float_list: numeric features, which must be finite (a NaN or an infinity is an error),
+//     multiplied by DataOptions::feature_scale when one is given;
 //   - an int64_list: pixel values 0..255, each scaled to x / 255 as bytes are (a value outside
 //     0..255 is an error, since it cannot be a pixel).
 // The label feature must be an int64_list of exactly one value, 0 <= label <= INT32_MAX. Other
@@ -33,10 +34,14 @@ class TfExampleDecoder {
   // REQUIRES: feature_count() was called on the first record; features.size() is its result.
   void decode(std::string_view record, std::span<float> features, int32_t& label,
               const std::string& where) const;
+  // Whether the first record's input is uint8 pixels (bytes or int64), not a float_list.
+  // REQUIRES: feature_count() was called.
+  bool pixels() const { return pixels_; }
 
  private:
   DataOptions options_;
   int64_t feature_count_ = -1;
+  bool pixels_ = true;
 };
 
 // The two ways MNIST is commonly written as tf.train.Example:

@@ -13,7 +13,10 @@ namespace {
 class TfRecordExampleReader : public ExampleReader {
  public:
   TfRecordExampleReader(const std::filesystem::path& path, const DataOptions& options)
-      : records_(path, options.compression), decoder_(options) {
+      : records_(path, options.compression),
+        decoder_(options),
+        image_feature_(options.image_feature),
+        label_feature_(options.label_feature) {
     if (!records_.next(record_)) {
       throw DataError(
           fmt::format("{}: holds no records, so it has no examples to learn the "
@@ -33,6 +36,12 @@ class TfRecordExampleReader : public ExampleReader {
     return true;
   }
 
+  bool pixels() const override { return decoder_.pixels(); }
+  std::string label_source() const override { return fmt::format("feature '{}'", label_feature_); }
+  std::string feature_name(int64_t i) const override {
+    return fmt::format("feature '{}' value {}", image_feature_, i);
+  }
+
   std::string position() const override {
     return fmt::format("{} at byte {}", records_.path().string(), records_.record_offset());
   }
@@ -46,6 +55,7 @@ class TfRecordExampleReader : public ExampleReader {
 
   TfRecordReader records_;
   TfExampleDecoder decoder_;
+  std::string image_feature_, label_feature_;
   std::string record_;  // reused: one allocation for the whole file
   bool peeked_ = false;
   int64_t feature_count_ = 0;

@@ -19,6 +19,7 @@ Dataset take_front(Dataset& data, int64_t count) {
   front.size = count;
   front.example_size = data.example_size;
   front.num_classes = data.num_classes;
+  front.notes = data.notes;
   const auto split = data.images.begin() + count * data.example_size;
   front.images.assign(data.images.begin(), split);
   data.images.erase(data.images.begin(), split);
@@ -28,6 +29,18 @@ Dataset take_front(Dataset& data, int64_t count) {
   return front;
 }
 
+// A label column that holds one class is not a label: most often the default (the last column)
+// picked up a feature, such as the last pixel of an image that is 0 in every row.
+void refuse_one_class(const Dataset& train, const std::string& files) {
+  if (!train.notes.label_is_chosen_column || train.size < 2) return;
+  const auto [low, high] = std::minmax_element(train.labels.begin(), train.labels.end());
+  if (*low != *high) return;
+  throw DataError(fmt::format(
+      "{}: the label column, {}, holds one class only ({}) in its {} rows: name the label column "
+      "with --label_column",
+      files, train.notes.label_source, *low, train.size));
+}
+
 }  // namespace
 
 TrainingData load_training_data(const DataSpec& spec) {
@@ -35,6 +48,8 @@ TrainingData load_training_data(const DataSpec& spec) {
     throw UsageError(fmt::format("--validation_size {}: must be at least 0", spec.validation_size));
   }
   if (spec.train_paths.empty() && spec.test_paths.empty()) {
+    refuse_scale_for_pixels(DataNotes{}, spec.options,
+                            fmt::format("MNIST in {}", spec.data_dir.string()));
     MnistData mnist = load_mnist(spec.data_dir, spec.validation_size);
     return TrainingData{std::move(mnist.train), std::move(mnist.validation), std::move(mnist.test)};
   }
@@ -48,7 +63,10 @@ TrainingData load_training_data(const DataSpec& spec) {
 
   TrainingData data;
   data.train = load_examples(train_files, spec.options);
+  refuse_scale_for_pixels(data.train.notes, spec.options, spec.train_paths);
+  refuse_one_class(data.train, spec.train_paths);
   data.test = load_examples(test_files, spec.options);
+  refuse_scale_for_pixels(data.test.notes, spec.options, spec.test_paths);
   if (data.train.example_size != data.test.example_size) {
     throw DataError(fmt::format("{} has {} features per example but {} has {}",
                                 train_files.front().string(), data.train.example_size,

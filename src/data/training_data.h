@@ -28,9 +28,11 @@ struct TrainingData {
   Dataset train, validation, test;
 };
 
-// Throws UsageError when only one of train_paths and test_paths is given, or validation_size is
-// negative or leaves no training examples; DataError naming the files when the training and test
-// files differ in feature_count; and whatever load_mnist or load_examples throw.
+// Throws UsageError when only one of train_paths and test_paths is given, validation_size is
+// negative or leaves no training examples, or options has a feature scale for uint8 pixels
+// (refuse_scale_for_pixels); DataError naming the column and how it was chosen when a CSV's label
+// column holds one class only in the training files; DataError naming the files when the training
+// and test files differ in feature_count; and whatever load_mnist or load_examples throw.
 TrainingData load_training_data(const DataSpec& spec);
 
 }  // namespace dtrain

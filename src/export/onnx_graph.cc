@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "base/error.h"
 #include "nn/conv2d.h"
@@ -26,7 +27,8 @@ class GraphBuilder {
     shape_ = spec.input_shape;
   }
 
-  OnnxGraph build() {
+  OnnxGraph build(const std::optional<FeatureScale>& feature_scale) {
+    if (feature_scale) scale_input(*feature_scale);
     for (index_ = 0; index_ < spec_.layers.size(); ++index_) add(spec_.layers[index_]);
     to_nhwc();
     // dtrain's logits are the last layer's values whatever its shape (num_classes() is its width).
@@ -44,6 +46,20 @@ class GraphBuilder {
     Shape out{kOnnxBatch};
     out.insert(out.end(), shape.begin(), shape.end());
     return out;
+  }
+
+  // x × numerator / denominator as FeatureScale::apply computes it; x × 1 and x / 1 are x.
+  void scale_input(const FeatureScale& scale) {
+    for (const auto& [op, value, constant] :
+         {std::tuple{"Mul", scale.numerator, "feature_scale/numerator"},
+          std::tuple{"Div", scale.denominator, "feature_scale/denominator"}}) {
+      if (value == 1) continue;
+      graph_.initializers.push_back({constant, {}, {value}, {}, /*is_int64=*/false});
+      const std::string name = fmt::format("feature_scale/{}", op);
+      graph_.nodes.push_back({op, name, {current_, constant}, {name}, {}});
+      graph_.intermediates.push_back({name, with_batch(shape_)});
+      current_ = name;
+    }
   }
 
   [[noreturn]] void fail(const std::string& what) const {
@@ -278,8 +294,9 @@ const OnnxAttribute* OnnxNode::attribute(const std::string& attribute_name) cons
   return nullptr;
 }
 
-OnnxGraph build_onnx_graph(const ModelSpec& spec, const ParamSet& params) {
-  return GraphBuilder(spec, params).build();
+OnnxGraph build_onnx_graph(const ModelSpec& spec, const ParamSet& params,
+                           const std::optional<FeatureScale>& feature_scale) {
+  return GraphBuilder(spec, params).build(feature_scale);
 }
 
 }  // namespace dtrain

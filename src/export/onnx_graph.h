@@ -10,9 +10,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "data/feature_scale.h"
 #include "nn/model_spec.h"
 #include "nn/param_set.h"
 
@@ -67,8 +69,12 @@ struct OnnxGraph {
 
 // The graph of spec with the weights in params. spec is one build_model accepted (the layers it
 // drops are dropped here too: Dropout, a softmax that ends the model) and params has that model's
-// layout. Throws UsageError naming the layer for a spec it cannot express (none today, but a
-// layer kind added to dtrain and not here is caught).
-OnnxGraph build_onnx_graph(const ModelSpec& spec, const ParamSet& params);
+// layout. With a feature scale, the graph opens with a Mul by its numerator and a Div by its
+// denominator (each left out where it is 1), the float32 operations dtrain applies as it reads
+// numeric features, so that the graph takes the features as the files hold them. Throws
+// UsageError naming the layer for a spec it cannot express (none today, but a layer kind added to
+// dtrain and not here is caught).
+OnnxGraph build_onnx_graph(const ModelSpec& spec, const ParamSet& params,
+                           const std::optional<FeatureScale>& feature_scale = std::nullopt);
 
 }  // namespace dtrain

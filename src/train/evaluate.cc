@@ -60,13 +60,30 @@ bool use_moving_average(CheckpointWeights weights, const Checkpoint& ckpt) {
   return ckpt.config.value("eval_moving_average", false);
 }
 
+// The files of list, the test data the run recorded in checkpoint: one that has gone is named
+// with the flag that points eval elsewhere.
+std::vector<std::filesystem::path> recorded_test_files(const std::string& list,
+                                                       const std::filesystem::path& checkpoint) {
+  try {
+    return expand_data_paths(list);
+  } catch (const Error& e) {
+    throw DataError(fmt::format(
+        "{} (the test data recorded in {}): pass --test_data with where the files are now",
+        e.what(), checkpoint.string()));
+  }
+}
+
 // The test set, and where it came from for the closing line.
-std::pair<Dataset, std::string> test_set(const EvalConfig& config, const Checkpoint& ckpt) {
+std::pair<Dataset, std::string> test_set(const EvalConfig& config, const CheckpointModel& loaded,
+                                         const DataOptions& options) {
+  const Checkpoint& ckpt = loaded.checkpoint;
   const nlohmann::json data = ckpt.config.value("data", nlohmann::json::object());
-  const std::string test_data =
-      config.test_data.empty() ? data.value("test_data", std::string()) : config.test_data;
-  if (!test_data.empty()) {
-    return {load_examples(expand_data_paths(test_data), checkpoint_data_options(ckpt)), test_data};
+  if (!config.test_data.empty()) {
+    return {load_examples(expand_data_paths(config.test_data), options), config.test_data};
+  }
+  const std::string recorded = data.value("test_data", std::string());
+  if (!recorded.empty()) {
+    return {load_examples(recorded_test_files(recorded, loaded.path), options), recorded};
   }
   std::filesystem::path dir = config.data_dir;
   if (dir.empty()) {
@@ -111,7 +128,18 @@ double evaluate_checkpoint(const EvalConfig& config, std::ostream& out) {
   const CheckpointModel loaded = load_checkpoint_model(config.checkpoint, config.weights, out);
   const Checkpoint& ckpt = loaded.checkpoint;
   const Model& model = *loaded.model;
-  const auto [test, source] = test_set(config, ckpt);
+  const DataOptions run_options = checkpoint_data_options(ckpt);
+  const DataOptions options = config.data_options ? config.data_options(run_options) : run_options;
+  const auto [test, source] = test_set(config, loaded, options);
+  if (!test.notes.labelled) {
+    throw UsageError(fmt::format("{}: has no labels ({}), so there is no accuracy to measure",
+                                 source, test.notes.label_source));
+  }
+  // A scale the run did not have was given here; the run's own applies to numeric files only.
+  if (options.feature_scale && (!run_options.feature_scale ||
+                                options.feature_scale->text != run_options.feature_scale->text)) {
+    refuse_scale_for_pixels(test.notes, options, source);
+  }
   if (test.example_size != model.input_size() || test.num_classes > model.num_classes()) {
     throw DataError(fmt::format(
         "{}: {} examples of {} features and labels up to {}, but model {} takes {} features and "

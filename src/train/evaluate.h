@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -51,6 +52,9 @@ struct EvalConfig {
   std::filesystem::path default_data_dir;
   using Weights = CheckpointWeights;
   Weights weights = Weights::kAsTrained;
+  // How to read the test files, given how the run read its data (checkpoint_data_options): the
+  // CLI puts the data flags given on eval's command line over it. Empty: as the run did.
+  std::function<DataOptions(const DataOptions& run_options)> data_options;
 };
 
 double evaluate_checkpoint(const EvalConfig& config, std::ostream& out);

@@ -31,16 +31,19 @@ void softmax(const float* logits, int classes, std::vector<double>& probs) {
 void check_input_fits(const Model& model, const Dataset& data, const std::string& source) {
   if (data.example_size == model.input_size() && data.num_classes <= model.num_classes()) return;
   throw UsageError(fmt::format(
-      "{}: {} records of {} values and labels up to {}, but model {} takes {} values per "
-      "example and has {} classes",
-      source, data.size, data.example_size, data.num_classes - 1, model.name(), model.input_size(),
-      model.num_classes()));
+      "{}: {} records of {} values {}, but model {} takes {} values per example and has {} "
+      "classes",
+      source, data.size, data.example_size,
+      data.notes.labelled ? fmt::format("and labels up to {}", data.num_classes - 1)
+                          : std::string("without labels"),
+      model.name(), model.input_size(), model.num_classes()));
 }
 
 PredictionSummary write_predictions(const Model& model, const ParamSet& params, const Dataset& data,
                                     bool with_logits, std::ostream& csv) {
   const int classes = model.num_classes();
-  std::string line = "index,label,class";
+  const bool labelled = data.notes.labelled;
+  std::string line = labelled ? "index,label,class" : "index,class";
   for (int k = 0; k < classes; ++k) line += fmt::format(",prob_{}", k);
   if (with_logits)
     for (int k = 0; k < classes; ++k) line += fmt::format(",logit_{}", k);
@@ -60,7 +63,8 @@ PredictionSummary write_predictions(const Model& model, const ParamSet& params, 
       const int32_t label = data.labels[static_cast<size_t>(begin + i)];
       correct += predicted == label;
       softmax(row, classes, probs);
-      line = fmt::format("{},{},{}", begin + i, label, predicted);
+      line = labelled ? fmt::format("{},{},{}", begin + i, label, predicted)
+                      : fmt::format("{},{}", begin + i, predicted);
       for (const double p : probs) fmt::format_to(std::back_inserter(line), ",{:.9g}", p);
       if (with_logits)
         for (int k = 0; k < classes; ++k)

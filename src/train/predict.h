@@ -14,7 +14,7 @@ namespace dtrain {
 
 struct PredictionSummary {
   int64_t records = 0;
-  double accuracy = 0;  // of the predicted classes against the data's labels
+  double accuracy = 0;  // of the predicted classes against the data's labels; 0 without labels
 };
 
 // Throws UsageError naming source (the input files) and both shapes when data's examples are not
@@ -22,7 +22,8 @@ struct PredictionSummary {
 void check_input_fits(const Model& model, const Dataset& data, const std::string& source);
 
 // Writes a header "index,label,class,prob_0,...,prob_{K-1}" (then "logit_0,..." with
-// with_logits) and one row per example of data, in order, to csv. Values are printed to float's
+// with_logits; without "label" for data without labels) and one row per example of data, in
+// order, to csv. Values are printed to float's
 // full precision (9 significant digits). The class is the first largest logit, as dtrain eval
 // counts it. REQUIRES: check_input_fits(model, data, ...) passes.
 PredictionSummary write_predictions(const Model& model, const ParamSet& params, const Dataset& data,

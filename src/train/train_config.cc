@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "data/data_files.h"
 #include "nn/model_zoo.h"
 #include "optim/optimizer.h"
 
@@ -51,6 +52,9 @@ void validate_train_config(const TrainConfig& c) {
         fmt::format("{} is given without {}: training on your own files needs both",
                     c.train_data.empty() ? "--test_data" : "--train_data",
                     c.train_data.empty() ? "--train_data" : "--test_data"));
+  check(c.data_options.label_column != kNoLabelColumn,
+        "--label_column none: training needs labels; name the label column, or leave the flag out "
+        "to take the column named label, class, target or y, else the last");
   check(c.shuffle_buffer >= 0,
         fmt::format("--shuffle_buffer {}: must not be negative", c.shuffle_buffer));
   check(c.shuffle_buffer == 0 || !c.train_data.empty(),
@@ -97,13 +101,19 @@ nlohmann::json train_config_json(const TrainConfig& c) {
           {"validation_size", c.validation_size},
           {"towers", c.towers},
           // What evaluation reads, and how examples become the model's input: uint8 pixels (IDX,
-          // TFRecord bytes) scaled to [0, 1], float features (CSV, float_list) as they are.
+          // TFRecord bytes) scaled to [0, 1], numeric features (CSV, float_list) times the
+          // feature scale. Paths absolute, so that eval finds them from any folder.
           {"data",
-           {{"data_dir", c.data_dir.string()},
-            {"train_data", c.train_data},
-            {"test_data", c.test_data},
+           {{"data_dir", c.data_dir.empty()
+                             ? std::string()
+                             : std::filesystem::absolute(c.data_dir).lexically_normal().string()},
+            {"train_data", absolute_data_paths(c.train_data)},
+            {"test_data", absolute_data_paths(c.test_data)},
             {"options", data_options_json(c.data_options)},
-            {"input_scaling", "uint8 pixels / 255; float features as given"}}}};
+            {"input_scaling",
+             fmt::format("uint8 pixels / 255; numeric features {}",
+                         c.data_options.feature_scale ? "× " + c.data_options.feature_scale->text
+                                                      : std::string("as given"))}}}};
 }
 
 }  // namespace dtrain

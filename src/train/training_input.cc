@@ -43,14 +43,18 @@ TrainingInput::TrainingInput(const TrainConfig& config)
     description_ = config.train_data.empty()
                        ? fmt::format("MNIST in {}", config.data_dir.string())
                        : fmt::format("{} (train), {} (test)", config.train_data, config.test_data);
-    description_ += fmt::format(": {} training and {} test examples of {} features, in memory",
-                                train_.size, test_.size, test_.example_size);
+    description_ +=
+        fmt::format(": {} training and {} test examples of {} features, in memory; {}", train_.size,
+                    test_.size, test_.example_size, describe_features(train_.notes, options_));
+    warnings_ = train_.notes.warnings.empty() ? test_.notes.warnings : train_.notes.warnings;
     return;
   }
   // Streamed: the training files are read by each worker's reader thread; only the test set is
   // held. validate_train_config has refused streaming without --train_data / --test_data.
   stream_files_ = expand_data_paths(config.train_data);
   test_ = load_examples(expand_data_paths(config.test_data), options_);
+  refuse_scale_for_pixels(test_.notes, options_, config.test_data);
+  warnings_ = test_.notes.warnings;
   const auto open = [this](const std::filesystem::path& path) {
     return open_example_reader(path, options_);
   };
@@ -67,11 +71,17 @@ TrainingInput::TrainingInput(const TrainConfig& config)
   // The labels of a stream are seen only as it goes: the test set's bound them here, and the loop
   // checks each batch's labels against the model's classes.
   num_classes_ = test_.num_classes;
+  // The streamed files' own notes, from a reader that reads no further than their first row.
+  DataNotes notes;
+  const std::unique_ptr<ExampleReader> first = open(stream_files_.front());
+  notes.pixels = first->pixels();
+  notes.label_source = first->label_source();
+  refuse_scale_for_pixels(notes, options_, config.train_data);
   description_ = fmt::format(
       "{} (train, streamed through a shuffle buffer of {} examples), {} (test): {} training and "
-      "{} test examples of {} features",
+      "{} test examples of {} features; {}",
       file_list(stream_files_), shuffle_buffer_, config.test_data, stream_examples_, test_.size,
-      test_.example_size);
+      test_.example_size, describe_features(notes, options_));
 }
 
 TrainingInput::TrainingInput(Dataset train, Dataset test)

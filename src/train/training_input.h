@@ -33,7 +33,10 @@ class TrainingInput {
   // The largest label of the training and test data, plus one.
   int64_t num_classes() const { return num_classes_; }
   // The training data, for messages: "MNIST in DIR", "2 files (a.csv, ...), streamed".
+  // It ends with where the labels are and how the features are scaled (describe_features).
   const std::string& describe() const { return description_; }
+  // Lines worth the user's attention found while loading (unscaled large features); at most one.
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
   // This worker's batches: under a distributed strategy, slice `rank` of every global batch of
   // workers × batch_size examples; else the whole data set, shuffled per epoch. Streamed data is
@@ -59,6 +62,7 @@ class TrainingInput {
   Dataset test_;
   int64_t num_classes_ = 0;
   std::string description_;
+  std::vector<std::string> warnings_;
 };
 
 }  // namespace dtrain

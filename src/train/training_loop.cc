@@ -122,6 +122,7 @@ class TrainingLoop {
     fmt::print(out_, "  threads      {} ({} tower(s) of {} thread(s)), kernels {}\n", c_.threads,
                c_.towers, threads_per_tower(c_.threads, c_.towers), model.kernels());
     fmt::print(out_, "  data         {}\n", input_.describe());
+    for (const std::string& warning : input_.warnings()) fmt::print(out_, "  {}\n", warning);
     if (eval_every_ > 0) {
       fmt::print(out_, "  evaluation   every {} steps{}\n", eval_every_,
                  c_.target_accuracy ? fmt::format(", stop at {}", *c_.target_accuracy) : "");

@@ -3,6 +3,7 @@
 // and column.
 #include "data/csv_reader.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -91,6 +92,113 @@ TEST(CsvReader, AHeaderIsDetectedAndTheLabelChosenByName) {
   EXPECT_FALSE(reader.next(features, label));
 }
 
+TEST(CsvReader, WithoutTheFlagAHeaderNamedLabelClassTargetOrYIsTheLabelInAnyCase) {
+  TempDir dir;
+  for (const char* name : {"label", "Class", "TARGET", "y"}) {
+    // Kaggle's layout: the label first, a feature last that the default would take.
+    write_bytes(dir / "k.csv", fmt::format("{},pixel0,pixel1\n3,10,0\n1,20,0\n", name));
+    CsvExampleReader reader(dir / "k.csv", DataOptions{});
+    EXPECT_EQ(reader.label_column(), 0u) << name;
+    EXPECT_EQ(reader.label_source(),
+              fmt::format("column 0 ('{}'), by its header name '{}'", name, name));
+    const std::vector<Row> rows = read_csv(dir / "k.csv");
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_THAT(rows[0].features, ElementsAre(10.0f, 0.0f));
+    EXPECT_EQ(rows[0].label, 3);
+  }
+}
+
+TEST(CsvReader, TwoHeaderNamesThatSayLabelAreRefusedNamingBoth) {
+  TempDir dir;
+  write_bytes(dir / "two.csv", "id,Label,f,y\n0,1,2,3\n");
+  EXPECT_THAT(
+      [&] { read_csv(dir / "two.csv"); },
+      ThrowsMessage<UsageError>(AllOf(HasSubstr("two.csv"), HasSubstr("column 1 ('Label')"),
+                                      HasSubstr("column 3 ('y')"), HasSubstr("--label_column"))));
+  DataOptions options;
+  options.label_column = "y";  // the flag settles it
+  EXPECT_EQ(read_csv(dir / "two.csv", options).at(0).label, 3);
+}
+
+TEST(CsvReader, ANonIntegerLabelNamesTheColumnAndHowItWasChosen) {
+  TempDir dir;
+  write_bytes(dir / "f.csv", "a,b,c\n1,2,3\n1,2,-1.3631\n");
+  EXPECT_THAT([&] { read_csv(dir / "f.csv"); },
+              ThrowsMessage<DataError>(
+                  AllOf(HasSubstr("f.csv:3: column 2 ('c')"), HasSubstr("'-1.3631'"),
+                        HasSubstr("the last column, by default"), HasSubstr("--label_column"))));
+  write_bytes(dir / "g.csv", "target,b\n0.5,2\n");
+  EXPECT_THAT([&] { read_csv(dir / "g.csv"); },
+              ThrowsMessage<DataError>(AllOf(HasSubstr("column 0 ('target')"),
+                                             HasSubstr("by its header name 'target'"))));
+  DataOptions options;
+  options.label_column = "1";
+  write_bytes(dir / "h.csv", "1,2.5,3\n");
+  EXPECT_THAT(
+      [&] { read_csv(dir / "h.csv", options); },
+      ThrowsMessage<DataError>(AllOf(HasSubstr("column 1"), HasSubstr("by --label_column 1"))));
+}
+
+TEST(CsvReader, FeaturesAreMultipliedByTheFeatureScaleAndTheLabelIsNot) {
+  TempDir dir;
+  write_bytes(dir / "s.csv", "label,a,b\n7,255,51\n");
+  DataOptions options;
+  options.feature_scale = parse_feature_scale("1/255");
+  const std::vector<Row> rows = read_csv(dir / "s.csv", options);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_THAT(rows[0].features, ElementsAre(1.0f, 51.0f / 255.0f));
+  EXPECT_EQ(rows[0].label, 7);
+  // A scale that overflows a float is named with the value.
+  write_bytes(dir / "big.csv", "a,label\n3e38,1\n");
+  options.feature_scale = parse_feature_scale("10");
+  EXPECT_THAT([&] { read_csv(dir / "big.csv", options); },
+              ThrowsMessage<DataError>(
+                  AllOf(HasSubstr("big.csv:2: column 0 ('a')"), HasSubstr("--feature_scale 10"))));
+}
+
+TEST(CsvReader, WithoutALabelColumnEveryFieldIsAFeatureAndTheLabelIsMinusOne) {
+  TempDir dir;
+  write_bytes(dir / "u.csv", "0.5,1,3\n");
+  DataOptions options;
+  options.label_column = "none";
+  CsvExampleReader reader(dir / "u.csv", options);
+  EXPECT_FALSE(reader.labelled());
+  EXPECT_FALSE(reader.label_column().has_value());
+  ASSERT_EQ(reader.feature_count(), 3);
+  std::vector<float> features(3);
+  int32_t label = 0;
+  ASSERT_TRUE(reader.next(features, label));
+  EXPECT_THAT(features, ElementsAre(0.5f, 1.0f, 3.0f));
+  EXPECT_EQ(label, -1);
+  // A single column is a feature, not a row missing its label.
+  write_bytes(dir / "one.csv", "0.25\n");
+  EXPECT_EQ(read_csv(dir / "one.csv", options).at(0).features, std::vector<float>{0.25f});
+}
+
+TEST(CsvReader, ForPredictionRowsNoWiderThanTheModelsFeaturesHoldNoLabel) {
+  TempDir dir;
+  write_bytes(dir / "features.csv", "f0,f1,f2\n1,2,3\n");
+  write_bytes(dir / "labelled.csv", "f0,f1,f2,f3\n1,2,3,4\n");
+  DataOptions options;
+  options.unlabelled_width = 3;
+  CsvExampleReader features(dir / "features.csv", options);
+  EXPECT_FALSE(features.labelled());
+  EXPECT_EQ(features.feature_count(), 3);
+  EXPECT_THAT(features.label_source(), HasSubstr("no more than the model's 3 features"));
+  CsvExampleReader labelled(dir / "labelled.csv", options);
+  EXPECT_TRUE(labelled.labelled());
+  EXPECT_EQ(labelled.label_column(), 3u);
+  EXPECT_EQ(labelled.feature_count(), 3);
+}
+
+TEST(CsvReader, FeaturesAreNamedByTheirColumnAroundTheLabel) {
+  TempDir dir;
+  write_bytes(dir / "n.csv", "a,label,c\n1,2,3\n");
+  CsvExampleReader reader(dir / "n.csv", DataOptions{});
+  EXPECT_EQ(reader.feature_name(0), "column 0 ('a')");
+  EXPECT_EQ(reader.feature_name(1), "column 2 ('c')");
+}
+
 TEST(CsvReader, TheLabelChosenByIndex) {
   TempDir dir;
   write_bytes(dir / "i.csv", "1,4,2\n");
@@ -120,7 +228,7 @@ TEST(CsvReader, ALabelColumnThatNamesNothingIsAUsageError) {
 
 TEST(CsvReader, GzipCompressedFilesAreReadByTheirName) {
   TempDir dir;
-  const std::string text = "x,y,label\n1,2,3\n4,5,6\n";
+  const std::string text = "a,b,label\n1,2,3\n4,5,6\n";
   gzFile file = gzopen((dir / "c.csv.gz").c_str(), "wb");
   ASSERT_NE(file, nullptr);
   ASSERT_EQ(gzwrite(file, text.data(), static_cast<unsigned>(text.size())),

@@ -25,6 +25,7 @@ using ::testing::HasSubstr;
 using testing::idx_images;
 using testing::idx_labels;
 using testing::TempDir;
+using ::testing::ThrowsMessage;
 using testing::write_bytes;
 using testing::write_idx_file;
 
@@ -164,6 +165,52 @@ TEST(LoadExamples, TfRecordIdxAndCsvOfTheSameImagesLoadTheSameExamples) {
       EXPECT_NEAR(other->images[k], idx.images[k], 1e-6) << k;
     }
   }
+}
+
+TEST(LoadExamples, UnscaledFeaturesBeyondAThousandWarnOnceNamingTheColumnAndTheRange) {
+  TempDir dir;
+  write_bytes(dir / "wide.csv", "age,income,label\n30,52000,1\n41,-1200,0\n");
+  write_bytes(dir / "also.csv", "age,income,label\n30,99000,1\n");
+  const Dataset data = load_examples({dir / "wide.csv", dir / "also.csv"}, DataOptions{});
+  ASSERT_EQ(data.notes.warnings.size(), 1u);
+  EXPECT_THAT(data.notes.warnings[0],
+              AllOf(HasSubstr((dir / "wide.csv").string()), HasSubstr("-1200 to 52000"),
+                    HasSubstr("column 1 ('income') holds 52000"), HasSubstr("--feature_scale")));
+  EXPECT_FALSE(data.notes.pixels);
+  EXPECT_EQ(data.notes.label_source, "column 2 ('label'), by its header name 'label'");
+
+  // With a scale, or within ±1000, nothing is said.
+  DataOptions scaled;
+  scaled.feature_scale = parse_feature_scale("1/1000");
+  EXPECT_TRUE(load_examples({dir / "wide.csv"}, scaled).notes.warnings.empty());
+  write_bytes(dir / "narrow.csv", "a,label\n-1000,1\n255,0\n");
+  EXPECT_TRUE(load_examples({dir / "narrow.csv"}, DataOptions{}).notes.warnings.empty());
+}
+
+TEST(LoadExamples, FilesWithAndWithoutLabelsAreNotMixed) {
+  TempDir dir;
+  write_bytes(dir / "labelled.csv", "a,b,label\n1,2,0\n");
+  write_bytes(dir / "features.csv", "a,b\n1,2\n");
+  DataOptions options;
+  options.unlabelled_width = 2;
+  const Dataset unlabelled = load_examples({dir / "features.csv"}, options);
+  EXPECT_FALSE(unlabelled.notes.labelled);
+  EXPECT_THAT(unlabelled.labels, ElementsAre(-1));
+  EXPECT_EQ(unlabelled.num_classes, 0);
+  EXPECT_THAT(
+      [&] {
+        load_examples({dir / "labelled.csv", dir / "features.csv"}, options);
+      },
+      ThrowsMessage<DataError>(
+          AllOf(HasSubstr("labelled.csv has labels"), HasSubstr("features.csv has none"))));
+}
+
+TEST(AbsoluteDataPaths, EachItemIsMadeAbsoluteAndPatternsStayPatterns) {
+  const std::filesystem::path here = std::filesystem::current_path();
+  EXPECT_EQ(absolute_data_paths("a.csv, data/part-*.csv,/abs/b.csv"),
+            (here / "a.csv").string() + "," + (here / "data/part-*.csv").string() + ",/abs/b.csv");
+  EXPECT_EQ(absolute_data_paths("./x/../y.tfrecord"), (here / "y.tfrecord").string());
+  EXPECT_EQ(absolute_data_paths(""), "");
 }
 
 TEST(OpenExampleReader, AMissingFileIsADataErrorNamingIt) {

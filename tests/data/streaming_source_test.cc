@@ -240,7 +240,7 @@ TEST(StreamingSource, StreamsCsvFilesThroughOpenExampleReaderCountingThemFirst) 
   TempDir dir;
   int64_t next_value = 0;
   for (const char* name : {"part-0.csv", "part-1.csv.gz", "part-2.csv"}) {
-    std::string text = "x,y,label\n";
+    std::string text = "x,z,label\n";
     for (int row = 0; row < 40; ++row, ++next_value) {
       text += std::to_string(next_value) + ",0.5," + std::to_string(next_value % 10) + "\n";
     }

@@ -111,6 +111,27 @@ TEST(TfExampleDecoder, AFloatListIsTakenAsItIs) {
   EXPECT_EQ(label, 4);
 }
 
+TEST(TfExampleDecoder, AFloatListIsMultipliedByTheFeatureScaleAndPixelsAreNot) {
+  DataOptions options;
+  options.feature_scale = parse_feature_scale("1/2");
+  TfExampleDecoder decoder{options};
+  const std::string floats = serialized(example_with({0.5f, -2.0f, 300.0f}, 4));
+  ASSERT_EQ(decoder.feature_count(floats, "r"), 3);
+  EXPECT_FALSE(decoder.pixels());
+  std::vector<float> features(3);
+  int32_t label = -1;
+  decoder.decode(floats, features, label, "r");
+  EXPECT_THAT(features, ElementsAreArray({0.25f, -1.0f, 150.0f}));
+
+  TfExampleDecoder bytes_decoder{options};
+  const std::string image = encode_mnist_example(pixels_of(0), 28, 28, 3, MnistLayout::kTf);
+  ASSERT_EQ(bytes_decoder.feature_count(image, "r"), 784);
+  EXPECT_TRUE(bytes_decoder.pixels());
+  std::vector<float> pixels(784);
+  bytes_decoder.decode(image, pixels, label, "r");
+  EXPECT_THAT(pixels, ElementsAreArray(scaled(pixels_of(0))));
+}
+
 TEST(TfExampleDecoder, AnInt64ListIsPixelsScaledLikeBytesAndOutOfRangeValuesAreRefused) {
   DataOptions options;
   options.image_feature = "pixels_list";

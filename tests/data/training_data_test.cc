@@ -15,11 +15,14 @@
 namespace dtrain {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::idx_images;
 using testing::idx_labels;
 using testing::TempDir;
+using ::testing::ThrowsMessage;
+using testing::write_bytes;
 using testing::write_idx_file;
 
 void write_pair(const TempDir& dir, const std::string& prefix, uint32_t count,
@@ -64,6 +67,47 @@ TEST(LoadTrainingData, UserFilesSplitTheFirstExamplesOffForValidation) {
   EXPECT_EQ(data.train.num_classes, 8);
   EXPECT_EQ(data.validation.num_classes, 8);
   EXPECT_EQ(data.test.num_classes, 8);
+}
+
+TEST(LoadTrainingData, ALabelColumnOfOneClassIsRefusedNamingTheColumnAndTheChoice) {
+  // Kaggle's MNIST without a header name dtrain knows: the default takes the last pixel, 0 in
+  // every row.
+  TempDir dir;
+  write_bytes(dir / "train.csv", "digit,pixel0,pixel1\n3,12,0\n5,200,0\n1,7,0\n");
+  write_bytes(dir / "test.csv", "digit,pixel0,pixel1\n3,12,0\n");
+  DataSpec spec;
+  spec.train_paths = (dir / "train.csv").string();
+  spec.test_paths = (dir / "test.csv").string();
+  spec.validation_size = 0;
+  EXPECT_THAT([&] { load_training_data(spec); },
+              ThrowsMessage<DataError>(AllOf(HasSubstr("train.csv"),
+                                             HasSubstr("column 2 ('pixel1'), the last column, by "
+                                                       "default"),
+                                             HasSubstr("one class only (0) in its 3 rows"),
+                                             HasSubstr("--label_column"))));
+  spec.options.label_column = "digit";
+  EXPECT_THAT(load_training_data(spec).train.labels, ElementsAre(3, 5, 1));
+}
+
+TEST(LoadTrainingData, AFeatureScaleForPixelsIsRefusedNamingTheFiles) {
+  TempDir dir;
+  write_pair(dir, "shapes-train", 4, {2, 2});
+  write_pair(dir, "shapes-test", 2, {2, 2});
+  DataSpec spec;
+  spec.train_paths = (dir / "shapes-train-images-idx3-ubyte.gz").string();
+  spec.test_paths = (dir / "shapes-test-images-idx3-ubyte.gz").string();
+  spec.validation_size = 0;
+  spec.options.feature_scale = parse_feature_scale("1/255");
+  EXPECT_THAT(
+      [&] { load_training_data(spec); },
+      ThrowsMessage<UsageError>(AllOf(HasSubstr("--feature_scale 1/255"),
+                                      HasSubstr(spec.train_paths), HasSubstr("uint8 pixels"))));
+  // MNIST from a folder is refused before it is read.
+  DataSpec mnist;
+  mnist.data_dir = dir / "no-mnist-here";
+  mnist.options.feature_scale = parse_feature_scale("0.5");
+  EXPECT_THAT([&] { load_training_data(mnist); },
+              ThrowsMessage<UsageError>(HasSubstr("--feature_scale 0.5: MNIST in")));
 }
 
 TEST(LoadTrainingData, ZeroValidationSizeKeepsEveryTrainingExample) {

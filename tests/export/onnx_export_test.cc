@@ -2,6 +2,7 @@
 // (python3-onnx), and run by an independent runtime (ONNX Runtime for Node.js, installed by
 // scripts/fetch_onnxruntime.sh) on the 10,000 MNIST test images, whose accuracy must be dtrain
 // eval's and whose logits dtrain predict's. Missing tools fail the test: CI runs setup.sh first.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,7 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "data/idx.h"
 #include "export/csv_table.h"
+#include "support/idx_files.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "support/text_match.h"
@@ -61,10 +64,20 @@ struct RuntimeCheck {
   double max_logit_difference = INFINITY;
 };
 
+// The IDX files ONNX Runtime and dtrain predict both run on.
+struct RuntimeInput {
+  std::filesystem::path images = mnist_dir() / "t10k-images-idx3-ubyte";
+  std::filesystem::path labels = mnist_dir() / "t10k-labels-idx1-ubyte";
+  size_t records = 10000;
+  // ONNX Runtime gets the bytes as they are, for a graph that applies the run's --feature_scale
+  // itself; else each divided by 255, as dtrain reads pixels.
+  bool raw = false;
+};
+
 // Exports the newest checkpoint of train_dir and checks it against ONNX's checker, ONNX Runtime,
 // dtrain eval and dtrain predict --logits.
-void check_export(const TempDir& work, const std::filesystem::path& train_dir,
-                  RuntimeCheck& check) {
+void check_export(const TempDir& work, const std::filesystem::path& train_dir, RuntimeCheck& check,
+                  const RuntimeInput& input = {}) {
   const std::optional<std::string> python = python_with_onnx();
   ASSERT_TRUE(python) << "needs /usr/bin/python3 with the onnx module: Debian package "
                          "python3-onnx (scripts/setup.sh installs it)";
@@ -82,13 +95,16 @@ void check_export(const TempDir& work, const std::filesystem::path& train_dir,
   ASSERT_EQ(checked.exit_code, 0) << checked.err;
   check.model = nlohmann::json::parse(checked.out);
 
-  const std::filesystem::path mnist = mnist_dir();
   const std::string runtime_logits = (work / "onnxruntime_logits.csv").string();
+  std::vector<std::string> node = {"node",
+                                   std::string(DTRAIN_SOURCE_DIR) + "/tests/export/onnx_run.js"};
+  if (input.raw) node.push_back("--raw");
+  for (const std::string& arg :
+       {model, input.images.string(), input.labels.string(), runtime_logits}) {
+    node.push_back(arg);
+  }
   const ProcessResult ran =
-      run_command({"node", std::string(DTRAIN_SOURCE_DIR) + "/tests/export/onnx_run.js", model,
-                   (mnist / "t10k-images-idx3-ubyte").string(),
-                   (mnist / "t10k-labels-idx1-ubyte").string(), runtime_logits},
-                  {"NODE_PATH=" + (npm_dir() / "node_modules").string()});
+      run_command(node, {"NODE_PATH=" + (npm_dir() / "node_modules").string()});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   check.runtime = nlohmann::json::parse(ran.out);
 
@@ -98,14 +114,14 @@ void check_export(const TempDir& work, const std::filesystem::path& train_dir,
 
   const std::string predicted = (work / "predicted.csv").string();
   const ProcessResult predict =
-      run_dtrain({"predict", "--checkpoint", train_dir.string(), "--input",
-                  (mnist / "t10k-images-idx3-ubyte").string(), "--logits", "--output", predicted});
+      run_dtrain({"predict", "--checkpoint", train_dir.string(), "--input", input.images.string(),
+                  "--logits", "--output", predicted});
   ASSERT_EQ(predict.exit_code, 0) << predict.err;
 
   const CsvTable ours = read_csv_table(predicted);
   const CsvTable theirs = read_csv_table(runtime_logits);
-  ASSERT_EQ(ours.rows.size(), 10000u);
-  ASSERT_EQ(theirs.rows.size(), 10000u);
+  ASSERT_EQ(ours.rows.size(), input.records);
+  ASSERT_EQ(theirs.rows.size(), input.records);
   double worst = 0;
   for (size_t r = 0; r < ours.rows.size(); ++r) {
     for (int k = 0; k < 10; ++k) {
@@ -143,6 +159,45 @@ TEST(OnnxExport, MnistInferenceRunsInOnnxRuntimeAsInDtrain) {
   EXPECT_EQ(check.runtime["records"], 10000);
   EXPECT_GT(check.eval_accuracy, 0.9);
   EXPECT_NEAR(check.runtime["accuracy"].get<double>(), check.eval_accuracy, 0.001);
+  EXPECT_LE(check.max_logit_difference, 1e-4);
+}
+
+// Trained on raw 0-255 pixels in a CSV with --feature_scale 1/255, the exported graph divides by
+// 255 itself: ONNX Runtime given the raw bytes returns the logits dtrain predict gives for the
+// same images read as pixels (x / 255, the same bits as x × 1 / 255).
+TEST(OnnxExport, TheFeatureScaleIsInTheGraphSoRawFeaturesGiveDtrainsLogits) {
+  TempDir work;
+  const IdxArray images = read_idx(mnist_dir() / "t10k-images-idx3-ubyte");
+  const IdxArray labels = read_idx(mnist_dir() / "t10k-labels-idx1-ubyte");
+  std::string csv = "label";
+  for (int i = 0; i < 784; ++i) csv += fmt::format(",pixel{}", i);
+  csv += "\n";
+  for (size_t row = 0; row < 300; ++row) {
+    csv += std::to_string(labels.data[row]);
+    for (size_t i = 0; i < 784; ++i) csv += fmt::format(",{}", images.data[row * 784 + i]);
+    csv += "\n";
+  }
+  write_bytes(work / "train.csv", csv);
+  RuntimeInput input{work / "few-images-idx3-ubyte", work / "few-labels-idx1-ubyte", 500, true};
+  write_idx_file(input.images,
+                 IdxArray{{500, 28, 28}, {images.data.begin(), images.data.begin() + 500 * 784}});
+  write_idx_file(input.labels, IdxArray{{500}, {labels.data.begin(), labels.data.begin() + 500}});
+  const std::filesystem::path train_dir = work / "train";
+  const std::string train_csv = (work / "train.csv").string();
+  const ProcessResult trained =
+      run_dtrain({"train", "--model", "softmax", "--train_data", train_csv, "--test_data",
+                  train_csv, "--feature_scale", "1/255", "--train_steps", "30", "--log_every", "0",
+                  "--threads", "1", "--train_dir", train_dir.string()});
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+
+  RuntimeCheck check;
+  ASSERT_NO_FATAL_FAILURE(check_export(work, train_dir, check, input));
+  const nlohmann::json& metadata = check.model["metadata"];
+  EXPECT_EQ(metadata["dtrain.feature_scale"], "1/255");
+  EXPECT_EQ(metadata["dtrain.feature_scale_in_graph"], "true");
+  EXPECT_THAT(metadata["input_scaling"].get<std::string>(), HasSubstr("× 1/255"));
+  EXPECT_EQ(check.runtime["records"], 500);
+  EXPECT_GT(check.runtime["accuracy"].get<double>(), 0.5);
   EXPECT_LE(check.max_logit_difference, 1e-4);
 }
 

@@ -79,6 +79,28 @@ TEST(OnnxGraph, MnistInferenceIsTwoGemmsOnDtrainsWeightsUnchanged) {
   EXPECT_THAT(shape_of(graph, graph.nodes[1].outputs[0]), ElementsAre(kOnnxBatch, 500));
 }
 
+TEST(OnnxGraph, AFeatureScaleOpensTheGraphWithAMulAndADivOfItsParts) {
+  const ModelSpec spec = model_spec({.name = "softmax"});
+  const ParamSet params = numbered_params(spec);
+  const OnnxGraph plain = build_onnx_graph(spec, params);
+  const OnnxGraph scaled = build_onnx_graph(spec, params, parse_feature_scale("3/255"));
+  EXPECT_THAT(op_types(scaled), ElementsAre("Mul", "Div", "Gemm"));
+  EXPECT_EQ(scaled.nodes.size(), plain.nodes.size() + 2);
+  EXPECT_THAT(scaled.nodes[0].inputs, ElementsAre("input", "feature_scale/numerator"));
+  EXPECT_THAT(scaled.nodes[1].inputs,
+              ElementsAre(scaled.nodes[0].outputs[0], "feature_scale/denominator"));
+  EXPECT_EQ(scaled.nodes[2].inputs[0], scaled.nodes[1].outputs[0]);
+  EXPECT_THAT(initializer(scaled, "feature_scale/numerator").floats, ElementsAre(3.0f));
+  EXPECT_THAT(initializer(scaled, "feature_scale/denominator").floats, ElementsAre(255.0f));
+  EXPECT_TRUE(initializer(scaled, "feature_scale/denominator").dims.empty());  // a scalar
+  EXPECT_EQ(shape_of(scaled, scaled.nodes[0].outputs[0]), (Shape{kOnnxBatch, 784}));
+  // A part that is 1 changes nothing, and has no node.
+  EXPECT_THAT(op_types(build_onnx_graph(spec, params, parse_feature_scale("1/255"))),
+              ElementsAre("Div", "Gemm"));
+  EXPECT_THAT(op_types(build_onnx_graph(spec, params, parse_feature_scale("0.5"))),
+              ElementsAre("Mul", "Gemm"));
+}
+
 TEST(OnnxGraph, ConvolutionKernelsAreTransposedFromHwioToOihw) {
   // 2x3 kernel, 2 input channels, 3 filters: dtrain's (KH, KW, C_in, C_out) = (2, 3, 2, 3).
   const ModelSpec spec = keras_spec("[null, 4, 5, 2]", R"(

@@ -3,8 +3,10 @@
 // graph, its layouts and its weights. The images are read from the IDX files here, scaled
 // uint8 / 255 as dtrain scales them, and fed in batches in the model's input shape (NHWC).
 //
-// Usage: node onnx_run.js MODEL.onnx IMAGES_IDX LABELS_IDX LOGITS.csv [PREDICT.csv]
+// Usage: node onnx_run.js [--raw] MODEL.onnx IMAGES_IDX LABELS_IDX LOGITS.csv [PREDICT.csv]
 //   (NODE_PATH must name the node_modules folder holding onnxruntime-node)
+//   --raw: feed the bytes as they are (0-255), for a model whose graph applies dtrain's
+//   --feature_scale itself (metadata dtrain.feature_scale_in_graph = true).
 // Writes LOGITS.csv ("index,class,logit_0,...", 9 significant digits) and prints one JSON line:
 // {"records": N, "accuracy": A, "input": "input", "input_shape": [...], "output": "logits"},
 // with "max_logit_difference" from the logit_k columns of PREDICT.csv (`dtrain predict --logits`)
@@ -25,7 +27,9 @@ function readIdx(path) {
 }
 
 async function main() {
-  const [modelPath, imagesPath, labelsPath, logitsPath, predictPath] = process.argv.slice(2);
+  const args = process.argv.slice(2);
+  const raw = args[0] === '--raw';
+  const [modelPath, imagesPath, labelsPath, logitsPath, predictPath] = raw ? args.slice(1) : args;
   if (!logitsPath) throw new Error('usage: onnx_run.js MODEL.onnx IMAGES LABELS LOGITS.csv');
   const images = readIdx(imagesPath);
   const labels = readIdx(labelsPath);
@@ -53,7 +57,10 @@ async function main() {
   for (let begin = 0; begin < count; begin += batch) {
     const n = Math.min(batch, count - begin);
     const values = new Float32Array(n * exampleSize);
-    for (let i = 0; i < values.length; ++i) values[i] = images.data[begin * exampleSize + i] / 255;
+    for (let i = 0; i < values.length; ++i) {
+      const byte = images.data[begin * exampleSize + i];
+      values[i] = raw ? byte : byte / 255;
+    }
     const feeds = {[inputName]: new ort.Tensor('float32', values, [n, ...shape])};
     const result = (await session.run(feeds))[outputName];
     const classes = result.dims[1];
