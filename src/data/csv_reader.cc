@@ -111,22 +111,24 @@ CsvExampleReader::CsvExampleReader(const std::filesystem::path& path, const Data
 }
 
 std::optional<size_t> CsvExampleReader::label_named_by_header() const {
-  std::vector<size_t> named;
-  for (size_t column = 0; column < header_.size(); ++column) {
-    std::string name(trim(header_[column]));
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (name == "label" || name == "class" || name == "target" || name == "y") {
-      named.push_back(column);
+  // In this order, so that "x,y,label" takes "label": a coordinate named y is common, a second
+  // column named label is not.
+  for (std::string_view wanted : {"label", "class", "target", "y"}) {
+    std::vector<size_t> named;
+    for (size_t column = 0; column < header_.size(); ++column) {
+      std::string name(trim(header_[column]));
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (name == wanted) named.push_back(column);
     }
+    if (named.size() > 1) {
+      throw UsageError(fmt::format(
+          "{}: {} and {} are both named '{}', a label's name; say which with --label_column",
+          file_.path().string(), column_name(named[0]), column_name(named[1]), wanted));
+    }
+    if (!named.empty()) return named.front();
   }
-  if (named.size() > 1) {
-    throw UsageError(
-        fmt::format("{}: {} and {} are both named as a label; say which with --label_column",
-                    file_.path().string(), column_name(named[0]), column_name(named[1])));
-  }
-  if (named.empty()) return std::nullopt;
-  return named.front();
+  return std::nullopt;
 }
 
 void CsvExampleReader::choose_label_column(const DataOptions& options) {

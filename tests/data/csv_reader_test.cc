@@ -110,14 +110,23 @@ TEST(CsvReader, WithoutTheFlagAHeaderNamedLabelClassTargetOrYIsTheLabelInAnyCase
 
 TEST(CsvReader, TwoHeaderNamesThatSayLabelAreRefusedNamingBoth) {
   TempDir dir;
-  write_bytes(dir / "two.csv", "id,Label,f,y\n0,1,2,3\n");
-  EXPECT_THAT(
-      [&] { read_csv(dir / "two.csv"); },
-      ThrowsMessage<UsageError>(AllOf(HasSubstr("two.csv"), HasSubstr("column 1 ('Label')"),
-                                      HasSubstr("column 3 ('y')"), HasSubstr("--label_column"))));
+  write_bytes(dir / "two.csv", "id,Label,f,LABEL\n0,1,2,3\n");
+  EXPECT_THAT([&] { read_csv(dir / "two.csv"); },
+              ThrowsMessage<UsageError>(AllOf(HasSubstr("two.csv"), HasSubstr("column 1 ('Label')"),
+                                              HasSubstr("column 3 ('LABEL')"),
+                                              HasSubstr("--label_column"))));
   DataOptions options;
-  options.label_column = "y";  // the flag settles it
+  options.label_column = "3";  // the flag settles it
   EXPECT_EQ(read_csv(dir / "two.csv", options).at(0).label, 3);
+}
+
+// label before class before target before y: "x,y,label" is a point and its label.
+TEST(CsvReader, OfSeveralLabelNamesTheMostSpecificIsTaken) {
+  TempDir dir;
+  write_bytes(dir / "xy.csv", "x,y,label\n0.5,0.25,1\n");
+  EXPECT_EQ(read_csv(dir / "xy.csv").at(0).label, 1);
+  write_bytes(dir / "ct.csv", "target,class,f\n2,1,0\n");
+  EXPECT_EQ(read_csv(dir / "ct.csv").at(0).label, 1);
 }
 
 TEST(CsvReader, ANonIntegerLabelNamesTheColumnAndHowItWasChosen) {
