@@ -38,6 +38,12 @@ struct TrainFlags {
   int batch_size = 100;
   float learning_rate = 0;
   float lr_decay_rate = 0;
+  std::string lr_schedule = "exponential";
+  int64_t lr_decay_steps = 0;
+  float lr_alpha = 0;
+  std::vector<int64_t> lr_boundaries;
+  std::vector<float> lr_values;
+  int64_t lr_warmup_steps = 0;
   float moving_average_decay = 0;
   float l2 = 0;
   std::string optimizer;
@@ -55,13 +61,16 @@ struct TrainFlags {
   int threads = available_cores();
   int towers = 1;
   int64_t log_every = 100;
+  double log_secs = 10;
   int64_t save_steps = 0;
   double save_secs = 0;
   int keep_checkpoints = 5;
   double shutdown_timeout = 20;
   int64_t eval_every = 0;
   double target_accuracy = 0;
+  int64_t early_stopping_patience = 0;
   bool progress = true;
+  bool progress_through_launcher = false;
   // The ps strategies.
   int ps = 1;
   int workers = 2;
@@ -88,6 +97,33 @@ struct TrainFlags {
   int max_restarts = 3;
 };
 
+LrDecay parse_lr_schedule(const std::string& name) {
+  if (name == "cosine") return LrDecay::kCosine;
+  if (name == "piecewise") return LrDecay::kPiecewise;
+  return LrDecay::kExponential;
+}
+
+// The flags of one schedule mean nothing under another; validate_train_config checks the values.
+void schedule_to_config(const CLI::App& cmd, const TrainFlags& f, TrainConfig& c) {
+  c.lr_schedule = parse_lr_schedule(f.lr_schedule);
+  auto refuse = [&](const char* flag, const char* why) {
+    if (cmd.count(flag) == 0) return;
+    throw UsageError(fmt::format("{} {}: {} (--lr_schedule {})", flag,
+                                 cmd.get_option(flag)->as<std::string>(), why, f.lr_schedule));
+  };
+  if (c.lr_schedule != LrDecay::kExponential)
+    refuse("--lr_decay_rate", "only the exponential schedule has a decay rate");
+  if (c.lr_schedule == LrDecay::kPiecewise) {
+    refuse("--learning_rate", "the piecewise schedule takes its rates from --lr_values");
+    refuse("--lr_decay_steps", "the piecewise schedule changes at --lr_boundaries");
+  }
+  c.lr_decay_steps = f.lr_decay_steps;
+  c.lr_alpha = f.lr_alpha;
+  c.lr_boundaries = f.lr_boundaries;
+  c.lr_values = f.lr_values;
+  c.lr_warmup_steps = f.lr_warmup_steps;
+}
+
 TrainConfig to_config(const CLI::App& cmd, const TrainFlags& f) {
   TrainConfig c = recipe_for(f.model);
   auto given = [&](const char* name) { return cmd.count(name) > 0; };
@@ -96,6 +132,7 @@ TrainConfig to_config(const CLI::App& cmd, const TrainFlags& f) {
   if (given("--optimizer")) c.optimizer.name = f.optimizer;
   if (given("--learning_rate")) c.learning_rate = f.learning_rate;
   if (given("--lr_decay_rate")) c.lr_decay_rate = f.lr_decay_rate;
+  schedule_to_config(cmd, f, c);
   if (given("--moving_average_decay")) {
     c.moving_average_decay = f.moving_average_decay;
     c.eval_moving_average = f.moving_average_decay > 0;
@@ -121,6 +158,7 @@ TrainConfig to_config(const CLI::App& cmd, const TrainFlags& f) {
   c.threads = f.threads;
   c.towers = f.towers;
   c.log_every = f.log_every;
+  c.log_secs = f.log_secs;
   c.save_steps = f.save_steps;
   c.save_secs = f.save_secs;
   c.keep_checkpoints = f.keep_checkpoints;
@@ -128,7 +166,9 @@ TrainConfig to_config(const CLI::App& cmd, const TrainFlags& f) {
   c.eval_every = f.eval_every;
   // Without --eval_every, a target is checked four times an epoch (train/training_loop.h).
   if (given("--target_accuracy")) c.target_accuracy = f.target_accuracy;
-  c.progress_bar = f.progress && isatty(STDOUT_FILENO);
+  c.early_stopping_patience = f.early_stopping_patience;
+  // The chief draws it (train/training_loop.h), under the local launcher through its pipe.
+  c.progress_bar = f.progress && (isatty(STDOUT_FILENO) || f.progress_through_launcher);
   c.nonfinite_gradient_steps = f.inject_nonfinite_at;
   c.step_delay_ms = f.step_delay_ms;
   if (f.strategy == "towers" && !given("--towers")) c.towers = 2;
@@ -476,6 +516,9 @@ int launch_local_cluster(const CLI::App& cmd, const TrainFlags& f) {
     common.insert(common.end(),
                   {"--threads", std::to_string(std::max(1, available_cores() / f.workers))});
   }
+  // The chief's progress bar comes through its pipe, and the relay draws it on this terminal.
+  const bool terminal = isatty(STDOUT_FILENO) != 0;
+  if (terminal && f.progress) common.push_back("--progress_through_launcher");
   if (ps > 0) common.insert(common.end(), {"--ps_hosts", ps_hosts});
   common.insert(common.end(), {"--worker_hosts", worker_hosts});
 
@@ -495,6 +538,7 @@ int launch_local_cluster(const CLI::App& cmd, const TrainFlags& f) {
   // The tasks stop by themselves within the same time; SIGKILL is for one that cannot.
   options.grace = std::chrono::milliseconds(std::lround(f.shutdown_timeout * 1000));
   options.extra_env.push_back("DTRAIN_SECRET=" + new_cluster_secret());
+  options.terminal = terminal;
   if (allreduce) {
     fmt::print("dtrain train: strategy allreduce, {} workers on this machine ({})\n", f.workers,
                worker_hosts);
@@ -573,7 +617,6 @@ int run_training(const CLI::App& cmd, const TrainFlags& flags, bool task_only) {
           "or allreduce",
           flags.strategy, cluster->cluster.to_string()));
     }
-    config.progress_bar = false;
     const bool allreduce = runs_allreduce(flags, cluster->cluster);
     // Under a launcher --peer_timeout also bounds the rendezvous, whatever the strategy.
     refuse_flags_foreign_to(cmd,
@@ -740,7 +783,29 @@ void add_training_flags(CLI::App* cmd, TrainFlags* flags) {
   cmd->add_option("--learning_rate", flags->learning_rate,
                   "Initial learning rate (default: the model's recipe)");
   cmd->add_option("--lr_decay_rate", flags->lr_decay_rate,
-                  "Exponential decay per epoch, staircase (1: none)");
+                  "Exponential schedule: decay per --lr_decay_steps, staircase (1: none)");
+  cmd->add_option("--lr_schedule", flags->lr_schedule,
+                  "exponential (--lr_decay_rate per --lr_decay_steps), cosine (to --lr_alpha of "
+                  "--learning_rate over --lr_decay_steps) or piecewise (--lr_values changing at "
+                  "--lr_boundaries); formulas in docs/training.md")
+      ->check(CLI::IsMember({"exponential", "cosine", "piecewise"}))
+      ->capture_default_str();
+  cmd->add_option("--lr_decay_steps", flags->lr_decay_steps,
+                  "Exponential: steps per --lr_decay_rate (default: one epoch); cosine: steps to "
+                  "reach --lr_alpha (default: the whole run)");
+  cmd->add_option("--lr_alpha", flags->lr_alpha,
+                  "Cosine: the final learning rate as a fraction of --learning_rate")
+      ->capture_default_str();
+  cmd->add_option("--lr_boundaries", flags->lr_boundaries,
+                  "Piecewise: global steps where the rate changes, e.g. 1000,2000")
+      ->delimiter(',');
+  cmd->add_option("--lr_values", flags->lr_values,
+                  "Piecewise: the rates, one more than boundaries, e.g. 0.1,0.01,0.001")
+      ->delimiter(',');
+  cmd->add_option("--lr_warmup_steps", flags->lr_warmup_steps,
+                  "Linear warmup: the rate rises from 0 over these first global steps (any "
+                  "--lr_schedule)")
+      ->capture_default_str();
   cmd->add_option("--optimizer", flags->optimizer,
                   "sgd | momentum | adam (default: the model's recipe)");
   cmd->add_option(
@@ -779,7 +844,9 @@ void add_training_flags(CLI::App* cmd, TrainFlags* flags) {
                   "the event files (0: none)")
       ->capture_default_str();
   cmd->add_option("--validation_size", flags->validation_size,
-                  "Training examples held out (default 5000 of MNIST, none of --train_data)")
+                  "Training examples held out as the validation set that --eval_every, "
+                  "--target_accuracy and --early_stopping_patience judge (default 5000 of MNIST, "
+                  "none of --train_data)")
       ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "Seed of initialisation and shuffling")
       ->capture_default_str();
@@ -790,7 +857,12 @@ void add_training_flags(CLI::App* cmd, TrainFlags* flags) {
   cmd->add_option("--towers", flags->towers,
                   "Model replicas on separate threads (--strategy towers)")
       ->capture_default_str();
-  cmd->add_option("--log_every", flags->log_every, "Print a step line every N steps (0: never)")
+  cmd->add_option("--log_every", flags->log_every,
+                  "Print a step line every N steps, at least once an epoch (0: never)")
+      ->capture_default_str();
+  cmd->add_option("--log_secs", flags->log_secs,
+                  "Print a step line also when S seconds have passed since the last (0: by "
+                  "steps alone)")
       ->capture_default_str();
   cmd->add_option("--save_steps", flags->save_steps,
                   "Checkpoint every N steps (0: at the end only)")
@@ -803,11 +875,18 @@ void add_training_flags(CLI::App* cmd, TrainFlags* flags) {
   cmd->add_option("--keep_checkpoints", flags->keep_checkpoints, "Checkpoints kept (0: all)")
       ->capture_default_str();
   cmd->add_option("--eval_every", flags->eval_every,
-                  "Evaluate test accuracy every N steps (0: at the end)")
+                  "Evaluate the validation set (--validation_size) every N steps (0: never); the "
+                  "test set is evaluated once, at the end")
       ->capture_default_str();
   cmd->add_option("--target_accuracy", flags->target_accuracy,
-                  "Stop once test accuracy reaches this");
+                  "Stop once validation accuracy reaches this");
+  cmd->add_option("--early_stopping_patience", flags->early_stopping_patience,
+                  "Stop after N evaluations (--eval_every) without a lower validation loss, keep "
+                  "the best weights in train_dir/best/ and evaluate them on the test set (0: off)")
+      ->capture_default_str();
   cmd->add_flag("!--no_progress", flags->progress, "No progress bar even on a terminal");
+  // The local launcher's word to its tasks that their output reaches a terminal through it.
+  cmd->add_flag("--progress_through_launcher", flags->progress_through_launcher)->group("");
   cmd->add_option("--inject_nonfinite_at", flags->inject_nonfinite_at,
                   "Fault injection: put a NaN into this task's gradient at these of its own "
                   "steps (from 1), to watch it be refused")

@@ -21,6 +21,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "cluster/output_relay.h"
 
 extern char** environ;
 
@@ -142,30 +143,17 @@ Child spawn(const std::vector<LocalTask>& tasks, size_t index, const LaunchOptio
   return Child{index, task.name, task.prefix_output, pid, fds[0], {}, true};
 }
 
-void write_lines(Child& child, std::string_view data, std::ostream& out) {
-  child.partial.append(data);
-  size_t start = 0;
-  for (size_t nl; (nl = child.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-    const std::string_view line = std::string_view(child.partial).substr(start, nl - start);
-    if (child.prefix_output) {
-      fmt::print(out, "[{}] {}\n", child.name, line);
-    } else {
-      fmt::print(out, "{}\n", line);
-    }
-  }
-  child.partial.erase(0, start);
-}
-
 // Reads what the child wrote; at EOF flushes a last unterminated line and closes the pipe.
-void relay_output(Child& child, std::ostream& out) {
+void relay_output(Child& child, OutputRelay& out) {
   char buffer[16384];
   const ssize_t n = read(child.out_fd, buffer, sizeof buffer);
   if (n > 0) {
-    write_lines(child, std::string_view(buffer, static_cast<size_t>(n)), out);
+    out.relay(child.name, child.prefix_output, std::string_view(buffer, static_cast<size_t>(n)),
+              child.partial);
     return;
   }
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-  if (!child.partial.empty()) write_lines(child, "\n", out);
+  out.flush(child.name, child.prefix_output, child.partial);
   close(child.out_fd);
   child.out_fd = -1;
 }
@@ -184,7 +172,7 @@ int exit_code_of(int status) {
 
 // Relays whatever an exited child left in its pipe, so that its last lines come before its
 // successor's first.
-void drain_output(Child& child, std::ostream& out) {
+void drain_output(Child& child, OutputRelay& out) {
   while (child.out_fd >= 0) {
     pollfd fd{child.out_fd, POLLIN, 0};
     // Bounded: a grandchild that kept the pipe open must not stall the launcher.
@@ -207,7 +195,8 @@ void signal_running(std::vector<Child>& children, int signal) {
 }  // namespace
 
 LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const LaunchOptions& options,
-                               std::ostream& out) {
+                               std::ostream& stream) {
+  OutputRelay out(stream, options.terminal);
   SignalRelay signals;
   std::vector<Child> children;
   LaunchResult result;
@@ -252,7 +241,6 @@ LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const Launch
     }
     for (Child& child : children)
       if (child.out_fd >= 0) relay_output(child, out);
-    out << std::flush;
 
     // Every exit first, then the decision: under all-reduce a crash makes the other ranks fail
     // a moment later, and those failures, reaped in the same pass, are its consequence.
@@ -281,14 +269,14 @@ LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const Launch
       if (!crashed(status)) continue;  // a consequence of the crash that restarts the group
       ++result.restarts;
       if (options.restart == RestartPolicy::kTask) {
-        fmt::print(out, "[launcher] {}; starting it again (restart {} of {})\n",
-                   describe_exit(child->name, status), result.restarts, options.max_restarts);
+        out.line(fmt::format("[launcher] {}; starting it again (restart {} of {})",
+                             describe_exit(child->name, status), result.restarts,
+                             options.max_restarts));
         respawn(*child);
       } else {
-        fmt::print(out,
-                   "[launcher] {}; stopping every task to start the group again (restart {} of "
-                   "{})\n",
-                   describe_exit(child->name, status), result.restarts, options.max_restarts);
+        out.line(fmt::format(
+            "[launcher] {}; stopping every task to start the group again (restart {} of {})",
+            describe_exit(child->name, status), result.restarts, options.max_restarts));
         regroup_kill_at = Clock::now() + options.grace;
         signal_running(children, SIGTERM);
       }

@@ -34,6 +34,9 @@ struct LaunchOptions {
   std::chrono::milliseconds grace{10000};  // after a stop, how long children get before SIGKILL
   int max_restarts = 0;  // crashes survived over the whole launch (tasks or groups restarted)
   RestartPolicy restart = RestartPolicy::kTask;
+  // out is a terminal: a task's progress bar stays on its last line (cluster/output_relay.h);
+  // otherwise bars are dropped and only lines relayed.
+  bool terminal = false;
 };
 
 struct LaunchResult {
@@ -43,12 +46,13 @@ struct LaunchResult {
   int restarts = 0;                 // crashes survived by restarting
 };
 
-// Starts every task, relays their output line by line to out with a "[name] " prefix, and returns
-// once all have exited. A crashed task is restarted (options.restart says what else) while
-// options.max_restarts allows, with a "[launcher]" line saying so. If a task fails or the
-// launcher is interrupted, the others get SIGTERM, then SIGKILL after options.grace. Children die
-// with the launcher even if it is killed (the kernel's parent-death signal). Installs
-// SIGINT/SIGTERM/SIGHUP handlers for its duration. Thread-safety: one call at a time per process.
+// Starts every task, relays their output line by line to out with a "[name] " prefix (and a
+// task's progress bar, on a terminal), and returns once all have exited. A crashed task is
+// restarted (options.restart says what else) while options.max_restarts allows, with a
+// "[launcher]" line saying so. If a task fails or the launcher is interrupted, the others get
+// SIGTERM, then SIGKILL after options.grace. Children die with the launcher even if it is killed
+// (the kernel's parent-death signal). Installs SIGINT/SIGTERM/SIGHUP handlers for its duration.
+// Thread-safety: one call at a time per process.
 LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const LaunchOptions& options,
                                std::ostream& out);
 

@@ -25,8 +25,13 @@ void ProgressBar::update(int64_t done, double loss) {
   if (drawn_ && now - last_draw_ < std::chrono::milliseconds(100) && done < total_) return;
   last_draw_ = now;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
+  if (first_done_ < 0) first_done_ = done;
   const double fraction = static_cast<double>(done) / static_cast<double>(total_);
-  const double eta = done > 0 ? elapsed * (1.0 - fraction) / fraction : 0.0;
+  // From the rate since the bar's first update, so that a resumed run's ETA counts only what it
+  // has run itself.
+  const int64_t run = done - first_done_;
+  const double eta =
+      run > 0 ? elapsed * static_cast<double>(total_ - done) / static_cast<double>(run) : 0.0;
   constexpr int kWidth = 30;
   const int filled = static_cast<int>(fraction * kWidth);
   out_ << fmt::format("\r[{}{}] {:3.0f}% {}/{} loss {:.4f} ETA {}\x1b[K", std::string(filled, '#'),

@@ -67,13 +67,16 @@ std::string agreed_settings(const TrainConfig& c, const AllreduceClusterConfig& 
   const OptimizerConfig& o = c.optimizer;
   text += fmt::format(
       "; optimizer {} momentum {} nesterov {} beta1 {} beta2 {} epsilon {}; batch {} lr {} "
-      "decay {} per {} staircase {}; steps {} seed {}; moving average {} eval on it {}; eval "
-      "every {} target {}; fusion {} chunk {}",
+      "decay {} per {} staircase {} schedule {} alpha {} boundaries {} values {} warmup {}; steps "
+      "{} seed {}; moving average {} eval on it {}; eval every {} target {} patience {}; fusion {} "
+      "chunk {}",
       o.name, o.momentum, o.use_nesterov, o.beta1, o.beta2, o.epsilon, c.batch_size,
-      c.learning_rate, c.lr_decay_rate, c.lr_decay_steps, c.lr_staircase, total_steps, c.seed,
-      c.moving_average_decay, c.eval_moving_average, c.eval_every,
-      c.target_accuracy ? fmt::format("{}", *c.target_accuracy) : "none", config.fusion_bytes,
-      config.chunk_bytes);
+      c.learning_rate, c.lr_decay_rate, c.lr_decay_steps, c.lr_staircase,
+      lr_decay_name(c.lr_schedule), c.lr_alpha, fmt::join(c.lr_boundaries, ","),
+      fmt::join(c.lr_values, ","), c.lr_warmup_steps, total_steps, c.seed, c.moving_average_decay,
+      c.eval_moving_average, c.eval_every,
+      c.target_accuracy ? fmt::format("{}", *c.target_accuracy) : "none", c.early_stopping_patience,
+      config.fusion_bytes, config.chunk_bytes);
   // The examples themselves, not the folder's name (streamed files: their names and sizes).
   text += fmt::format("; train data {} examples crc {:08x} shuffle buffer {}",
                       input.train_examples(), input.fingerprint(), c.shuffle_buffer);
@@ -193,14 +196,19 @@ class AllreduceStrategy final : public Strategy {
     return loss;
   }
 
-  // Rank 0 evaluated (the replicas are identical, so its accuracy is everyone's); every rank must
-  // leave the loop at the same step, since a rank that left alone would leave the others waiting
-  // in their next all-reduce.
+  // Rank 0 evaluated (the replicas are identical, so its accuracy is everyone's, and so are the
+  // best weights, which every rank keeps); every rank must leave the loop at the same step, since a
+  // rank that left alone would leave the others waiting in their next all-reduce.
   StopVerdict agree_to_stop(StopVerdict verdict) override {
-    std::array<float, 2> shared = {static_cast<float>(verdict.accuracy),
-                                   verdict.stop ? 1.0f : 0.0f};
+    std::array<float, 5> shared = {static_cast<float>(verdict.accuracy),
+                                   static_cast<float>(verdict.loss), verdict.stop ? 1.0f : 0.0f,
+                                   verdict.early ? 1.0f : 0.0f, verdict.improved ? 1.0f : 0.0f};
     communicator_->broadcast(shared);
-    return {shared[1] != 0, shared[0]};
+    return {.stop = shared[2] != 0,
+            .accuracy = shared[0],
+            .loss = shared[1],
+            .early = shared[3] != 0,
+            .improved = shared[4] != 0};
   }
 
   // A 12-byte all-reduce a step (about 10 us on loopback): which of the signals reached any rank.

@@ -38,10 +38,15 @@ struct RunFigures {
   double test_accuracy = 0;
 };
 
-// Whether a run stops at its target, and the accuracy that decided it.
+// The chief's judgement of an evaluation of the validation set: whether the run stops (at its
+// target accuracy, or early: --early_stopping_patience evaluations without a lower loss), and
+// whether these weights are the best so far (the lowest validation loss, under early stopping).
 struct StopVerdict {
   bool stop = false;
-  double accuracy = 0;
+  double accuracy = 0;  // of the validation set
+  double loss = 0;      // of the validation set
+  bool early = false;   // stop: for want of improvement, not at the target
+  bool improved = false;
 };
 
 // Restores the newest valid checkpoint of --train_dir into the state, if there is one, and
@@ -77,7 +82,8 @@ class Strategy {
   // chief stopped at its target).
   virtual bool finished() const { return false; }
   // The chief's verdict after an evaluation (the others pass an empty one), made everyone's.
-  // Every worker calls it at the same global steps, and only when a target accuracy is set.
+  // Every worker calls it at the same global steps, and only when a target accuracy or early
+  // stopping is set. A worker that hears `improved` keeps its weights as the best.
   virtual StopVerdict agree_to_stop(StopVerdict chief_verdict) { return chief_verdict; }
   // After every step: the signal that stops the run here (0: go on), given this process's own
   // (0 if none came). Under all-reduce every worker's answer is the same, so all stop at the same

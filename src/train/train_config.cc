@@ -19,7 +19,92 @@ void check(bool ok, const std::string& message) {
   if (!ok) throw UsageError(message);
 }
 
+void check_lr_schedule(const TrainConfig& c) {
+  const std::string kind = lr_decay_name(c.lr_schedule);
+  check(c.lr_decay_steps >= 0,
+        fmt::format("--lr_decay_steps {}: must not be negative", c.lr_decay_steps));
+  check(c.lr_warmup_steps >= 0,
+        fmt::format("--lr_warmup_steps {}: must not be negative", c.lr_warmup_steps));
+  check(c.lr_alpha >= 0 && c.lr_alpha <= 1,
+        fmt::format("--lr_alpha {}: must be in [0, 1] (the final rate as a fraction of "
+                    "--learning_rate)",
+                    c.lr_alpha));
+  check(c.lr_alpha == 0 || c.lr_schedule == LrDecay::kCosine,
+        fmt::format("--lr_alpha {}: only --lr_schedule cosine has a final fraction; the schedule "
+                    "is {}",
+                    c.lr_alpha, kind));
+  const bool piecewise = c.lr_schedule == LrDecay::kPiecewise;
+  check(piecewise || (c.lr_boundaries.empty() && c.lr_values.empty()),
+        fmt::format("{}: only --lr_schedule piecewise takes boundaries and values; the schedule is "
+                    "{}",
+                    c.lr_boundaries.empty() ? "--lr_values" : "--lr_boundaries", kind));
+  if (!piecewise) return;
+  check(!c.lr_values.empty(),
+        "--lr_schedule piecewise: give the rates with --lr_values and the steps where they change "
+        "with --lr_boundaries (e.g. --lr_boundaries 1000,2000 --lr_values 0.1,0.01,0.001)");
+  check(c.lr_values.size() == c.lr_boundaries.size() + 1,
+        fmt::format("--lr_values {}: needs {} rates, one more than the {} of --lr_boundaries {}",
+                    fmt::join(c.lr_values, ","), c.lr_boundaries.size() + 1, c.lr_boundaries.size(),
+                    fmt::join(c.lr_boundaries, ",")));
+  for (size_t i = 0; i < c.lr_boundaries.size(); ++i) {
+    check(c.lr_boundaries[i] > (i == 0 ? 0 : c.lr_boundaries[i - 1]),
+          fmt::format("--lr_boundaries {}: steps must be positive and strictly increasing",
+                      fmt::join(c.lr_boundaries, ",")));
+  }
+  for (const float value : c.lr_values) {
+    check(value > 0 && std::isfinite(value),
+          fmt::format("--lr_values {}: every rate must be a positive number",
+                      fmt::join(c.lr_values, ",")));
+  }
+}
+
+// Periodic evaluation, the target and early stopping judge the held-out examples; with none held
+// out they would judge the test set, which is how a run ends up tuned on its test data.
+void check_validation(const TrainConfig& c) {
+  check(
+      c.early_stopping_patience >= 0,
+      fmt::format("--early_stopping_patience {}: must not be negative", c.early_stopping_patience));
+  check(c.early_stopping_patience == 0 || c.eval_every > 0,
+        fmt::format("--early_stopping_patience {}: counts evaluations, and there are none: give "
+                    "--eval_every N",
+                    c.early_stopping_patience));
+  if (c.validation_size > 0) return;
+  const std::string flag = c.eval_every > 0 ? fmt::format("--eval_every {}", c.eval_every)
+                           : c.target_accuracy
+                               ? fmt::format("--target_accuracy {}", *c.target_accuracy)
+                               : std::string();
+  if (flag.empty()) return;
+  check(c.shuffle_buffer == 0,
+        fmt::format("{}: judges the validation examples held out of the training data, and "
+                    "streamed data (--shuffle_buffer) holds none out; leave it out (the test set "
+                    "is evaluated once, at the end)",
+                    flag));
+  check(false, fmt::format("{}: judges the validation examples held out of the training data, and "
+                           "--validation_size is 0{}; hold some out with --validation_size N (the "
+                           "test set is evaluated once, at the end)",
+                           flag,
+                           c.train_data.empty()
+                               ? ""
+                               : " (--train_data is trained on whole unless told otherwise)"));
+}
+
 }  // namespace
+
+LrSchedule lr_schedule_of(const TrainConfig& c, int64_t global_steps_per_epoch,
+                          int64_t total_steps) {
+  LrSchedule s{.base = c.learning_rate,
+               .decay_rate = c.lr_decay_rate,
+               .decay_steps = c.lr_decay_steps,
+               .staircase = c.lr_staircase,
+               .decay = c.lr_schedule,
+               .alpha = c.lr_alpha,
+               .boundaries = c.lr_boundaries,
+               .values = c.lr_values,
+               .warmup_steps = c.lr_warmup_steps};
+  if (s.decay_steps == 0)
+    s.decay_steps = c.lr_schedule == LrDecay::kCosine ? total_steps : global_steps_per_epoch;
+  return s;
+}
 
 void validate_train_config(const TrainConfig& c) {
   check(c.batch_size >= 1, fmt::format("--batch_size {}: must be at least 1", c.batch_size));
@@ -28,6 +113,7 @@ void validate_train_config(const TrainConfig& c) {
   check(
       c.lr_decay_rate > 0 && std::isfinite(c.lr_decay_rate),
       fmt::format("--lr_decay_rate {}: must be a positive number (1: no decay)", c.lr_decay_rate));
+  check_lr_schedule(c);
   check(c.train_steps >= 0, fmt::format("--train_steps {}: must not be negative", c.train_steps));
   check(c.train_steps > 0 || (c.epochs > 0 && std::isfinite(c.epochs)),
         fmt::format("--epochs {}: must be positive (or give --train_steps)", c.epochs));
@@ -37,9 +123,12 @@ void validate_train_config(const TrainConfig& c) {
         fmt::format("--towers {}: more towers than the {} examples of a batch (--batch_size)",
                     c.towers, c.batch_size));
   check(c.log_every >= 0, fmt::format("--log_every {}: must not be negative", c.log_every));
+  check(c.log_secs >= 0 && std::isfinite(c.log_secs),
+        fmt::format("--log_secs {}: must not be negative", c.log_secs));
   check(c.summary_steps >= 0,
         fmt::format("--summary_steps {}: must not be negative", c.summary_steps));
   check(c.eval_every >= 0, fmt::format("--eval_every {}: must not be negative", c.eval_every));
+  check_validation(c);
   check(c.save_steps >= 0, fmt::format("--save_steps {}: must not be negative", c.save_steps));
   check(c.save_secs >= 0 && std::isfinite(c.save_secs),
         fmt::format("--save_secs {}: must not be negative", c.save_secs));
@@ -95,6 +184,13 @@ nlohmann::json train_config_json(const TrainConfig& c) {
           {"batch_size", c.batch_size},
           {"learning_rate", c.learning_rate},
           {"lr_decay_rate", c.lr_decay_rate},
+          {"lr_schedule",
+           {{"decay", lr_decay_name(c.lr_schedule)},
+            {"decay_steps", c.lr_decay_steps},
+            {"alpha", c.lr_alpha},
+            {"boundaries", c.lr_boundaries},
+            {"values", c.lr_values},
+            {"warmup_steps", c.lr_warmup_steps}}},
           {"moving_average_decay", c.moving_average_decay},
           {"eval_moving_average", c.eval_moving_average},
           {"seed", c.seed},

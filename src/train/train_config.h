@@ -12,6 +12,7 @@
 #include "base/stop_request.h"
 #include "data/data_options.h"
 #include "nn/model_zoo.h"
+#include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 
 namespace dtrain {
@@ -21,10 +22,18 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   int batch_size = 100;
   float learning_rate = 0.8f;
+  // The schedule's formulas are in optim/lr_schedule.h.
+  LrDecay lr_schedule = LrDecay::kExponential;
   float lr_decay_rate = 0.99f;  // exponential decay; 1 disables it
-  int64_t lr_decay_steps = 0;   // 0: one epoch of this worker's shard
+  // Exponential: the period of lr_decay_rate (0: one epoch of global steps). Cosine: the steps to
+  // reach lr_alpha (0: the run's total steps).
+  int64_t lr_decay_steps = 0;
   bool lr_staircase = true;
-  int64_t train_steps = 0;  // global step to stop at; 0: use epochs
+  float lr_alpha = 0;                  // cosine: the final rate as a fraction of learning_rate
+  std::vector<int64_t> lr_boundaries;  // piecewise: global steps, strictly increasing
+  std::vector<float> lr_values;        // piecewise: one more rate than boundaries
+  int64_t lr_warmup_steps = 0;         // linear warmup from 0 over these global steps
+  int64_t train_steps = 0;             // global step to stop at; 0: use epochs
   double epochs = 10;
   float moving_average_decay = 0;    // 0 disables the moving average
   bool eval_moving_average = false;  // final and periodic evaluation on the averaged weights
@@ -49,12 +58,21 @@ struct TrainConfig {
   int threads = 1;  // BLAS threads per process, shared by the towers
   int towers = 1;
 
+  // Step lines every log_every steps (at least once an epoch) or every log_secs seconds,
+  // whichever is first; log_every 0: none, log_secs 0: by steps alone.
   int64_t log_every = 100;
+  double log_secs = 10;
   int64_t save_steps = 0;  // 0: only at the end
   double save_secs = 0;    // 0: off
   int keep_checkpoints = 5;
-  int64_t eval_every = 0;  // 0: only at the end
-  std::optional<double> target_accuracy;
+  // Evaluations of the validation set (validation_size examples held out of the training data)
+  // every this many global steps; 0: none. The test set is evaluated once, at the end.
+  int64_t eval_every = 0;
+  std::optional<double> target_accuracy;  // of the validation set
+  // Stop after this many evaluations in a row without a lower validation loss, and evaluate the
+  // best weights on the test set (Keras's EarlyStopping(monitor="val_loss", patience=N,
+  // restore_best_weights=True)); 0: off. REQUIRES eval_every > 0.
+  int64_t early_stopping_patience = 0;
   bool progress_bar = false;  // the CLI sets it when stdout is a terminal
   // A deliberate straggler (--step_delay_ms): this process sleeps this long before each step.
   int step_delay_ms = 0;
@@ -85,6 +103,11 @@ struct TrainResult {
 // flag means nothing under it. Every strategy's entry calls it before loading anything, and the
 // local launcher before it starts a task, so a bad value is one error, not one per task.
 void validate_train_config(const TrainConfig& config);
+
+// The learning-rate schedule a run follows: its flags, with a decay_steps of 0 made one epoch of
+// global steps (exponential) or the run's total steps (cosine).
+LrSchedule lr_schedule_of(const TrainConfig& config, int64_t global_steps_per_epoch,
+                          int64_t total_steps);
 
 // The training settings a checkpoint's metadata records: `dtrain eval` rebuilds the model and
 // picks the weights to evaluate from them, whatever strategy wrote the checkpoint.

@@ -38,14 +38,13 @@ TrainingInput::TrainingInput(const TrainConfig& config)
   if (shuffle_buffer_ == 0) {
     TrainingData data = load_training_data(spec);
     train_ = std::move(data.train);
+    validation_ = std::move(data.validation);
     test_ = std::move(data.test);
     num_classes_ = std::max(train_.num_classes, test_.num_classes);
     description_ = config.train_data.empty()
                        ? fmt::format("MNIST in {}", config.data_dir.string())
                        : fmt::format("{} (train), {} (test)", config.train_data, config.test_data);
-    description_ +=
-        fmt::format(": {} training and {} test examples of {} features, in memory; {}", train_.size,
-                    test_.size, test_.example_size, describe_features(train_.notes, options_));
+    description_ += fmt::format(": {}; {}", in_memory(), describe_features(train_.notes, options_));
     warnings_ = train_.notes.warnings.empty() ? test_.notes.warnings : train_.notes.warnings;
     return;
   }
@@ -85,11 +84,20 @@ TrainingInput::TrainingInput(const TrainConfig& config)
 }
 
 TrainingInput::TrainingInput(Dataset train, Dataset test)
+    : TrainingInput(std::move(train), Dataset{}, std::move(test)) {}
+
+TrainingInput::TrainingInput(Dataset train, Dataset validation, Dataset test)
     : train_(std::move(train)),
+      validation_(std::move(validation)),
       test_(std::move(test)),
-      num_classes_(std::max(train_.num_classes, test_.num_classes)),
-      description_(fmt::format("{} training and {} test examples of {} features, in memory",
-                               train_.size, test_.size, test_.example_size)) {}
+      num_classes_(std::max({train_.num_classes, validation_.num_classes, test_.num_classes})),
+      description_(in_memory()) {}
+
+std::string TrainingInput::in_memory() const {
+  return fmt::format("{} training{} and {} test examples of {} features, in memory", train_.size,
+                     validation_.size > 0 ? fmt::format(", {} validation", validation_.size) : "",
+                     test_.size, test_.example_size);
+}
 
 std::unique_ptr<BatchSource> TrainingInput::batches(const WorkerPlace& place, int batch_size,
                                                     uint64_t seed) const {

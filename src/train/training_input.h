@@ -23,12 +23,15 @@ class TrainingInput {
   // and checked). Throws DataError naming the files for a missing, malformed or inconsistent file,
   // UsageError for data flags that do not fit together.
   explicit TrainingInput(const TrainConfig& config);
-  // Data already in memory (tests, benchmarks).
+  // Data already in memory (tests, benchmarks); without a validation set, none.
   TrainingInput(Dataset train, Dataset test);
+  TrainingInput(Dataset train, Dataset validation, Dataset test);
   TrainingInput(const TrainingInput&) = delete;
   TrainingInput& operator=(const TrainingInput&) = delete;
 
   const Dataset& test() const { return test_; }
+  // The training examples held out (--validation_size); empty when none are.
+  const Dataset& validation() const { return validation_; }
   int64_t feature_count() const { return test_.example_size; }
   // The largest label of the training and test data, plus one.
   int64_t num_classes() const { return num_classes_; }
@@ -54,11 +57,14 @@ class TrainingInput {
   void check_fits(const std::string& model_name, int64_t model_inputs, int64_t model_classes) const;
 
  private:
+  std::string in_memory() const;  // "N training, V validation and T test examples ..."
+
   Dataset train_;                                    // empty when streamed
   std::vector<std::filesystem::path> stream_files_;  // the training files, when streamed
   DataOptions options_;
   int64_t shuffle_buffer_ = 0;
   int64_t stream_examples_ = 0;
+  Dataset validation_;
   Dataset test_;
   int64_t num_classes_ = 0;
   std::string description_;

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/resident_memory.h"
 #include "ckpt/checkpoint_manager.h"
+#include "metrics/log_cadence.h"
 #include "metrics/progress_bar.h"
 #include "metrics/run_log.h"
 #include "metrics/tensorboard_sink.h"
@@ -39,6 +40,7 @@ class TrainingLoop {
                Strategy& strategy, std::ostream& out)
       : c_(config),
         input_(input),
+        validation_(input.validation()),
         test_(input.test()),
         state_(state),
         strategy_(strategy),
@@ -50,12 +52,18 @@ class TrainingLoop {
         steps_per_epoch_(strategy.global_steps_per_epoch(batches_->steps_per_epoch())),
         total_steps_(total_global_steps(config, steps_per_epoch_)),
         eval_every_(eval_interval(config, steps_per_epoch_)),
-        schedule_{config.learning_rate, config.lr_decay_rate,
-                  config.lr_decay_steps > 0 ? config.lr_decay_steps : steps_per_epoch_,
-                  config.lr_staircase} {
+        schedule_(lr_schedule_of(config, steps_per_epoch_, total_steps_)) {
     input.check_fits(state.model().name(), state.model().input_size(), state.model().num_classes());
+    if (eval_every_ > 0 && validation_.size == 0) {
+      throw UsageError(fmt::format(
+          "{}: periodic evaluation judges the validation examples held out of the training data, "
+          "and there are none ({}); hold some out with --validation_size N",
+          config.eval_every > 0 ? "--eval_every" : "--target_accuracy", input.describe()));
+    }
     if (place_.chief && !config.train_dir.empty()) {
       checkpoints_.emplace(config.train_dir, config.keep_checkpoints);
+      if (config.early_stopping_patience > 0)
+        best_checkpoints_.emplace(config.train_dir / "best", 1);
       run_log_.add_sink(std::make_unique<JsonLinesSink>(config.train_dir / "metrics.jsonl"));
     }
     open_event_files();
@@ -76,9 +84,10 @@ class TrainingLoop {
     if (histograms_) next_histograms_ = next_multiple(first_step, c_.summary_steps);
     last_save_ = Clock::now();
     step_at_last_log_ = first_step;
+    log_cadence_.emplace(log_every(), c_.log_secs, Clock::now());
     write_start_records(first_step);
 
-    ProgressBar bar(out_, total_steps_, c_.progress_bar);
+    ProgressBar bar(out_, total_steps_, c_.progress_bar && place_.chief);
     bar.update(first_step, 0);
     bool stopped_at_target = false;
     while (state_.step < total_steps_ && !strategy_.finished()) {
@@ -111,8 +120,8 @@ class TrainingLoop {
     fmt::print(out_, "  model        {} ({} parameters, L2 {})\n", model.name(),
                state_.params().num_values(), model.l2());
     for (const auto& layer : model.layers()) fmt::print(out_, "    {}\n", layer->describe());
-    fmt::print(out_, "  optimizer    {} lr {} decay {} per {} steps{}\n", state_.optimizer().name(),
-               c_.learning_rate, c_.lr_decay_rate, schedule_.decay_steps,
+    fmt::print(out_, "  optimizer    {}, learning rate {}{}\n", state_.optimizer().name(),
+               schedule_.describe(),
                c_.moving_average_decay > 0
                    ? fmt::format(", moving average {}", c_.moving_average_decay)
                    : "");
@@ -124,10 +133,23 @@ class TrainingLoop {
     fmt::print(out_, "  data         {}\n", input_.describe());
     for (const std::string& warning : input_.warnings()) fmt::print(out_, "  {}\n", warning);
     if (eval_every_ > 0) {
-      fmt::print(out_, "  evaluation   every {} steps{}\n", eval_every_,
-                 c_.target_accuracy ? fmt::format(", stop at {}", *c_.target_accuracy) : "");
+      fmt::print(
+          out_, "  evaluation   every {} steps on {} validation examples{}{}\n", eval_every_,
+          validation_.size,
+          c_.target_accuracy ? fmt::format(", stop at accuracy {}", *c_.target_accuracy) : "",
+          c_.early_stopping_patience > 0
+              ? fmt::format(", stop after {} without a lower loss (keeping the best)",
+                            c_.early_stopping_patience)
+              : "");
     }
-    if (!c_.train_dir.empty()) fmt::print(out_, "  train_dir    {}\n", c_.train_dir.string());
+    if (!c_.train_dir.empty()) {
+      fmt::print(out_, "  train_dir    {}\n", c_.train_dir.string());
+    } else {
+      fmt::print(
+          out_, "  train_dir    none: nothing will be saved (no checkpoints, no metrics.jsonl{})\n",
+          c_.logdir.empty() ? ", no TensorBoard events"
+                            : fmt::format("; TensorBoard events go to {}", c_.logdir.string()));
+    }
     out_ << std::flush;
   }
 
@@ -189,10 +211,17 @@ class TrainingLoop {
     }
   }
 
-  // A local run logs at global steps (a resumed run keeps its rhythm); a worker at its own steps.
-  bool log_due() const {
-    if (c_.log_every <= 0) return false;
-    return (place_.distributed ? local_steps_ : state_.step) % c_.log_every == 0;
+  // Step lines come every --log_every steps, at least once an epoch (a short run on a small data
+  // set says its loss too), or every --log_secs seconds, whichever is first. A local run counts
+  // global steps (a resumed run keeps its rhythm); a worker its own steps.
+  int64_t log_every() const {
+    if (c_.log_every <= 0) return 0;
+    const int64_t epoch = place_.distributed ? batches_->steps_per_epoch() : steps_per_epoch_;
+    return epoch > 0 ? std::min(c_.log_every, epoch) : c_.log_every;
+  }
+
+  bool log_due() {
+    return log_cadence_->due(place_.distributed ? local_steps_ : state_.step, Clock::now());
   }
 
   void log_step() {
@@ -306,44 +335,105 @@ class TrainingLoop {
     return due;
   }
 
+  // The test set, once, at the end.
   double evaluate() {
     return computer_.accuracy(state_.eval_params(), test_.images.data(), test_.labels.data(),
                               test_.size);
   }
 
-  // The chief evaluates (the others' turn comes at the end) and judges the target; the strategy
-  // makes its verdict everyone's, so that every worker leaves the loop at the same step where the
-  // strategy needs that. Not training time.
+  // The chief evaluates the validation set (the others' turn comes at the end, on the test set)
+  // and judges the target and the patience; the strategy makes its verdict everyone's, so that
+  // every worker leaves the loop at the same step where the strategy needs that. Not training
+  // time.
   bool evaluate_and_agree_to_stop() {
     StopVerdict verdict;
     if (place_.chief) {
-      const double accuracy = evaluate();
-      record_eval(accuracy);
-      verdict = {c_.target_accuracy && accuracy >= *c_.target_accuracy, accuracy};
+      const GradientComputer::Evaluation v =
+          computer_.evaluate(state_.eval_params(), validation_.images.data(),
+                             validation_.labels.data(), validation_.size);
+      record_eval(v);
+      verdict = judge(v);
     }
-    if (!c_.target_accuracy) return false;
+    if (!c_.target_accuracy && c_.early_stopping_patience == 0) return false;
     verdict = strategy_.agree_to_stop(verdict);
+    if (verdict.improved) keep_best(verdict.loss);
     if (!verdict.stop) return false;
-    result_.seconds_to_target = seconds(train_time_);
-    fmt::print(out_,
-               "{}target accuracy {} reached at step {}: test accuracy = {:.4f} after {:.3f} s of "
-               "training\n",
-               prefix(), *c_.target_accuracy, state_.step, verdict.accuracy, seconds(train_time_));
+    if (verdict.early) {
+      fmt::print(
+          out_, "{}early stopping at step {}: no lower validation loss in {} evaluations{}\n",
+          prefix(), state_.step, c_.early_stopping_patience,
+          best_ ? fmt::format(" (the lowest, {:.4f}, at step {})", best_->loss, best_->step) : "");
+    } else {
+      result_.seconds_to_target = seconds(train_time_);
+      fmt::print(out_,
+                 "{}target accuracy {} reached at step {}: validation accuracy = {:.4f} after "
+                 "{:.3f} s of training\n",
+                 prefix(), *c_.target_accuracy, state_.step, verdict.accuracy,
+                 seconds(train_time_));
+    }
     out_ << std::flush;
     return true;
   }
 
-  void record_eval(double accuracy) {
+  // The chief's verdict on an evaluation; the target comes first.
+  StopVerdict judge(const GradientComputer::Evaluation& v) {
+    StopVerdict verdict{.accuracy = v.accuracy, .loss = v.loss};
+    if (c_.target_accuracy && v.accuracy >= *c_.target_accuracy) verdict.stop = true;
+    if (c_.early_stopping_patience == 0) return verdict;
+    if (!best_ || v.loss < best_->loss) {
+      verdict.improved = true;
+      evaluations_since_best_ = 0;
+    } else if (++evaluations_since_best_ >= c_.early_stopping_patience && !verdict.stop) {
+      verdict.stop = verdict.early = true;
+    }
+    return verdict;
+  }
+
+  void record_eval(const GradientComputer::Evaluation& v) {
     const double epoch = static_cast<double>(state_.step) / steps_per_epoch_;
-    fmt::print(out_, "{}step {}, epoch {:.2f}, test accuracy = {:.4f} ({:.3f} s of training)\n",
-               prefix(), state_.step, epoch, accuracy, seconds(train_time_));
+    fmt::print(out_,
+               "{}step {}, epoch {:.2f}, validation accuracy = {:.4f}, validation loss = {:.4f} "
+               "({:.3f} s of training)\n",
+               prefix(), state_.step, epoch, v.accuracy, v.loss, seconds(train_time_));
     out_ << std::flush;
     run_log_.write({state_.step,
                     {{"epoch", epoch},
                      {"train_seconds", seconds(train_time_)},
                      {"loss", loss_},
-                     {"test_accuracy", accuracy},
+                     {"validation/accuracy", v.accuracy},
+                     {"validation/loss", v.loss},
                      {"learning_rate", schedule_.at(state_.step)}}});
+  }
+
+  // These weights have the lowest validation loss so far: kept in memory for the closing test
+  // evaluation and, by the chief with a --train_dir, in train_dir/best/ (the checkpoint code's
+  // atomic write, the one file replacing the last).
+  void keep_best(double loss) {
+    if (best_checkpoints_) strategy_.before_checkpoint(state_);
+    Checkpoint copy{.global_step = state_.step,
+                    .model = state_.model().name(),
+                    .optimizer = state_.optimizer().name(),
+                    .config = train_config_json(c_),
+                    .tensors = {}};
+    for (const TensorRef& t : state_.view().tensors())
+      copy.tensors.push_back({t.name, t.shape, {t.values.begin(), t.values.end()}});
+    if (best_checkpoints_) {
+      best_checkpoints_->save({copy.global_step, copy.model, copy.optimizer, copy.config},
+                              state_.view().tensors());
+    }
+    best_.emplace(Best{state_.step, loss, std::move(copy)});
+  }
+
+  // Keras's restore_best_weights: the test set judges the weights the validation set chose.
+  void restore_best() {
+    state_.view().restore(best_->state);
+    fmt::print(
+        out_,
+        "{}restored the weights of step {}, the lowest validation loss ({:.4f}), for the "
+        "test evaluation{}\n",
+        prefix(), best_->step, best_->loss,
+        best_checkpoints_ ? fmt::format("; saved in {}", best_checkpoints_->dir().string()) : "");
+    out_ << std::flush;
   }
 
   void save() {
@@ -372,6 +462,7 @@ class TrainingLoop {
     result_.examples_per_second =
         result_.train_seconds > 0 ? local_steps_ * c_.batch_size / result_.train_seconds : 0;
     result_.final_loss = loss_;
+    if (best_) restore_best();
     result_.test_accuracy = evaluate();
     if (place_.chief) {
       run_log_.write(
@@ -439,6 +530,7 @@ class TrainingLoop {
 
   const TrainConfig& c_;
   const TrainingInput& input_;
+  const Dataset& validation_;
   const Dataset& test_;
   TrainingState& state_;
   Strategy& strategy_;
@@ -451,19 +543,31 @@ class TrainingLoop {
   const int64_t eval_every_;
   const LrSchedule schedule_;
   std::optional<CheckpointManager> checkpoints_;  // the chief's, with --train_dir
-  RunLog run_log_;                                // likewise, with --train_dir or --logdir
+  // The chief's, with --train_dir and --early_stopping_patience: train_dir/best/.
+  std::optional<CheckpointManager> best_checkpoints_;
+  RunLog run_log_;           // likewise, with --train_dir or --logdir
   RunLog worker_log_;        // a distributed worker's own event file, with --train_dir or --logdir
   bool histograms_ = false;  // the chief's, with --summary_steps
 
   int64_t next_histograms_ = 0;
   std::shared_ptr<std::vector<NamedValues>> histogram_buffers_;
   int64_t step_at_last_log_ = 0;
+  std::optional<LogCadence> log_cadence_;  // from the first step
 
   TrainResult result_;
   int64_t local_steps_ = 0;
   int64_t epoch_ = 0;  // of the last batch
   float loss_ = 0;
   int64_t next_eval_ = 0;
+  // Early stopping: the weights of the lowest validation loss so far, on every worker that hears
+  // of it (the chief; under all-reduce, every replica).
+  struct Best {
+    int64_t step = 0;
+    double loss = 0;
+    Checkpoint state;
+  };
+  std::optional<Best> best_;
+  int64_t evaluations_since_best_ = 0;  // the chief's count
   int64_t next_save_ = 0;
   Clock::time_point last_save_;
   Clock::duration train_time_{};

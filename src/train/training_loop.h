@@ -1,7 +1,7 @@
 // The one training loop (DESIGN.md §2) that every strategy runs: batches of this worker's share of
-// the data → Strategy::step → step lines, the run log, evaluation, the target accuracy and
-// checkpoints at their cadence, then the closing lines. What differs between local, towers, async
-// ps, sync ps and all-reduce is behind the Strategy (train/strategy.h).
+// the data → Strategy::step → step lines, the run log, evaluation, the target accuracy, early
+// stopping and checkpoints at their cadence, then the closing lines. What differs between local,
+// towers, async ps, sync ps and all-reduce is behind the Strategy (train/strategy.h).
 #pragma once
 
 #include <cstdint>
@@ -22,9 +22,11 @@ int64_t total_global_steps(const TrainConfig& config, int64_t global_steps_per_e
 int64_t eval_interval(const TrainConfig& config, int64_t global_steps_per_epoch);
 
 // Trains state on this worker's share of the input's training data (the strategy's place says
-// which) and evaluates on its test set. Periodic evaluation, the run log and checkpoints are the
-// chief's; every worker evaluates at the end. Throws DataError when the data does not fit the
-// model (naming both), Error when the loss diverges, and whatever the strategy throws.
+// which). Periodic evaluation of the validation set (with the target accuracy and early stopping
+// it judges), the run log and checkpoints are the chief's; every worker evaluates the test set
+// once, at the end (with early stopping, on the best weights it heard of). Throws UsageError when
+// evaluation is due and the input holds no validation set. Throws DataError when the data does not
+// fit the model (naming both), Error when the loss diverges, and whatever the strategy throws.
 // REQUIRES: validate_train_config(config) passed.
 TrainResult run_training_loop(const TrainConfig& config, const TrainingInput& input,
                               TrainingState& state, Strategy& strategy, std::ostream& out);

@@ -53,12 +53,14 @@ TEST(TrainCliTest, TargetAccuracyStopsEarlyAndMetricsRecordTrainingSeconds) {
     EXPECT_GE(records[i]["train_seconds"].get<double>(), previous);
     previous = records[i]["train_seconds"].get<double>();
   }
-  // It stopped at the first evaluation that reached the target, long before 3 epochs (1650 steps).
+  // It stopped at the first evaluation of the validation set that reached the target, long
+  // before 3 epochs (1650 steps).
   const auto& stop = records[records.size() - 2];
-  EXPECT_GE(stop["test_accuracy"].get<double>(), 0.88);
+  EXPECT_GE(stop["validation/accuracy"].get<double>(), 0.88);
   EXPECT_LT(stop["step"].get<int64_t>(), 1650);
   for (size_t i = 0; i + 2 < records.size(); ++i)
-    EXPECT_LT(records[i]["test_accuracy"].get<double>(), 0.88);
+    EXPECT_LT(records[i]["validation/accuracy"].get<double>(), 0.88);
+  EXPECT_TRUE(records.back().contains("test_accuracy"));
 }
 
 TEST(TrainCliTest, TowersStrategyTrainsAndSaysSo) {
@@ -143,19 +145,25 @@ TEST_P(BadFlagTest, GivesOneClearLineAndExitCode2) {
 
 INSTANTIATE_TEST_SUITE_P(
     Flags, BadFlagTest,
-    ::testing::Values(BadFlag{{"--batch_size", "0"}, "--batch_size 0"},
-                      BadFlag{{"--batch_size", "-5"}, "--batch_size -5"},
-                      BadFlag{{"--batch_size", "abc"}, "--batch_size"},
-                      BadFlag{{"--model", "nope"}, "--model nope"},
-                      BadFlag{{"--optimizer", "nope"}, "--optimizer nope"},
-                      BadFlag{{"--learning_rate", "-1"}, "--learning_rate"},
-                      BadFlag{{"--threads", "0"}, "--threads 0"},
-                      BadFlag{{"--towers", "2"}, "--strategy towers"},
-                      BadFlag{{"--epochs", "0"}, "--epochs"},
-                      BadFlag{{"--hidden_units", "0", "--model", "mlp"}, "--hidden_units 0"},
-                      BadFlag{{"--target_accuracy", "1.5"}, "--target_accuracy"},
-                      BadFlag{{"--strategy", "magic"}, "--strategy"},
-                      BadFlag{{"--no_such_flag"}, "--no_such_flag"}),
+    ::testing::Values(
+        BadFlag{{"--batch_size", "0"}, "--batch_size 0"},
+        BadFlag{{"--batch_size", "-5"}, "--batch_size -5"},
+        BadFlag{{"--batch_size", "abc"}, "--batch_size"},
+        BadFlag{{"--model", "nope"}, "--model nope"},
+        BadFlag{{"--optimizer", "nope"}, "--optimizer nope"},
+        BadFlag{{"--learning_rate", "-1"}, "--learning_rate"},
+        BadFlag{{"--threads", "0"}, "--threads 0"}, BadFlag{{"--towers", "2"}, "--strategy towers"},
+        BadFlag{{"--epochs", "0"}, "--epochs"},
+        BadFlag{{"--hidden_units", "0", "--model", "mlp"}, "--hidden_units 0"},
+        BadFlag{{"--target_accuracy", "1.5"}, "--target_accuracy"},
+        BadFlag{{"--strategy", "magic"}, "--strategy"},
+        BadFlag{{"--lr_schedule", "cosine", "--lr_decay_rate", "0.9"},
+                "--lr_decay_rate 0.9: only the exponential schedule"},
+        BadFlag{{"--lr_schedule", "piecewise", "--lr_boundaries", "10", "--lr_values", "0.1"},
+                "--lr_values 0.1: needs 2 rates, one more than the 1 of --lr_boundaries 10"},
+        BadFlag{{"--eval_every", "10", "--validation_size", "0"},
+                "--eval_every 10: judges the validation examples"},
+        BadFlag{{"--no_such_flag"}, "--no_such_flag"}),
     flag_case_name);
 
 }  // namespace

@@ -62,8 +62,8 @@ TEST(TensorBoardEvents, LocalRunWritesScalarsHistogramsAndConfigThatAnIndependen
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
 
   std::vector<std::string> check = {"check", dir.path().string()};
-  for (const char* tag :
-       {"loss", "test_accuracy", "learning_rate", "examples_per_sec", "steps_per_sec"}) {
+  for (const char* tag : {"loss", "validation/accuracy", "validation/loss", "test_accuracy",
+                          "learning_rate", "examples_per_sec", "steps_per_sec"}) {
     check.insert(check.end(), {"--expect-scalar", tag});
   }
   for (const std::string& v : kVariables)
@@ -92,9 +92,12 @@ TEST(TensorBoardEvents, LocalRunWritesScalarsHistogramsAndConfigThatAnIndependen
     EXPECT_NEAR(at->second, loss, 5e-5) << "step " << step;
   }
 
-  // Test accuracy at every evaluation and at the end, as printed.
+  // Validation accuracy at every evaluation and test accuracy once, at the end, as printed.
+  const auto validation = scalars_of(file, "validation/accuracy");
+  ASSERT_EQ(validation.size(), 3u);
+  EXPECT_EQ(validation.front().first, 100);
   const auto accuracies = scalars_of(file, "test_accuracy");
-  ASSERT_GE(accuracies.size(), 3u);
+  ASSERT_EQ(accuracies.size(), 1u);
   const auto final_line = first_match(r.out, R"(^test accuracy = ([0-9.]+))");
   ASSERT_TRUE(final_line.has_value()) << r.out;
   EXPECT_EQ(accuracies.back().first, 300);

@@ -260,6 +260,36 @@ TEST(AllreduceCluster, TargetAccuracyStopsEveryWorkerAtTheSameStep) {
   identical_parameters(r, 2);
 }
 
+TEST(AllreduceCluster, EarlyStoppingStopsEveryWorkerAtTheSameStepAndEachTestsTheBestWeights) {
+  // The rate jumps to 20 after step 40 (a piecewise schedule): the validation loss soars, and a
+  // patience of 2 runs out two evaluations after the best.
+  const ProcessResult r = run_dtrain(
+      launch(2, concat(softmax_flags(),
+                       {"--train_steps", "400", "--eval_every", "20", "--early_stopping_patience",
+                        "2", "--moving_average_decay", "0", "--lr_schedule", "piecewise",
+                        "--lr_boundaries", "40", "--lr_values", "0.5,20"})));
+  ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  std::map<int, int> stopped, best;
+  std::map<int, std::string> tested;
+  for (const Match& line : all_matches(r.out, R"(worker=([0-9]): early stopping at step ([0-9]+))"))
+    stopped[std::stoi(line[1])] = std::stoi(line[2]);
+  for (const Match& line :
+       all_matches(r.out, R"(worker=([0-9]): restored the weights of step ([0-9]+))"))
+    best[std::stoi(line[1])] = std::stoi(line[2]);
+  for (const Match& line : all_matches(r.out, R"(worker=([0-9]): test accuracy = ([0-9.]+))"))
+    tested[std::stoi(line[1])] = line[2];
+  ASSERT_EQ(stopped.size(), 2u) << r.out;
+  EXPECT_EQ(stopped[0], stopped[1]);
+  EXPECT_LE(stopped[0], 80) << r.out;
+  ASSERT_EQ(best.size(), 2u) << r.out;
+  EXPECT_EQ(best[0], best[1]);
+  EXPECT_EQ(best[0] + 40, stopped[0]) << r.out;
+  ASSERT_EQ(tested.size(), 2u) << r.out;
+  EXPECT_EQ(tested[0], tested[1]) << "both tested the same, best, weights";
+  EXPECT_GT(std::stod(tested[0]), 0.8) << r.out;
+  identical_parameters(r, 2);
+}
+
 // Worker tasks started by hand with `dtrain task`, on free loopback ports, so that the test can
 // give one of them other flags or kill it.
 // The line of text that says "dtrain: error:", or "".

@@ -77,15 +77,17 @@ TEST_P(SharedFlags, CadencesRunLogAndCheckpointsAreTheSameAndTheCheckpointEvalua
                         "--moving_average_decay", "0.99", "--train_dir", dir.path().string()}));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
 
-  // Evaluations when the global step reaches each multiple of 80 (async: passes it), then the
-  // closing record.
+  // Evaluations of the validation set when the global step reaches each multiple of 80 (async:
+  // passes it), then the closing record with the test accuracy.
   std::vector<int64_t> evaluated;
   int64_t step_records = 0;
   std::optional<nlohmann::json> closing;
   for (const auto& record : records_in(dir.path() / "metrics.jsonl")) {
     if (record.value("final", false)) {
       closing = record;
-    } else if (record.contains("test_accuracy")) {
+    } else if (record.contains("validation/accuracy")) {
+      EXPECT_FALSE(record.contains("test_accuracy")) << "the test set is judged once, at the end";
+      EXPECT_GT(record["validation/loss"].get<double>(), 0);
       evaluated.push_back(record["step"].get<int64_t>());
     } else if (record.contains("loss")) {
       ++step_records;
@@ -124,13 +126,14 @@ TEST_P(SharedFlags, CadencesRunLogAndCheckpointsAreTheSameAndTheCheckpointEvalua
   EXPECT_TRUE(newest.config["eval_moving_average"].get<bool>());
 
   // The same run log as TensorBoard events (read by the independent reader): the loss at every
-  // step line, the test accuracy, histograms of softmax's variables and gradients every 100
-  // global steps (the default --summary_steps), and a run per worker of a distributed strategy.
+  // step line, the validation and test accuracies, histograms of softmax's variables and gradients
+  // every 100 global steps (the default --summary_steps), and a run per worker of a distributed
+  // strategy.
   const std::vector<std::filesystem::path> event_files_here = event_files(dir.path());
   ASSERT_EQ(event_files_here.size(), 1u);
   const nlohmann::json events = dump_events(event_files_here[0])["files"][0];
   expect_clean_events(events);
-  for (const char* tag : {"loss", "test_accuracy"}) {
+  for (const char* tag : {"loss", "validation/accuracy", "validation/loss", "test_accuracy"}) {
     // One point per step, the first record's value at that step.
     std::map<int64_t, double> logged;
     for (const auto& record : records_in(dir.path() / "metrics.jsonl")) {

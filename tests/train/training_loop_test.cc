@@ -1,6 +1,7 @@
 // The one training loop driven through a fake strategy, without a network: the order of the
 // strategy's calls, the cadences of evaluation, the run log and checkpoints (also when the global
-// step jumps, as an async ps worker sees it), the target accuracy, and divergence.
+// step jumps, as an async ps worker sees it), the validation set that evaluations, the target and
+// early stopping judge, and divergence.
 #include "train/training_loop.h"
 
 #include <gmock/gmock.h>
@@ -14,6 +15,8 @@
 
 #include "base/error.h"
 #include "ckpt/checkpoint_manager.h"
+#include "ckpt/param_set_checkpoint.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 #include "train/recipes.h"
 
@@ -47,7 +50,7 @@ class FakeStrategy final : public Strategy {
   explicit FakeStrategy(int step_stride = 1, int64_t finish_at = -1)
       : stride_(step_stride), finish_at_(finish_at) {}
 
-  WorkerPlace place() const override { return {}; }
+  WorkerPlace place() const override { return place_; }
   std::string describe() const override { return "fake"; }
   int64_t start(TrainingState& state, const Restore& restore) override {
     calls.push_back("start");
@@ -84,6 +87,7 @@ class FakeStrategy final : public Strategy {
   std::vector<int64_t> local_steps;
   std::vector<bool> verdicts;
   std::optional<float> next_loss;
+  WorkerPlace place_;
 
  private:
   int stride_;
@@ -92,7 +96,10 @@ class FakeStrategy final : public Strategy {
 
 class TrainingLoopTest : public ::testing::Test {
  protected:
-  TrainingLoopTest() : train_(separable_dataset(1000, 1)), test_(separable_dataset(200, 2)) {
+  TrainingLoopTest()
+      : train_(separable_dataset(1000, 1)),
+        validation_(separable_dataset(100, 3)),
+        test_(separable_dataset(200, 2)) {
     config_ = recipe_for("softmax");
     config_.moving_average_decay = 0;
     config_.eval_moving_average = false;
@@ -102,15 +109,22 @@ class TrainingLoopTest : public ::testing::Test {
     config_.train_dir = dir_.path();
   }
 
-  // The metrics.jsonl records that hold a test accuracy, as (step, final).
+  // The metrics.jsonl records of evaluations, as (step, final): a validation accuracy during the
+  // run, the test accuracy in the final one.
   std::vector<std::pair<int64_t, bool>> evaluations() const {
     std::vector<std::pair<int64_t, bool>> out;
-    std::ifstream in(dir_.path() / "metrics.jsonl");
-    for (std::string line; std::getline(in, line);) {
-      const auto record = nlohmann::json::parse(line);
-      if (record.contains("test_accuracy"))
-        out.emplace_back(record["step"].get<int64_t>(), record.value("final", false));
+    for (const auto& record : records()) {
+      const bool final = record.value("final", false);
+      if (record.contains(final ? "test_accuracy" : "validation/accuracy"))
+        out.emplace_back(record["step"].get<int64_t>(), final);
     }
+    return out;
+  }
+
+  std::vector<nlohmann::json> records() const {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(dir_.path() / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
     return out;
   }
 
@@ -123,12 +137,15 @@ class TrainingLoopTest : public ::testing::Test {
 
   TrainResult run(FakeStrategy& strategy) {
     TrainingState state(config_);
-    const TrainingInput input(train_, test_);
+    return run(strategy, state);
+  }
+  TrainResult run(FakeStrategy& strategy, TrainingState& state) {
+    const TrainingInput input(train_, validation_, test_);
     return run_training_loop(config_, input, state, strategy, log_);
   }
 
   testing::TempDir dir_;
-  Dataset train_, test_;
+  Dataset train_, validation_, test_;
   TrainConfig config_;
   std::ostringstream log_;
 };
@@ -192,12 +209,125 @@ TEST_F(TrainingLoopTest, StopsAtTheFirstEvaluationThatReachesTheTarget) {
 
 TEST_F(TrainingLoopTest, ATargetWithoutEvalEveryIsCheckedFourTimesAnEpoch) {
   config_.target_accuracy = 0.5;
-  for (int32_t& label : test_.labels) label = (label + 1) % 10;  // never right: never reached
+  // Never right on the validation set, which judges the target: never reached.
+  for (int32_t& label : validation_.labels) label = (label + 1) % 10;
   FakeStrategy strategy;
   run(strategy);
   // 20 global steps an epoch: every 5.
   EXPECT_EQ(strategy.verdicts.size(), 12u);
   EXPECT_THAT(log_.str(), HasSubstr("target accuracy 0.5 not reached"));
+}
+
+TEST_F(TrainingLoopTest, EvaluationsJudgeTheValidationSetAndTheTestSetOnlyAtTheEnd) {
+  config_.eval_every = 20;
+  for (int32_t& label : validation_.labels) label = (label + 1) % 10;  // never right
+  FakeStrategy strategy;
+  const TrainResult result = run(strategy);
+  std::vector<double> validation;
+  for (const auto& record : records()) {
+    if (record.value("final", false)) {
+      EXPECT_FALSE(record.contains("validation/accuracy"));
+      EXPECT_NEAR(record["test_accuracy"].get<double>(), result.test_accuracy, 1e-12);
+    } else if (record.contains("validation/accuracy")) {
+      EXPECT_FALSE(record.contains("test_accuracy"));
+      EXPECT_GT(record["validation/loss"].get<double>(), 2.0) << "wrong labels: a high loss";
+      validation.push_back(record["validation/accuracy"].get<double>());
+    }
+  }
+  EXPECT_THAT(validation, ElementsAre(0.0, 0.0, 0.0));
+  EXPECT_GT(result.test_accuracy, 0.5) << log_.str();
+  EXPECT_THAT(log_.str(), HasSubstr("step 20, epoch 1.00, validation accuracy = 0.0000"));
+}
+
+TEST_F(TrainingLoopTest, EarlyStoppingStopsAfterPatienceEvaluationsAndTestsTheBestWeights) {
+  config_.eval_every = 5;
+  config_.early_stopping_patience = 2;
+  config_.train_steps = 1000;
+  // Labels the training pushes away from: the validation loss rises from the first evaluation on.
+  for (int32_t& label : validation_.labels) label = (label + 1) % 10;
+  FakeStrategy strategy;
+  TrainingState state(config_);
+  const TrainResult result = run(strategy, state);
+  EXPECT_EQ(result.global_step, 15) << log_.str();
+  EXPECT_THAT(strategy.verdicts, ElementsAre(false, false, true));
+  EXPECT_FALSE(result.seconds_to_target.has_value()) << "stopped early, not at a target";
+  EXPECT_EQ(strategy.calls.back(), "finish@15 reached");
+  EXPECT_THAT(log_.str(), HasSubstr("early stopping at step 15: no lower validation loss in 2 "
+                                    "evaluations"));
+  EXPECT_THAT(log_.str(), HasSubstr("restored the weights of step 5"));
+
+  // The best weights are in best/, the last in train_dir (to resume from), and the test set
+  // judged the best.
+  const auto best = CheckpointManager(dir_.path() / "best").restore_latest();
+  ASSERT_TRUE(best.checkpoint.has_value());
+  EXPECT_EQ(best.checkpoint->global_step, 5);
+  EXPECT_THAT(checkpoint_steps(), ElementsAre(15));
+  ParamSet best_params(state.params().specs());
+  load_tensors(*best.checkpoint, best_params);
+  EXPECT_TRUE(std::ranges::equal(state.params().flat(), best_params.flat()))
+      << "the closing evaluation read the weights of step 5";
+}
+
+TEST_F(TrainingLoopTest, EvaluationWithoutAValidationSetIsRefusedNamingTheFlag) {
+  config_.eval_every = 10;
+  validation_ = Dataset{};
+  FakeStrategy strategy;
+  try {
+    run(strategy);
+    FAIL() << "the test set must not stand in for the validation set";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--eval_every"));
+    EXPECT_THAT(e.what(), HasSubstr("--validation_size"));
+  }
+  EXPECT_TRUE(strategy.calls.empty());
+
+  // The same, from the flags alone, before any data is read.
+  TrainConfig c = recipe_for("softmax");
+  c.validation_size = 0;
+  c.target_accuracy = 0.9;
+  EXPECT_THROW(
+      {
+        try {
+          validate_train_config(c);
+        } catch (const UsageError& e) {
+          EXPECT_THAT(e.what(), HasSubstr("--target_accuracy 0.9"));
+          EXPECT_THAT(e.what(), HasSubstr("--validation_size is 0"));
+          throw;
+        }
+      },
+      UsageError);
+  c = recipe_for("softmax");
+  c.early_stopping_patience = 3;
+  EXPECT_THROW(validate_train_config(c), UsageError)
+      << "patience counts --eval_every's evaluations";
+}
+
+TEST_F(TrainingLoopTest, StepLinesComeAtLeastOnceAnEpoch) {
+  config_.log_every = 1000;  // beyond the run: an epoch is 20 steps
+  config_.log_secs = 0;
+  FakeStrategy strategy;
+  run(strategy);
+  EXPECT_EQ(testing::count_lines_containing(log_.str(), "examples/sec;"), 3) << log_.str();
+  for (const char* step : {"step 20, loss = ", "step 40, loss = ", "step 60, loss = "})
+    EXPECT_THAT(log_.str(), HasSubstr(step));
+}
+
+TEST_F(TrainingLoopTest, OnlyTheChiefDrawsTheProgressBarUnderEveryStrategy) {
+  config_.progress_bar = true;
+  for (const bool chief : {true, false}) {
+    log_.str("");
+    FakeStrategy strategy;
+    strategy.place_ = {.rank = chief ? 0 : 1, .workers = 2, .chief = chief, .distributed = true};
+    run(strategy);
+    EXPECT_EQ(log_.str().find("ETA") != std::string::npos, chief) << log_.str();
+  }
+}
+
+TEST_F(TrainingLoopTest, ARunWithoutTrainDirSaysOnceThatItSavesNothing) {
+  config_.train_dir.clear();
+  FakeStrategy strategy;
+  run(strategy);
+  EXPECT_EQ(testing::count_lines_containing(log_.str(), "nothing will be saved"), 1) << log_.str();
 }
 
 TEST_F(TrainingLoopTest, EndsWhenTheStrategySaysTheRunIsOver) {
