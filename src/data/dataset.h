@@ -28,6 +28,9 @@ struct Dataset {
   int64_t num_classes = kMnistClasses;
 };
 
+// The first row of data whose label is outside 0..classes-1, or -1 when there is none.
+int64_t first_label_outside(const Dataset& data, int64_t classes);
+
 struct MnistData {
   Dataset train, validation, test;
 };

@@ -53,7 +53,7 @@ class TrainingLoop {
         schedule_{config.learning_rate, config.lr_decay_rate,
                   config.lr_decay_steps > 0 ? config.lr_decay_steps : steps_per_epoch_,
                   config.lr_staircase} {
-    input.check_fits(state.model().name(), state.model().input_size(), state.model().num_classes());
+    input.check_fits(state.model());
     if (place_.chief && !config.train_dir.empty()) {
       checkpoints_.emplace(config.train_dir, config.keep_checkpoints);
       run_log_.add_sink(std::make_unique<JsonLinesSink>(config.train_dir / "metrics.jsonl"));
@@ -174,10 +174,9 @@ class TrainingLoop {
     const int32_t classes = state_.model().num_classes();
     for (int i = 0; i < batch.size; ++i) {
       if (batch.labels[i] < 0 || batch.labels[i] >= classes) {
-        throw DataError(fmt::format(
-            "a training example has label {} ({}), but model {} has {} "
-            "outputs (labels 0..{})",
-            batch.labels[i], input_.describe(), state_.model().name(), classes, classes - 1));
+        throw DataError(fmt::format("a training example has label {} ({}), but model {} takes {}",
+                                    batch.labels[i], input_.describe(), state_.model().name(),
+                                    state_.model().label_rule()));
       }
     }
   }
