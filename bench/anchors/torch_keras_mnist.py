@@ -32,6 +32,8 @@ Semantics (Keras' and TensorFlow's, not PyTorch's defaults):
   * An L2 kernel_regularizer l2 adds l2 * sum(W^2) to the loss (Keras' definition, no 1/2): done as
     weight_decay = 2*l2 on that kernel only, which is the same gradient for SGD and Adam.
   * Dropout is inverted dropout (kept units scaled by 1/(1-rate)), off at evaluation.
+  * BatchNormalization (last axis, both gamma and beta) is torch's BatchNorm1d/2d with Keras'
+    epsilon and torch momentum = 1 - Keras momentum; evaluation uses the running statistics.
 
 Recipe: --optimizer sgd|adam, --lr, --batch (global batch: dtrain's --batch_size B with --workers 2
 is --batch 2B here), --epochs, --seed, --threads (default 1). Each epoch reshuffles the training set
@@ -209,6 +211,22 @@ def load_keras_json(path):
             if c.get("noise_shape") is not None:
                 raise ModelFileError(f"{where}: noise_shape is not supported")
             spec["rate"] = float(c["rate"])
+        elif cls == "BatchNormalization":
+            axis = c.get("axis", -1)
+            axis = axis[0] if isinstance(axis, list) and len(axis) == 1 else axis
+            if not isinstance(axis, int) or (axis != -1 and axis < 1):
+                raise ModelFileError(f"{where}: axis {c.get('axis')!r} is not supported (only the last)")
+            if not c.get("center", True) or not c.get("scale", True):
+                raise ModelFileError(f"{where}: center/scale false is not supported")
+            for k in ("renorm", "synchronized"):
+                if c.get(k):
+                    raise ModelFileError(f"{where}: {k} is not supported")
+            for k in ("beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint",
+                      "virtual_batch_size", "adjustment"):
+                if c.get(k) is not None:
+                    raise ModelFileError(f"{where}: {k} is not supported")
+            spec.update(axis=axis, momentum=float(c.get("momentum", 0.99)),
+                        epsilon=float(c.get("epsilon", 1e-3)))
         elif cls == "Activation":
             if c.get("activation") not in ACTIVATIONS:
                 raise ModelFileError(f"{where}: activation {c.get('activation')!r} is not supported")
@@ -389,6 +407,17 @@ def build_network(input_shape, specs, gen):
             shape = tuple(target)
         elif t == "Dropout":
             mods.append(nn.Dropout(sp["rate"]))
+        elif t == "BatchNormalization":
+            if sp["axis"] not in (-1, len(shape)):
+                raise ModelFileError(f"BatchNormalization '{sp['name']}': axis {sp['axis']} is not the last")
+            # Keras' momentum m keeps m of the old statistic; torch's momentum is the new one's share.
+            # torch's running variance is unbiased (n/(n-1)), Keras 3's biased: a difference of
+            # 1/(batch·positions), far below what the accuracy can show.
+            bn = nn.BatchNorm2d if len(shape) == 3 else nn.BatchNorm1d
+            if len(shape) not in (1, 3):
+                raise ModelFileError(f"BatchNormalization '{sp['name']}' on shape {shape} is not supported")
+            mods.append(bn(shape[-1], eps=sp["epsilon"], momentum=1.0 - sp["momentum"]))
+            params = 4 * shape[-1]
         elif t == "Activation":
             pass
         rank4 = len(shape) == 3

@@ -174,4 +174,11 @@ MnistData load_mnist(const std::filesystem::path& dir, int64_t validation_size) 
   return mnist;
 }
 
+int64_t first_label_outside(const Dataset& data, int64_t classes) {
+  for (size_t r = 0; r < data.labels.size(); ++r) {
+    if (data.labels[r] < 0 || data.labels[r] >= classes) return static_cast<int64_t>(r);
+  }
+  return -1;
+}
+
 }  // namespace dtrain

@@ -30,6 +30,9 @@ struct Dataset {
   DataNotes notes;  // how the files' values became these: pixels or numeric, the labels' source
 };
 
+// The first row of data whose label is outside 0..classes-1, or -1 when there is none.
+int64_t first_label_outside(const Dataset& data, int64_t classes);
+
 struct MnistData {
   Dataset train, validation, test;
 };

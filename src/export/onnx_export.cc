@@ -57,7 +57,10 @@ void set_node(const OnnxNode& node, proto::NodeProto* out) {
   for (const OnnxAttribute& attribute : node.attributes) {
     proto::AttributeProto* a = out->add_attribute();
     a->set_name(attribute.name);
-    if (attribute.is_list) {
+    if (attribute.real) {
+      a->set_type(proto::AttributeProto::FLOAT);
+      a->set_f(*attribute.real);
+    } else if (attribute.is_list) {
       a->set_type(proto::AttributeProto::INTS);
       for (const int64_t v : attribute.ints) a->add_ints(v);
     } else {

@@ -17,6 +17,9 @@ OnnxAttribute ints(std::string name, std::vector<int64_t> values) {
   return {std::move(name), std::move(values), true};
 }
 OnnxAttribute one_int(std::string name, int64_t value) { return {std::move(name), {value}, false}; }
+OnnxAttribute one_float(std::string name, float value) {
+  return {std::move(name), {}, false, value};
+}
 
 class GraphBuilder {
  public:
@@ -35,9 +38,10 @@ class GraphBuilder {
     if (shape_.size() != 1) flatten();
     if (graph_.nodes.empty()) append("Identity", "identity", {current_}, {}, shape_);
     // The last node's output becomes the graph's output.
-    graph_.nodes.back().outputs[0] = "logits";
+    const char* output = binary_head_ ? "probability" : "logits";
+    graph_.nodes.back().outputs[0] = output;
     graph_.intermediates.pop_back();
-    graph_.output = {"logits", with_batch(shape_)};
+    graph_.output = {output, with_batch(shape_)};
     return std::move(graph_);
   }
 
@@ -127,6 +131,8 @@ class GraphBuilder {
         return;  // the identity at inference
       case LayerKind::kActivation:
         return add_activation(spec.activation);
+      case LayerKind::kBatchNormalization:
+        return add_batch_norm(spec);
     }
     fail("this layer kind has no ONNX form");
   }
@@ -237,6 +243,37 @@ class GraphBuilder {
            std::move(attributes), {rows.out, cols.out, shape_[2]});
   }
 
+  // ONNX's BatchNormalization in inference mode, with the moving statistics: its channels are
+  // axis 1, which is where a flat value and an NCHW image have them.
+  void add_batch_norm(const LayerSpec& spec) {
+    if (shape_.size() == 3) {
+      to_nchw();
+    } else if (shape_.size() != 1) {
+      fail(fmt::format("input shape {} is neither flat nor (h, w, c)", shape_string(shape_)));
+    }
+    const int64_t channels = shape_.back();
+    auto vector = [&](bool present, const char* suffix, float absent) {
+      if (present) {
+        const size_t p = param("", suffix);
+        return add_initializer(p, {channels}, values_of(p));
+      }
+      // Keras' scale=False or center=False: gamma 1, beta 0.
+      graph_.initializers.push_back({fmt::format("{}/{}", layer().name, suffix),
+                                     {channels},
+                                     std::vector<float>(static_cast<size_t>(channels), absent),
+                                     {},
+                                     /*is_int64=*/false});
+      return graph_.initializers.back().name;
+    };
+    std::vector<std::string> inputs{current_};
+    inputs.push_back(vector(spec.scale, "gamma", 1.0f));
+    inputs.push_back(vector(spec.center, "beta", 0.0f));
+    inputs.push_back(vector(true, "moving_mean", 0.0f));
+    inputs.push_back(vector(true, "moving_variance", 1.0f));
+    append("BatchNormalization", "batch_norm", std::move(inputs),
+           {one_float("epsilon", spec.epsilon)}, shape_);
+  }
+
   void add_reshape(const LayerSpec& spec) {
     to_nhwc();
     // Keras lets one dimension be -1; build_model has checked that the sizes agree.
@@ -269,6 +306,8 @@ class GraphBuilder {
       case ActivationKind::kTanh:
         return append("Tanh", "tanh", {current_}, {}, shape_);
       case ActivationKind::kSigmoid:
+        // dtrain's loss applies a binary head's sigmoid; ONNX's consumers get the probability.
+        binary_head_ = is_last() && num_elements(shape_) == 1;
         return append("Sigmoid", "sigmoid", {current_}, {}, shape_);
       case ActivationKind::kSoftmax:
         // build_model drops a final softmax (the loss applies it) and refuses any other.
@@ -281,9 +320,10 @@ class GraphBuilder {
   const ParamSet& params_;
   OnnxGraph graph_;
   size_t index_ = 0;
-  std::string current_;  // the value the next node reads
-  Shape shape_;          // its logical shape without the batch: (h, w, c) for an image
-  bool nchw_ = false;    // whether the value is laid out (c, h, w)
+  std::string current_;       // the value the next node reads
+  Shape shape_;               // its logical shape without the batch: (h, w, c) for an image
+  bool nchw_ = false;         // whether the value is laid out (c, h, w)
+  bool binary_head_ = false;  // the model ends in Dense(1, activation="sigmoid")
 };
 
 }  // namespace

@@ -23,11 +23,12 @@ namespace dtrain {
 // The symbolic batch dimension in OnnxValue::shape.
 constexpr int64_t kOnnxBatch = -1;
 
-// An integer or integer-list attribute (the only kinds these nodes need).
+// An integer, integer-list or float attribute (the only kinds these nodes need).
 struct OnnxAttribute {
   std::string name;
   std::vector<int64_t> ints;
-  bool is_list = true;  // false: a single int, ints[0]
+  bool is_list = true;                       // false: a single int, ints[0]
+  std::optional<float> real = std::nullopt;  // set: a single float, and ints is unused
 
   bool operator==(const OnnxAttribute&) const = default;
 };
@@ -60,8 +61,9 @@ struct OnnxValue {
 
 struct OnnxGraph {
   std::string name;
-  OnnxValue input;              // "input": (batch, the model's input shape)
-  OnnxValue output;             // "logits": (batch, classes)
+  OnnxValue input;  // "input": (batch, the model's input shape)
+  // "logits": (batch, classes); a binary head's "probability": (batch, 1), its sigmoid kept.
+  OnnxValue output;
   std::vector<OnnxNode> nodes;  // in execution order
   std::vector<OnnxInitializer> initializers;
   std::vector<OnnxValue> intermediates;  // every node output but the graph's output

@@ -117,6 +117,26 @@ class OptionReader {
     fail(fmt::format("{} {} is not a positive integer or a pair of them", key, show(v)));
   }
 
+  // A number within [lo, hi] (above lo when lo_open), fallback when absent or null.
+  float bounded_number(const std::string& key, float fallback, double lo, double hi, bool lo_open) {
+    if (!has(key)) {
+      used_.insert(key);
+      return fallback;
+    }
+    const json& v = get(key);
+    const bool in_range = v.is_number() &&
+                          (lo_open ? v.get<double>() > lo : v.get<double>() >= lo) &&
+                          v.get<double>() <= hi;
+    if (!in_range) {
+      fail(fmt::format("{} {} is not a number in {}{}, {}]", key, show(v), lo_open ? "(" : "[", lo,
+                       hi));
+    }
+    return static_cast<float>(v.get<double>());
+  }
+
+  // A key whose value does not matter to dtrain (an option of something refused elsewhere).
+  void ignore(const std::string& key) { used_.insert(key); }
+
   bool boolean(const std::string& key, bool fallback) {
     if (!config_.contains(key)) return fallback;
     const json& v = get(key);
@@ -363,6 +383,42 @@ void read_names(const json& config, LayerSpec& spec, OptionReader& reader) {
   spec.bias_name = d.value("bias_name", "");
 }
 
+// Keras 2 writes the axis as a list once the layer is built ([3] after a Conv2D), Keras 3 as -1.
+int batch_norm_axis(const json& config, OptionReader& r) {
+  if (!config.contains("axis")) return -1;
+  const json& given = r.get("axis");
+  const json& v = given.is_array() && given.size() == 1 ? given[0] : given;
+  if (!v.is_number_integer() || (v.get<int64_t>() != -1 && v.get<int64_t>() <= 0) ||
+      v.get<int64_t>() > 64)
+    r.unsupported("axis", given, "the last axis, -1");
+  return v.get<int>();
+}
+
+void read_batch_norm(LayerSpec& spec, const json& config, OptionReader& r) {
+  spec.kind = LayerKind::kBatchNormalization;
+  spec.axis = batch_norm_axis(config, r);
+  spec.momentum = r.bounded_number("momentum", 0.99f, 0.0, 1.0, /*lo_open=*/false);
+  spec.epsilon = r.bounded_number("epsilon", 1e-3f, 0.0, 1e30, /*lo_open=*/true);
+  spec.center = r.boolean("center", true);
+  spec.scale = r.boolean("scale", true);
+  spec.beta_initializer = r.initializer("beta_initializer", InitSpec::zeros());
+  spec.gamma_initializer = r.initializer("gamma_initializer", InitSpec{.kind = InitKind::kOnes});
+  spec.moving_mean_initializer = r.initializer("moving_mean_initializer", InitSpec::zeros());
+  spec.moving_variance_initializer =
+      r.initializer("moving_variance_initializer", InitSpec{.kind = InitKind::kOnes});
+  // Batch renormalisation (Keras 2) and statistics synchronised across replicas (Keras 3) change
+  // what training computes; each worker here normalises by its own batch.
+  if (r.boolean("renorm", false)) r.unsupported("renorm", true, "false");
+  if (r.boolean("synchronized", false)) {
+    r.unsupported("synchronized", true,
+                  "false: each worker normalises by its own batch, and the moving statistics are "
+                  "averaged over the workers");
+  }
+  // Options of renorm, and Keras 2's choice of kernel, which computes the same.
+  for (const char* key : {"renorm_clipping", "renorm_momentum", "fused"}) r.ignore(key);
+  r.check_rest();
+}
+
 LayerSpec read_layer(const std::string& class_name, const json& config, OptionReader& r) {
   LayerSpec spec;
   if (config.contains("name") && config["name"].is_string()) spec.name = config["name"];
@@ -422,10 +478,12 @@ LayerSpec read_layer(const std::string& class_name, const json& config, OptionRe
     spec.kind = LayerKind::kActivation;
     spec.activation = r.activation("activation");
     r.check_rest();
+  } else if (class_name == "BatchNormalization") {
+    read_batch_norm(spec, config, r);
   } else {
     r.fail(
         "this layer class is not supported (only InputLayer, Dense, Conv2D, MaxPooling2D, "
-        "AveragePooling2D, Flatten, Reshape, Dropout, Activation)");
+        "AveragePooling2D, Flatten, Reshape, Dropout, Activation, BatchNormalization)");
   }
   return spec;
 }
@@ -470,10 +528,43 @@ ModelSpec read_keras_json(const nlohmann::json& input, const std::string& source
 
 namespace {
 
+// The loss a file was compiled with: Keras 3's "compile_config" (config.json of a .keras file),
+// or Keras 2's and TensorFlow.js's "training_config", beside the model's config; "" for none.
+// A loss object ({"class_name": "BinaryCrossentropy", ...}) is named as its function.
+std::string compiled_loss(const json& level, const std::string& source_name) {
+  for (const char* key : {"compile_config", "training_config"}) {
+    if (!level.is_object() || !level.contains(key) || !level[key].is_object()) continue;
+    const json& config = level[key];
+    if (!config.contains("loss") || config["loss"].is_null()) continue;
+    const json& loss = config["loss"];
+    if (loss.is_string()) return loss.get<std::string>();
+    const std::string class_name = loss.is_object() ? loss.value("class_name", "") : "";
+    const json options = loss.is_object() ? loss.value("config", json::object()) : json::object();
+    if (options.is_object() && options.value("from_logits", false) == true) {
+      throw UsageError(
+          fmt::format("{}: {} loss {} with from_logits true is not supported (end the model in its "
+                      "activation: sigmoid or softmax)",
+                      source_name, key, show(loss)));
+    }
+    if (class_name == "BinaryCrossentropy") return "binary_crossentropy";
+    if (class_name == "SparseCategoricalCrossentropy") return "sparse_categorical_crossentropy";
+    if (class_name == "CategoricalCrossentropy") return "categorical_crossentropy";
+    throw UsageError(
+        fmt::format("{}: {} loss {} is not supported (only binary_crossentropy, "
+                    "sparse_categorical_crossentropy or categorical_crossentropy)",
+                    source_name, key, show(loss)));
+  }
+  return "";
+}
+
 ModelSpec read_sequential(const nlohmann::json& input, const std::string& source_name) {
   const json* doc = &input;
+  std::string loss = compiled_loss(*doc, source_name);
   for (const char* wrapper : {"modelTopology", "model_config"}) {
-    if (doc->is_object() && doc->contains(wrapper)) doc = &(*doc)[wrapper];
+    if (doc->is_object() && doc->contains(wrapper)) {
+      doc = &(*doc)[wrapper];
+      if (loss.empty()) loss = compiled_loss(*doc, source_name);
+    }
   }
   if (!doc->is_object() || !doc->contains("class_name"))
     throw UsageError(fmt::format("{}: not a Keras model (no class_name)", source_name));
@@ -527,6 +618,7 @@ ModelSpec read_sequential(const nlohmann::json& input, const std::string& source
   if (!input_shape || spec.layers.empty())
     throw UsageError(fmt::format("{}: the model has no layers", source_name));
   spec.input_shape = *input_shape;
+  spec.loss = std::move(loss);
   return spec;
 }
 
@@ -668,6 +760,21 @@ ordered_json layer_json(const LayerSpec& layer) {
     case LayerKind::kActivation:
       config["activation"] = activation_name(layer.activation);
       break;
+    case LayerKind::kBatchNormalization:
+      config["axis"] = layer.axis;
+      config["momentum"] = json_float(layer.momentum);
+      config["epsilon"] = json_float(layer.epsilon);
+      config["center"] = layer.center;
+      config["scale"] = layer.scale;
+      config["beta_initializer"] = initializer_json(layer.beta_initializer);
+      config["gamma_initializer"] = initializer_json(layer.gamma_initializer);
+      config["moving_mean_initializer"] = initializer_json(layer.moving_mean_initializer);
+      config["moving_variance_initializer"] = initializer_json(layer.moving_variance_initializer);
+      for (const char* key :
+           {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"})
+        config[key] = nullptr;
+      config["synchronized"] = false;
+      break;
   }
   return keras_object("keras.layers", keras_class_name(layer.kind), std::move(config));
 }
@@ -686,6 +793,7 @@ nlohmann::ordered_json to_keras_json(const ModelSpec& spec) {
       "keras", "Sequential",
       {{"name", spec.name}, {"trainable", true}, {"dtype", "float32"}, {"layers", layers}});
   model["build_config"] = {{"input_shape", shape_json(spec.input_shape)}};
+  if (!spec.loss.empty()) model["compile_config"] = {{"loss", spec.loss}};
   return model;
 }
 

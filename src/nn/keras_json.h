@@ -20,7 +20,9 @@ namespace dtrain {
 // Keras 2's older "config": [...]), also when wrapped as TensorFlow.js's "modelTopology" or
 // "model_config". The input shape comes from an InputLayer (batch_input_shape, or Keras 3's
 // batch_shape) or from the first layer's batch_input_shape (or Keras 3's build_config). A layer's
-// index in messages is its position in the file's "layers" list, InputLayer included.
+// index in messages is its position in the file's "layers" list, InputLayer included. The loss,
+// where the file names one (Keras 3's "compile_config", Keras 2's and TensorFlow.js's
+// "training_config"), goes to spec.loss; build_model checks it against the model's head.
 // Throws UsageError starting with source_name, e.g.
 //   model.json: layer 3 (Conv2D): dilation_rate [2, 2] is not supported (only 1)
 // Text whose arrays and objects nest deeper than kMaxJsonNesting (base/json_depth.h) is refused

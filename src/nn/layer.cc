@@ -25,8 +25,9 @@ void Layer::backward_sgd_step(ParamSet& params, GradSet& grads, const LayerIo& i
   for (size_t p = first_param_; p < first_param_ + num_params_; ++p) {
     std::span<float> v = params.values(p);
     std::span<const float> g = grads.values(p);
+    const float rate = params.spec(p).trainable ? lr : 1.0f;  // a statistic's delta is assigned
     parallel_rows(params.rows(p), v.size() / params.rows(p), [&](int, size_t begin, size_t end) {
-      axpy(-lr, g.subspan(begin, end - begin), v.subspan(begin, end - begin));
+      axpy(-rate, g.subspan(begin, end - begin), v.subspan(begin, end - begin));
     });
   }
 }

@@ -47,13 +47,14 @@ class Layer {
   // REQUIRES: set_first_param() was called with the index of param_specs()[0] in the ParamSet.
   virtual void forward(const ParamSet& params, const LayerIo& io) const = 0;
   // Given dout = dLoss/dout, writes (not accumulates) this layer's parameter gradients into grads
-  // and, when din is not null, dLoss/din. io holds the same buffers as the forward call.
+  // (for a statistic, ParamSpec::trainable false, the delta it is assigned) and, when din is not
+  // null, dLoss/din. io holds the same buffers as the forward call.
   virtual void backward(const ParamSet& params, GradSet& grads, const LayerIo& io,
                         const float* dout, float* din) const = 0;
   // Backward and one plain SGD step of this layer's parameters (value -= lr·gradient, L2 term
-  // included) in one; din comes from the values before the step. grads is scratch. The default
-  // goes through grads; Dense folds the step into its weight-gradient GEMM, so that gradient is
-  // never written out and read back.
+  // included; a statistic's value -= delta) in one; din comes from the values before the step.
+  // grads is scratch. The default goes through grads; Dense folds the step into its weight-gradient
+  // GEMM, so that gradient is never written out and read back.
   virtual void backward_sgd_step(ParamSet& params, GradSet& grads, const LayerIo& io,
                                  const float* dout, float* din, float lr) const;
 

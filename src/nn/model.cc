@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "nn/binary_cross_entropy.h"
 #include "nn/softmax_cross_entropy.h"
 #include "tensor/blas.h"
 #include "tensor/ops.h"
@@ -23,9 +24,13 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-Model::Model(std::string name, std::vector<std::unique_ptr<Layer>> layers)
-    : name_(std::move(name)), layers_(std::move(layers)), l2_(0.0f) {
+Model::Model(std::string name, std::vector<std::unique_ptr<Layer>> layers, Loss loss)
+    : name_(std::move(name)), layers_(std::move(layers)), l2_(0.0f), loss_(loss) {
   if (layers_.empty()) throw Error(fmt::format("model '{}' has no layers", name_));
+  if (loss_ == Loss::kBinaryCrossEntropy && num_elements(layers_.back()->output_shape()) != 1) {
+    throw Error(fmt::format("model '{}': binary cross-entropy takes one output, not {}", name_,
+                            shape_string(layers_.back()->output_shape())));
+  }
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (i > 0 &&
         num_elements(layers_[i]->input_shape()) != num_elements(layers_[i - 1]->output_shape())) {
@@ -43,8 +48,18 @@ Model::Model(std::string name, std::vector<std::unique_ptr<Layer>> layers)
 
 int64_t Model::input_size() const { return num_elements(layers_.front()->input_shape()); }
 
-int Model::num_classes() const {
+int Model::output_width() const {
   return static_cast<int>(num_elements(layers_.back()->output_shape()));
+}
+
+int Model::num_classes() const { return loss_ == Loss::kBinaryCrossEntropy ? 2 : output_width(); }
+
+std::string Model::label_rule() const {
+  if (loss_ == Loss::kBinaryCrossEntropy) {
+    return "labels 0 and 1: it ends in a binary head, Dense(1, activation=\"sigmoid\") with "
+           "binary_crossentropy";
+  }
+  return fmt::format("{} outputs, labels 0..{}", output_width(), output_width() - 1);
 }
 
 std::string Model::kernels() const {
@@ -133,7 +148,9 @@ float ModelRunner::train_pass(const ParamSet& params, const float* images, const
   auto start = std::chrono::steady_clock::now();
   const float* logits = forward(params, images, n, /*training=*/true);
   float* dout = ws_.grad_a_.data();
-  float loss = softmax_cross_entropy(logits, labels, n, model_.num_classes(), dout);
+  float loss = model_.loss() == Loss::kBinaryCrossEntropy
+                   ? binary_cross_entropy(logits, labels, n, dout)
+                   : softmax_cross_entropy(logits, labels, n, model_.output_width(), dout);
   if (times != nullptr) {
     times->forward_s += seconds_since(start);
     start = std::chrono::steady_clock::now();
@@ -194,7 +211,9 @@ float ModelRunner::sgd_step(ParamSet& params, const float* images, const int32_t
 
 void ModelRunner::predict(const ParamSet& params, const float* images, int n,
                           int32_t* predictions) {
-  argmax_rows(forward(params, images, n, /*training=*/false), n, model_.num_classes(), predictions);
+  const float* logits = forward(params, images, n, /*training=*/false);
+  if (model_.loss() == Loss::kBinaryCrossEntropy) return threshold_logits(logits, n, predictions);
+  argmax_rows(logits, n, model_.output_width(), predictions);
 }
 
 double ModelRunner::accuracy(const ParamSet& params, const float* images, const int32_t* labels,
@@ -208,6 +227,31 @@ double ModelRunner::accuracy(const ParamSet& params, const float* images, const 
     for (int i = 0; i < count; ++i) correct += predictions[i] == labels[begin + i];
   }
   return n > 0 ? static_cast<double>(correct) / static_cast<double>(n) : 0.0;
+}
+
+ModelRunner::Evaluation ModelRunner::evaluate(const ParamSet& params, const float* images,
+                                              const int32_t* labels, int64_t n) {
+  if (n == 0) return {};
+  std::vector<int32_t> predictions(ws_.max_batch());
+  const int64_t stride = model_.input_size();
+  const bool binary = model_.loss() == Loss::kBinaryCrossEntropy;
+  int64_t correct = 0;
+  double loss_sum = 0;
+  for (int64_t begin = 0; begin < n; begin += ws_.max_batch()) {
+    const int count = static_cast<int>(std::min<int64_t>(ws_.max_batch(), n - begin));
+    const float* out = forward(params, images + begin * stride, count, /*training=*/false);
+    const float loss =
+        binary ? binary_cross_entropy(out, labels + begin, count, nullptr)
+               : softmax_cross_entropy(out, labels + begin, count, model_.output_width(), nullptr);
+    loss_sum += static_cast<double>(loss) * count;
+    if (binary) {
+      threshold_logits(out, count, predictions.data());
+    } else {
+      argmax_rows(out, count, model_.output_width(), predictions.data());
+    }
+    for (int i = 0; i < count; ++i) correct += predictions[i] == labels[begin + i];
+  }
+  return {static_cast<double>(correct) / static_cast<double>(n), loss_sum / static_cast<double>(n)};
 }
 
 }  // namespace dtrain

@@ -1,6 +1,7 @@
-// Model: a stack of layers ending in softmax cross-entropy, with its named parameters declared
-// once. A Model holds no parameter values and no buffers: values live in a ParamSet and per-batch
-// buffers in a Workspace, so one Model can serve several towers (threads) at once.
+// Model: a stack of layers ending in its loss — softmax cross-entropy over C logits, or binary
+// cross-entropy over one (a binary head) — with its named parameters declared once. A Model holds
+// no parameter values and no buffers: values live in a ParamSet and per-batch buffers in a
+// Workspace, so one Model can serve several towers (threads) at once.
 #pragma once
 
 #include <cstdint>
@@ -14,11 +15,18 @@
 
 namespace dtrain {
 
+enum class Loss {
+  kSoftmaxCrossEntropy,  // C logits, labels 0..C-1, the class is the largest logit
+  kBinaryCrossEntropy,   // one logit, labels 0 and 1, the class is 1 where sigmoid(logit) >= 0.5
+};
+
 class Model {
  public:
   // Each parameter carries its own L2 coefficient (ParamSpec::l2, TensorFlow's l2_regularizer
   // convention): loss += Σ_p l2_p · Σ w_p²/2.
-  Model(std::string name, std::vector<std::unique_ptr<Layer>> layers);
+  // A binary cross-entropy model's last layer has one output.
+  Model(std::string name, std::vector<std::unique_ptr<Layer>> layers,
+        Loss loss = Loss::kSoftmaxCrossEntropy);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
@@ -26,7 +34,11 @@ class Model {
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   const std::vector<ParamSpec>& param_specs() const { return param_specs_; }
   int64_t input_size() const;  // floats per example
-  int num_classes() const;     // width of the last layer
+  Loss loss() const { return loss_; }
+  int output_width() const;  // logits per example: the width of the last layer
+  int num_classes() const;   // labels are 0..num_classes()-1: the width, or 2 for a binary head
+  // What the labels may be, for messages: "labels 0..9", or the binary head's "labels 0 and 1".
+  std::string label_rule() const;
   // The kernels that compute this model, for the configuration line: BLAS's kernel family, then
   // each layer that chooses its own, e.g. "OpenBLAS SkylakeX; conv2_w: oneDNN jit:avx512_core".
   std::string kernels() const;
@@ -38,6 +50,7 @@ class Model {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<ParamSpec> param_specs_;
   float l2_;
+  Loss loss_;
 };
 
 // What a Workspace is for. Training keeps every layer's output for backward; inference (evaluation,
@@ -100,7 +113,7 @@ class ModelRunner {
   float sgd_step(ParamSet& params, const float* images, const int32_t* labels, int n,
                  GradSet& grads, float lr, StepTimes* times = nullptr);
 
-  // Forward only: the logits of the n examples, (n, num_classes) row-major, valid until the next
+  // Forward only: the logits of the n examples, (n, output_width) row-major, valid until the next
   // pass of this runner. REQUIRES: n <= workspace.max_batch().
   const float* logits(const ParamSet& params, const float* images, int n) {
     return forward(params, images, n, /*training=*/false);
@@ -110,6 +123,15 @@ class ModelRunner {
 
   // Fraction of the n examples whose prediction equals the label, in batches of max_batch.
   double accuracy(const ParamSet& params, const float* images, const int32_t* labels, int64_t n);
+
+  // The same pass, with the mean of the model's loss over the n examples (the L2 term left out:
+  // it says nothing about held-out data). The accuracy equals accuracy()'s.
+  struct Evaluation {
+    double accuracy = 0;
+    double loss = 0;
+  };
+  Evaluation evaluate(const ParamSet& params, const float* images, const int32_t* labels,
+                      int64_t n);
 
  private:
   const float* forward(const ParamSet& params, const float* images, int n, bool training);

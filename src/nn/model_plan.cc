@@ -109,8 +109,25 @@ class Planner {
         return {.output_shape = shape_, .activations = saturating_mul(elements(shape_), 2)};
       case LayerKind::kActivation:
         return {.output_shape = shape_, .activations = elements(shape_)};
+      case LayerKind::kBatchNormalization:
+        return plan_batch_norm(layer);
     }
     fail("unknown layer kind");
+  }
+
+  LayerPlan plan_batch_norm(const LayerSpec& layer) const {
+    // Keras counts the batch as axis 0: the channels of a (h, w, c) input are axis 3 or -1.
+    const int last = static_cast<int>(shape_.size());
+    if (layer.axis != -1 && layer.axis != last) {
+      fail(fmt::format(
+          "axis {} is not supported for input shape {} (only the last axis, -1 or {}: the "
+          "channels)",
+          layer.axis, shape_string(shape_), last));
+    }
+    const int64_t vectors = 2 + (layer.center ? 1 : 0) + (layer.scale ? 1 : 0);
+    return {.output_shape = shape_,
+            .parameters = saturating_mul(shape_.back(), vectors),
+            .activations = elements(shape_)};
   }
 
   LayerPlan plan_dense(const LayerSpec& layer) const {

@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/machine_memory.h"
 #include "nn/activation.h"
+#include "nn/batch_norm.h"
 #include "nn/dense.h"
 #include "nn/dropout.h"
 #include "nn/model_plan.h"
@@ -50,7 +51,7 @@ class Builder {
                         shape_string(shape_)));
       }
     }
-    return std::make_unique<Model>(spec_.name, std::move(layers_));
+    return std::make_unique<Model>(spec_.name, std::move(layers_), loss());
   }
 
  private:
@@ -61,6 +62,30 @@ class Builder {
   }
 
   bool is_last() const { return index_ + 1 == spec_.layers.size(); }
+
+  // The head's loss, checked against the one the file was compiled with.
+  Loss loss() const {
+    const std::string& named = spec_.loss;
+    if (named.empty()) return binary_head_ ? Loss::kBinaryCrossEntropy : Loss::kSoftmaxCrossEntropy;
+    if (named == "binary_crossentropy") {
+      if (binary_head_) return Loss::kBinaryCrossEntropy;
+      throw UsageError(
+          fmt::format("{}: loss binary_crossentropy needs a binary head: end the model in Dense(1, "
+                      "activation=\"sigmoid\")",
+                      source_));
+    }
+    if (named == "sparse_categorical_crossentropy" || named == "categorical_crossentropy") {
+      if (!binary_head_) return Loss::kSoftmaxCrossEntropy;
+      throw UsageError(fmt::format(
+          "{}: loss {} does not fit the model's binary head (one sigmoid output): compile it with "
+          "binary_crossentropy, or end it in Dense(2, activation=\"softmax\")",
+          source_, named));
+    }
+    throw UsageError(fmt::format(
+        "{}: loss {} is not supported (only binary_crossentropy, sparse_categorical_crossentropy "
+        "or categorical_crossentropy)",
+        source_, named));
+  }
 
   std::string param_name(const std::string& given, const LayerSpec& layer,
                          const char* keras_suffix) {
@@ -97,6 +122,9 @@ class Builder {
         break;
       case LayerKind::kActivation:
         add_activation(layer.activation);
+        break;
+      case LayerKind::kBatchNormalization:
+        add_batch_norm(layer);
         break;
     }
   }
@@ -138,6 +166,21 @@ class Builder {
     add_activation(layer.activation);
   }
 
+  void add_batch_norm(const LayerSpec& layer) {
+    push(std::make_unique<BatchNorm>(
+        BatchNormOptions{.shape = shape_,
+                         .momentum = layer.momentum,
+                         .epsilon = layer.epsilon,
+                         .gamma_name = layer.scale ? param_name("", layer, "gamma") : "",
+                         .beta_name = layer.center ? param_name("", layer, "beta") : "",
+                         .moving_mean_name = param_name("", layer, "moving_mean"),
+                         .moving_variance_name = param_name("", layer, "moving_variance"),
+                         .gamma_init = layer.gamma_initializer,
+                         .beta_init = layer.beta_initializer,
+                         .moving_mean_init = layer.moving_mean_initializer,
+                         .moving_variance_init = layer.moving_variance_initializer}));
+  }
+
   void add_pool(const LayerSpec& layer) {
     const Pool2DOptions options{.height = static_cast<int>(shape_[0]),
                                 .width = static_cast<int>(shape_[1]),
@@ -170,6 +213,11 @@ class Builder {
       case ActivationKind::kTanh:
         return push(std::make_unique<Tanh>(shape_));
       case ActivationKind::kSigmoid:
+        // A binary head: binary cross-entropy applies the sigmoid to the logit.
+        if (is_last() && num_elements(shape_) == 1) {
+          binary_head_ = true;
+          return;
+        }
         return push(std::make_unique<Sigmoid>(shape_));
       case ActivationKind::kSoftmax:
         // The loss applies it: softmax cross-entropy takes logits.
@@ -188,6 +236,7 @@ class Builder {
   size_t index_ = 0;
   Layers layers_;
   std::set<std::string> names_;
+  bool binary_head_ = false;
 };
 
 }  // namespace

@@ -24,6 +24,7 @@ enum class LayerKind {
   kReshape,
   kDropout,
   kActivation,
+  kBatchNormalization,
 };
 
 // Keras' activation names: linear, relu, tanh, sigmoid, softmax.
@@ -56,6 +57,18 @@ struct LayerSpec {
   Shape target_shape = {};  // Reshape, without the batch
   float rate = 0.0f;        // Dropout
 
+  // BatchNormalization (nn/batch_norm.h), Keras' defaults. axis is Keras' own: -1, or the index
+  // of the last axis counting the batch (Keras 2 writes [3] after a Conv2D); any other is refused.
+  int axis = -1;
+  float momentum = 0.99f;
+  float epsilon = 1e-3f;
+  bool center = true;  // beta, named "<name>/beta"
+  bool scale = true;   // gamma, named "<name>/gamma"
+  InitSpec beta_initializer = InitSpec::zeros();
+  InitSpec gamma_initializer = {.kind = InitKind::kOnes};
+  InitSpec moving_mean_initializer = InitSpec::zeros();
+  InitSpec moving_variance_initializer = {.kind = InitKind::kOnes};
+
   bool operator==(const LayerSpec&) const = default;
 };
 
@@ -63,6 +76,9 @@ struct ModelSpec {
   std::string name = {};
   Shape input_shape = {};  // without the batch
   std::vector<LayerSpec> layers = {};
+  // The loss the Keras file was compiled with, where it says ("binary_crossentropy",
+  // "sparse_categorical_crossentropy", "categorical_crossentropy"); empty: the head decides.
+  std::string loss = {};
 
   bool operator==(const ModelSpec&) const = default;
 };
@@ -78,9 +94,12 @@ struct BuildOptions {
 };
 
 // Builds the layers of a spec. Dense and Conv2D with an activation become the layer and an
-// activation layer; a linear activation adds nothing. The model ends at logits, since its loss is
-// softmax cross-entropy: a softmax that ends the model (an activation of the last layer, or a
-// trailing Activation layer) is dropped, and a softmax anywhere else is refused.
+// activation layer; a linear activation adds nothing. The model ends at logits, since its loss
+// applies the last activation: a softmax that ends the model (an activation of the last layer, or
+// a trailing Activation layer) is dropped and the loss is softmax cross-entropy, and a softmax
+// anywhere else is refused. A sigmoid that ends the model on one value (Dense(1,
+// activation="sigmoid")) is a binary head: it is dropped too and the loss is binary
+// cross-entropy. spec.loss, when given, must agree with the head.
 // The spec's shapes and sizes are checked by plan_model (nn/model_plan.h) before any layer is
 // built. Throws UsageError naming `source`, the layer's index in spec.layers and the problem (a
 // Dense on a non-flat input, a Reshape of the wrong size, a window that does not fit), and
@@ -107,6 +126,8 @@ constexpr const char* keras_class_name(LayerKind kind) {
       return "Dropout";
     case LayerKind::kActivation:
       return "Activation";
+    case LayerKind::kBatchNormalization:
+      return "BatchNormalization";
   }
   return "?";
 }

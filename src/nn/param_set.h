@@ -71,6 +71,12 @@ struct ParamSpec {
   // layout (Dense keeps (out, in)) does not change them.
   int64_t fan_in = 0;
   int64_t fan_out = 0;
+  // False for statistics a step assigns rather than descends (BatchNormalization's moving mean
+  // and variance, Keras' non-trainable weights). Their gradient slot carries the step's delta,
+  // and every update rule — the optimizer here, the ps, the folded SGD step — applies it as
+  // value -= delta, at no learning rate: averaging deltas over towers and workers, as gradients
+  // are, averages what they assign.
+  bool trainable = true;
 };
 
 class ParamSet {

@@ -27,11 +27,28 @@ float MovingAverage::decay_at(int64_t num_updates) const {
 void MovingAverage::update(const ParamSet& params, int64_t num_updates, size_t begin, size_t end) {
   const float d = decay_at(num_updates);
   end = std::min(end, shadow_.flat().size());
+  // shadow -= (1-d)·(shadow - value), TensorFlow's assign_moving_average form; a statistic's
+  // shadow is its value (decay 0), as TensorFlow averages the trainable variables only and
+  // restores the others as they are.
+  size_t at = begin;
+  for (size_t t = 0; t < params.count() && at < end; ++t) {
+    if (params.spec(t).trainable) continue;
+    const size_t lo = std::max(at, params.offset(t));
+    const size_t hi = std::min(end, params.offset(t) + params.values(t).size());
+    if (lo >= hi) continue;
+    average(params, d, at, lo);
+    std::copy_n(params.flat().data() + lo, hi - lo, shadow_.flat().data() + lo);
+    at = hi;
+  }
+  average(params, d, at, end);
+}
+
+void MovingAverage::average(const ParamSet& params, float d, size_t begin, size_t end) {
+  if (begin >= end) return;
   std::span<float> shadow = shadow_.flat().subspan(begin, end - begin);
   std::span<const float> value = params.flat().subspan(begin, end - begin);
   float* __restrict s = shadow.data();
   const float* __restrict v = value.data();
-  // shadow -= (1-d)·(shadow - value), TensorFlow's assign_moving_average form.
   for (size_t i = 0; i < shadow.size(); ++i) s[i] -= (1.0f - d) * (s[i] - v[i]);
 }
 

@@ -17,7 +17,9 @@ class MovingAverage {
   MovingAverage(float decay, const ParamSet& params);
 
   // REQUIRES: params has the layout given to the constructor.
-  // [begin, end) limits the update to that range of the flat arena (see Optimizer::apply).
+  // [begin, end) limits the update to that range of the flat arena (see Optimizer::apply). A
+  // tensor that is not trainable (BatchNormalization's moving statistics) is copied, not averaged:
+  // evaluation on the shadow uses the statistics training keeps, as TensorFlow's does.
   void update(const ParamSet& params, int64_t num_updates, size_t begin = 0, size_t end = SIZE_MAX);
   // Decay used for update num_updates.
   float decay_at(int64_t num_updates) const;
@@ -28,6 +30,9 @@ class MovingAverage {
   const ParamSet& shadow() const { return shadow_; }
 
  private:
+  // shadow -= (1-d)·(shadow - value) over the arena range [begin, end).
+  void average(const ParamSet& params, float d, size_t begin, size_t end);
+
   float decay_;
   ParamSet shadow_;
 };

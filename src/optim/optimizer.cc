@@ -88,12 +88,36 @@ class Adam : public Optimizer {
 void Optimizer::apply(ParamSet& params, const GradSet& grads, float lr, int64_t step, size_t begin,
                       size_t end) {
   end = std::min(end, params.flat().size());
+  // The range, cut around the tensors that are not trainable: the optimizer's rule between them,
+  // assign_deltas on them.
+  size_t at = begin;
+  for (size_t t = 0; t < params.count() && at < end; ++t) {
+    if (params.spec(t).trainable) continue;
+    const size_t lo = std::max(at, params.offset(t));
+    const size_t hi = std::min(end, params.offset(t) + params.values(t).size());
+    if (lo >= hi) continue;
+    apply_rule(params, grads, lr, step, at, lo);
+    assign_deltas(params.flat().subspan(lo, hi - lo), grads.flat().subspan(lo, hi - lo));
+    at = hi;
+  }
+  apply_rule(params, grads, lr, step, at, end);
+}
+
+void Optimizer::apply_rule(ParamSet& params, const GradSet& grads, float lr, int64_t step,
+                           size_t begin, size_t end) {
+  if (begin >= end) return;
   // A fixed array, not a vector: this runs every step and the steady state allocates nothing.
   std::array<std::span<float>, 2> slot_ranges;
   for (size_t k = 0; k < slots_.size(); ++k)
     slot_ranges.at(k) = slots_[k].flat().subspan(begin, end - begin);
   apply_range(params.flat().subspan(begin, end - begin), grads.flat().subspan(begin, end - begin),
               std::span<const std::span<float>>(slot_ranges.data(), slots_.size()), lr, step);
+}
+
+void assign_deltas(std::span<float> values, std::span<const float> deltas) {
+  float* __restrict v = values.data();
+  const float* __restrict d = deltas.data();
+  for (size_t i = 0; i < values.size(); ++i) v[i] -= d[i];
 }
 
 void Optimizer::make_slots(const std::vector<ParamSpec>& params) {

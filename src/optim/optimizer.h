@@ -36,12 +36,14 @@ class Optimizer {
   // applied before this one (Adam's bias correction uses step + 1).
   // REQUIRES: params and grads have the layout given to make_optimizer.
   // [begin, end) limits the update to that range of the flat arena, so threads can each update
-  // their own chunk of one step.
+  // their own chunk of one step. The tensors that are not trainable (ParamSpec::trainable) take
+  // value -= gradient instead, their gradient being the delta they are assigned.
   void apply(ParamSet& params, const GradSet& grads, float lr, int64_t step, size_t begin = 0,
              size_t end = SIZE_MAX);
 
   // The same update on one contiguous range of values: the parameter server applies it per shard.
-  // slots[k] is the matching range of slot k (see slot_suffixes()).
+  // slots[k] is the matching range of slot k (see slot_suffixes()). For trainable values only;
+  // a statistic's range takes assign_deltas.
   virtual void apply_range(std::span<float> values, std::span<const float> grads,
                            std::span<const std::span<float>> slots, float lr, int64_t step) = 0;
 
@@ -53,8 +55,15 @@ class Optimizer {
 
  protected:
   void make_slots(const std::vector<ParamSpec>& params);
+  // apply_range over the arena range [begin, end), slots included.
+  void apply_rule(ParamSet& params, const GradSet& grads, float lr, int64_t step, size_t begin,
+                  size_t end);
   std::vector<ParamSet> slots_;
 };
+
+// The update of values that are not trainable (ParamSpec::trainable): values -= deltas, whatever
+// the optimizer and its learning rate.
+void assign_deltas(std::span<float> values, std::span<const float> deltas);
 
 // REQUIRES: config.name is sgd, momentum or adam; otherwise throws UsageError.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config,

@@ -84,6 +84,8 @@ struct ShardStore::LocalShard {
   // Made with no specs, so it holds no slots of its own: only its update rule is used. One per
   // shard, so that no object is shared between two shard locks.
   std::unique_ptr<Optimizer> optimizer;
+  // A statistic's shard (ParamSpec::trainable false): pushes carry deltas, applied as they are.
+  bool assigned = false;
 
   mutable std::mutex mutex;
   mutable std::condition_variable step_advanced;
@@ -138,6 +140,7 @@ ShardStore::ShardStore(const std::vector<ParamSpec>& specs, const PartitionMap& 
     s.offset = offset;
     s.size = map.shards[shards_[i]].size();
     s.optimizer = make_optimizer(optimizer, {});
+    s.assigned = !specs[map.shards[shards_[i]].tensor].trainable;
     s.next_sequence.assign(static_cast<size_t>(total_num_replicas_), 0);
     s.contributed_step.assign(static_cast<size_t>(total_num_replicas_), kNoStep);
     local_of_[shards_[i]] = i;
@@ -215,9 +218,13 @@ void ShardStore::apply(LocalShard& s, std::span<const float> grad, float lr) {
   std::array<std::span<float>, kMaxSlots> slot_ranges;
   for (size_t k = 0; k < slot_suffixes_.size(); ++k)
     slot_ranges[k] = {slots_.data() + k * local_values_ + s.offset, s.size};
-  s.optimizer->apply_range(
-      {values_.data() + s.offset, s.size}, grad,
-      std::span<const std::span<float>>(slot_ranges.data(), slot_suffixes_.size()), lr, s.step);
+  if (s.assigned) {
+    assign_deltas({values_.data() + s.offset, s.size}, grad);
+  } else {
+    s.optimizer->apply_range(
+        {values_.data() + s.offset, s.size}, grad,
+        std::span<const std::span<float>>(slot_ranges.data(), slot_suffixes_.size()), lr, s.step);
+  }
   ++s.step;
   ++s.counters.applied;
   s.step_advanced.notify_all();

@@ -141,11 +141,15 @@ double evaluate_checkpoint(const EvalConfig& config, std::ostream& out) {
     refuse_scale_for_pixels(test.notes, options, source);
   }
   if (test.example_size != model.input_size() || test.num_classes > model.num_classes()) {
+    const int64_t row = first_label_outside(test, model.num_classes());
+    const std::string labels =
+        row >= 0 ? fmt::format("row {} has label {}", row, test.labels[static_cast<size_t>(row)])
+                 : fmt::format("labels up to {}", test.num_classes - 1);
     throw DataError(fmt::format(
-        "{}: {} examples of {} features and labels up to {}, but model {} takes {} features and "
-        "has {} outputs; give --test_data or --data_dir with the run's kind of data",
-        source, test.size, test.example_size, test.num_classes - 1, ckpt.model, model.input_size(),
-        model.num_classes()));
+        "{}: {} examples of {} features and {}, but model {} takes {} features and {}; give "
+        "--test_data or --data_dir with the run's kind of data",
+        source, test.size, test.example_size, labels, ckpt.model, model.input_size(),
+        model.label_rule()));
   }
   GradientComputer computer(model, 1, 1);
   const double accuracy =

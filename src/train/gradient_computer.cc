@@ -11,7 +11,6 @@
 #include <stdexcept>
 
 #include "base/error.h"
-#include "nn/softmax_cross_entropy.h"
 
 namespace dtrain {
 namespace {
@@ -202,23 +201,7 @@ GradientComputer::Evaluation GradientComputer::evaluate(const ParamSet& params, 
                                                         const int32_t* labels, int64_t n) {
   ScopedTeam team(&towers_[0]->team);
   ModelRunner runner(model_, eval_workspace_);
-  const int classes = model_.num_classes();
-  const int64_t stride = model_.input_size();
-  const int64_t max_batch = eval_workspace_.max_batch();
-  std::vector<int32_t> predictions(static_cast<size_t>(max_batch));
-  int64_t correct = 0;
-  double loss_sum = 0;
-  for (int64_t begin = 0; begin < n; begin += max_batch) {
-    const int count = static_cast<int>(std::min<int64_t>(max_batch, n - begin));
-    const float* logits = runner.logits(params, images + begin * stride, count);
-    loss_sum += static_cast<double>(
-                    softmax_cross_entropy(logits, labels + begin, count, classes, nullptr)) *
-                count;
-    argmax_rows(logits, count, classes, predictions.data());
-    for (int i = 0; i < count; ++i) correct += predictions[i] == labels[begin + i];
-  }
-  if (n == 0) return {};
-  return {static_cast<double>(correct) / static_cast<double>(n), loss_sum / static_cast<double>(n)};
+  return runner.evaluate(params, images, labels, n);
 }
 
 }  // namespace dtrain

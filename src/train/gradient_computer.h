@@ -69,12 +69,8 @@ class GradientComputer {
 
   // Test accuracy etc.: a forward-only pass in the calling thread.
   double accuracy(const ParamSet& params, const float* images, const int32_t* labels, int64_t n);
-  // The same pass, with the mean cross-entropy of the n examples (the L2 term left out: it says
-  // nothing about the held-out data). The accuracy equals accuracy()'s.
-  struct Evaluation {
-    double accuracy = 0;
-    double loss = 0;
-  };
+  // The same pass, with the mean of the model's loss over the n examples (ModelRunner::evaluate).
+  using Evaluation = ModelRunner::Evaluation;
   Evaluation evaluate(const ParamSet& params, const float* images, const int32_t* labels,
                       int64_t n);
 

@@ -90,7 +90,9 @@ TrainingInput::TrainingInput(Dataset train, Dataset validation, Dataset test)
     : train_(std::move(train)),
       validation_(std::move(validation)),
       test_(std::move(test)),
-      num_classes_(std::max({train_.num_classes, validation_.num_classes, test_.num_classes})),
+      // An empty validation set says nothing about the classes (its default is MNIST's ten).
+      num_classes_(std::max({train_.num_classes, validation_.size > 0 ? validation_.num_classes : 0,
+                             test_.num_classes})),
       description_(in_memory()) {}
 
 std::string TrainingInput::in_memory() const {
@@ -134,19 +136,23 @@ int64_t TrainingInput::train_examples() const {
   return stream_files_.empty() ? train_.size : stream_examples_;
 }
 
-void TrainingInput::check_fits(const std::string& model_name, int64_t model_inputs,
-                               int64_t model_classes) const {
-  if (feature_count() != model_inputs) {
+void TrainingInput::check_fits(const Model& model) const {
+  if (feature_count() != model.input_size()) {
     throw DataError(fmt::format(
         "the data has {} features per example ({}), but model {} takes {}: give a model whose "
         "input has {} values, or other data",
-        feature_count(), description_, model_name, model_inputs, feature_count()));
+        feature_count(), description_, model.name(), model.input_size(), feature_count()));
   }
-  if (num_classes_ > model_classes) {
-    throw DataError(
-        fmt::format("the data has labels up to {} ({}), but model {} has {} outputs (labels 0..{})",
-                    num_classes_ - 1, description_, model_name, model_classes, model_classes - 1));
+  if (num_classes_ <= model.num_classes()) return;
+  for (const auto& [data, which] : {std::pair{&train_, "training"}, std::pair{&test_, "test"}}) {
+    const int64_t row = first_label_outside(*data, model.num_classes());
+    if (row < 0) continue;
+    throw DataError(fmt::format("row {} of the {} data ({}) has label {}, but model {} takes {}",
+                                row, which, description_, data->labels[static_cast<size_t>(row)],
+                                model.name(), model.label_rule()));
   }
+  throw DataError(fmt::format("the data has labels up to {} ({}), but model {} takes {}",
+                              num_classes_ - 1, description_, model.name(), model.label_rule()));
 }
 
 }  // namespace dtrain

@@ -12,6 +12,7 @@
 
 #include "data/batch_source.h"
 #include "data/dataset.h"
+#include "nn/model.h"
 #include "train/strategy.h"
 #include "train/train_config.h"
 
@@ -52,9 +53,9 @@ class TrainingInput {
   // Examples in one pass over the training data.
   int64_t train_examples() const;
 
-  // REQUIRES: a model of model_inputs inputs and model_classes outputs; throws DataError naming
-  // both when the data does not fit it.
-  void check_fits(const std::string& model_name, int64_t model_inputs, int64_t model_classes) const;
+  // Throws DataError naming the data and the model when the data does not fit it: another number
+  // of features, or a label the model does not take, named by its row where the data is in memory.
+  void check_fits(const Model& model) const;
 
  private:
   std::string in_memory() const;  // "N training, V validation and T test examples ..."

@@ -53,7 +53,7 @@ class TrainingLoop {
         total_steps_(total_global_steps(config, steps_per_epoch_)),
         eval_every_(eval_interval(config, steps_per_epoch_)),
         schedule_(lr_schedule_of(config, steps_per_epoch_, total_steps_)) {
-    input.check_fits(state.model().name(), state.model().input_size(), state.model().num_classes());
+    input.check_fits(state.model());
     if (eval_every_ > 0 && validation_.size == 0) {
       throw UsageError(fmt::format(
           "{}: periodic evaluation judges the validation examples held out of the training data, "
@@ -203,10 +203,9 @@ class TrainingLoop {
     const int32_t classes = state_.model().num_classes();
     for (int i = 0; i < batch.size; ++i) {
       if (batch.labels[i] < 0 || batch.labels[i] >= classes) {
-        throw DataError(fmt::format(
-            "a training example has label {} ({}), but model {} has {} "
-            "outputs (labels 0..{})",
-            batch.labels[i], input_.describe(), state_.model().name(), classes, classes - 1));
+        throw DataError(fmt::format("a training example has label {} ({}), but model {} takes {}",
+                                    batch.labels[i], input_.describe(), state_.model().name(),
+                                    state_.model().label_rule()));
       }
     }
   }

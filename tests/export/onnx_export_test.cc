@@ -221,8 +221,10 @@ TEST(OnnxExport, AKerasCnnRunsInOnnxRuntimeAsInDtrain) {
 }
 
 // TensorFlow's SAME padding where it is asymmetric (stride 2, an even kernel, an odd image),
-// average pooling that leaves the padding out of its count, every activation, an NHWC input.
-// Barely trained: the logits need not be good, only equal.
+// average pooling that leaves the padding out of its count, every activation, an NHWC input,
+// BatchNormalization of image channels and of a Dense's outputs (without beta) on moving
+// statistics that momentum 0.5 has moved far from their start. Barely trained: the logits need
+// not be good, only equal.
 TEST(OnnxExport, SamePaddingStridesAndAveragePoolingRunInOnnxRuntimeAsInDtrain) {
   TempDir work;
   const std::filesystem::path model = work / "same_padding.json";
@@ -230,6 +232,7 @@ TEST(OnnxExport, SamePaddingStridesAndAveragePoolingRunInOnnxRuntimeAsInDtrain) 
     {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 28, 28, 1], "name": "in"}},
     {"class_name": "Conv2D", "config": {"name": "c1", "filters": 4, "kernel_size": [3, 3],
      "strides": [2, 2], "padding": "same", "activation": "relu"}},
+    {"class_name": "BatchNormalization", "config": {"name": "bn1", "momentum": 0.5}},
     {"class_name": "Conv2D", "config": {"name": "c2", "filters": 5, "kernel_size": [2, 2],
      "padding": "same", "activation": "tanh"}},
     {"class_name": "AveragePooling2D", "config": {"name": "avg", "pool_size": [3, 3],
@@ -238,6 +241,9 @@ TEST(OnnxExport, SamePaddingStridesAndAveragePoolingRunInOnnxRuntimeAsInDtrain) 
      "padding": "same"}},
     {"class_name": "Activation", "config": {"name": "sig", "activation": "sigmoid"}},
     {"class_name": "Flatten", "config": {"name": "flat"}},
+    {"class_name": "Dense", "config": {"name": "hidden", "units": 12}},
+    {"class_name": "BatchNormalization", "config": {"name": "bn2", "momentum": 0.5,
+     "center": false}},
     {"class_name": "Dense", "config": {"name": "out", "units": 10}}]}})");
   const std::filesystem::path train_dir = work / "train";
   const ProcessResult trained =

@@ -187,6 +187,41 @@ TEST(OnnxGraph, SamePaddingPutsTheExtraPadAtTheEndAsTensorFlowDoes) {
   EXPECT_EQ(convs[0]->attribute("auto_pad"), nullptr);
 }
 
+// Inference-mode BatchNormalization on the moving statistics, over the channels of NCHW after a
+// convolution and of a flat value after a Dense; a missing gamma or beta is Keras' 1 or 0.
+TEST(OnnxGraph, BatchNormalizationNormalisesChannelsByTheMovingStatistics) {
+  const ModelSpec spec = keras_spec("[null, 4, 4, 1]", R"(
+      {"class_name": "Conv2D", "config": {"name": "c", "filters": 2, "kernel_size": 3}},
+      {"class_name": "BatchNormalization", "config": {"name": "bn", "epsilon": 0.01}},
+      {"class_name": "Flatten", "config": {"name": "f"}},
+      {"class_name": "Dense", "config": {"name": "d", "units": 3}},
+      {"class_name": "BatchNormalization", "config": {"name": "bn2", "center": false}})");
+  const ParamSet params = numbered_params(spec);
+  const OnnxGraph graph = build_onnx_graph(spec, params);
+  EXPECT_THAT(op_types(graph), ElementsAre("Transpose", "Conv", "BatchNormalization", "Transpose",
+                                           "Flatten", "Gemm", "BatchNormalization"));
+  const OnnxNode& bn = graph.nodes[2];
+  EXPECT_THAT(bn.inputs,
+              ElementsAre("c/conv", "bn/gamma", "bn/beta", "bn/moving_mean", "bn/moving_variance"));
+  ASSERT_NE(bn.attribute("epsilon"), nullptr);
+  EXPECT_FLOAT_EQ(*bn.attribute("epsilon")->real, 0.01f);
+  const std::span<const float> mean = params.values(params.index("bn/moving_mean"));
+  EXPECT_THAT(initializer(graph, "bn/moving_mean").floats, ElementsAre(mean[0], mean[1]));
+  EXPECT_THAT(initializer(graph, "bn2/beta").floats, ElementsAre(0, 0, 0));
+  EXPECT_EQ(graph.output.name, "logits");
+}
+
+// A binary head keeps its sigmoid, and its output is the probability.
+TEST(OnnxGraph, ABinaryHeadEndsInItsSigmoidAndOutputsTheProbability) {
+  const ModelSpec spec = keras_spec("[null, 5]", R"(
+      {"class_name": "Dense", "config": {"name": "d", "units": 1, "activation": "sigmoid"}})");
+  const OnnxGraph graph = build_onnx_graph(spec, numbered_params(spec));
+  EXPECT_THAT(op_types(graph), ElementsAre("Gemm", "Sigmoid"));
+  EXPECT_EQ(graph.output.name, "probability");
+  EXPECT_EQ(graph.output.shape, (Shape{kOnnxBatch, 1}));
+  EXPECT_EQ(graph.nodes.back().outputs[0], "probability");
+}
+
 TEST(OnnxGraph, AveragePoolingLeavesPaddingOutOfTheCount) {
   const ModelSpec spec = keras_spec("[null, 7, 7, 3]", R"(
       {"class_name": "AveragePooling2D", "config": {"name": "avg", "pool_size": [2, 2],

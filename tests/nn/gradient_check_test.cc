@@ -20,6 +20,8 @@
 
 #include "base/error.h"
 #include "nn/activation.h"
+#include "nn/batch_norm.h"
+#include "nn/binary_cross_entropy.h"
 #include "nn/conv2d.h"
 #include "nn/dense.h"
 #include "nn/dropout.h"
@@ -110,7 +112,9 @@ struct GradCheckResult {
 };
 
 // Compares layer.backward against central differences of L = Σ out ⊙ r for every parameter value
-// and every input value. REQUIRES: layer.set_first_param(0) was called; params match its specs.
+// and every input value; a statistic (ParamSpec::trainable false) is no function of L and its
+// slot holds a delta, so it is left out. REQUIRES: layer.set_first_param(0) was called; params
+// match its specs.
 GradCheckResult check_gradients(const Layer& layer, int batch, std::vector<float> in,
                                 ParamSet& params, uint32_t seed, bool training = false) {
   std::mt19937 rng(seed);
@@ -160,6 +164,7 @@ GradCheckResult check_gradients(const Layer& layer, int batch, std::vector<float
     }
   };
   for (size_t p = 0; p < params.count(); ++p) {
+    if (!params.spec(p).trainable) continue;
     std::span<float> values = params.values(p);
     for (size_t i = 0; i < values.size(); ++i) {
       compare(values[i], grads.values(p)[i], fmt::format("{}[{}]", params.spec(p).name, i));
@@ -285,6 +290,160 @@ TEST(GradientCheck, DropoutInTrainingMatchesFiniteDifferencesOfItsMaskedForward)
   Dropout layer({5, 6}, 0.4f);
   std::mt19937 rng(38);
   EXPECT_GRADIENTS_MATCH(check_layer(layer, 3, uniform(90, -1, 1, rng), 39, /*training=*/true));
+}
+
+BatchNormOptions batch_norm_options(Shape shape, bool center = true, bool scale = true) {
+  return {.shape = std::move(shape),
+          .momentum = 0.9f,
+          .gamma_name = scale ? "bn/gamma" : "",
+          .beta_name = center ? "bn/beta" : "",
+          .moving_mean_name = "bn/moving_mean",
+          .moving_variance_name = "bn/moving_variance"};
+}
+
+// In training the batch's own statistics normalise, so every output depends on every input of
+// its channel: the checks cover that coupling, after a Dense (flat) and a Conv2D (per channel of
+// an image, over the batch and every position).
+TEST(GradientCheck, BatchNormAfterADenseMatchesFiniteDifferencesInTraining) {
+  BatchNorm layer(batch_norm_options({5}));
+  std::mt19937 rng(11);
+  EXPECT_GRADIENTS_MATCH(check_layer(layer, 4, uniform(20, -1, 1, rng), 12, /*training=*/true));
+}
+
+TEST(GradientCheck, BatchNormOfImageChannelsMatchesFiniteDifferencesInTraining) {
+  BatchNorm layer(batch_norm_options({3, 2, 4}));
+  std::mt19937 rng(13);
+  EXPECT_GRADIENTS_MATCH(check_layer(layer, 2, uniform(48, -1, 1, rng), 14, /*training=*/true));
+}
+
+TEST(GradientCheck, BatchNormWithoutScaleAndCentreMatchesFiniteDifferencesInTraining) {
+  BatchNorm layer(batch_norm_options({2, 2, 3}, /*center=*/false, /*scale=*/false));
+  EXPECT_EQ(layer.param_specs().size(), 2u);
+  std::mt19937 rng(15);
+  EXPECT_GRADIENTS_MATCH(check_layer(layer, 3, uniform(36, -1, 1, rng), 16, /*training=*/true));
+}
+
+// Keras' semantics on hand-computed values: one channel holding 1, 3 and another holding 2, 6,
+// momentum 0.9, epsilon 1e-3.
+TEST(BatchNorm, TrainingNormalisesByTheBatchAndItsDeltaMovesTheMovingStatisticsAsKeras) {
+  BatchNorm layer(batch_norm_options({2}));
+  layer.set_first_param(0);
+  ParamSet params(layer.param_specs());
+  const std::vector<float> gamma{2, 1}, beta{0.5f, 0}, moving_mean{1, -1}, moving_var{4, 0.5f};
+  std::copy(gamma.begin(), gamma.end(), params.values(0).begin());
+  std::copy(beta.begin(), beta.end(), params.values(1).begin());
+  std::copy(moving_mean.begin(), moving_mean.end(), params.values(2).begin());
+  std::copy(moving_var.begin(), moving_var.end(), params.values(3).begin());
+  EXPECT_FALSE(params.spec(2).trainable);
+  EXPECT_FALSE(params.spec(3).trainable);
+  EXPECT_TRUE(params.spec(0).trainable);
+
+  const std::vector<float> in{1, 2, 3, 6};  // rows (1, 2) and (3, 6)
+  std::vector<float> scratch;
+  const std::vector<float> out = run_forward(layer, params, 2, in, scratch, /*training=*/true);
+  // Channel 0: mean 2, variance 1; channel 1: mean 4, variance 4.
+  const float s0 = 1 / std::sqrt(1.001f), s1 = 1 / std::sqrt(4.001f);
+  EXPECT_NEAR(out[0], 2 * -1 * s0 + 0.5f, 1e-6);
+  EXPECT_NEAR(out[2], 2 * 1 * s0 + 0.5f, 1e-6);
+  EXPECT_NEAR(out[1], -2 * s1, 1e-6);
+  EXPECT_NEAR(out[3], 2 * s1, 1e-6);
+
+  GradSet grads(layer.param_specs());
+  const std::vector<float> dout(4, 0.0f);
+  layer.backward(params, grads,
+                 {.batch = 2,
+                  .in = in.data(),
+                  .out = const_cast<float*>(out.data()),
+                  .scratch = scratch.data(),
+                  .training = true},
+                 dout.data(), nullptr);
+  // value -= delta is Keras' moving = 0.9·moving + 0.1·batch statistic (variance biased).
+  for (size_t p : {2u, 3u}) {
+    for (size_t k = 0; k < 2; ++k) params.values(p)[k] -= grads.values(p)[k];
+  }
+  EXPECT_NEAR(params.values(2)[0], 0.9f * 1 + 0.1f * 2, 1e-6);
+  EXPECT_NEAR(params.values(2)[1], 0.9f * -1 + 0.1f * 4, 1e-6);
+  EXPECT_NEAR(params.values(3)[0], 0.9f * 4 + 0.1f * 1, 1e-6);
+  EXPECT_NEAR(params.values(3)[1], 0.9f * 0.5f + 0.1f * 4, 1e-6);
+}
+
+TEST(BatchNorm, EvaluationNormalisesByTheMovingStatistics) {
+  BatchNorm layer(batch_norm_options({3, 1, 2}));
+  layer.set_first_param(0);
+  ParamSet params(layer.param_specs());
+  std::mt19937 rng(17);
+  fill_params(params, rng);
+  for (float& v : params.values(3)) v = std::fabs(v) + 0.1f;  // variances
+  const std::vector<float> in = uniform(12, -1, 1, rng);
+  std::vector<float> scratch;
+  const std::vector<float> out = run_forward(layer, params, 2, in, scratch, /*training=*/false);
+  for (size_t i = 0; i < in.size(); ++i) {
+    const size_t k = i % 2;
+    const float expected = params.values(0)[k] * (in[i] - params.values(2)[k]) /
+                               std::sqrt(params.values(3)[k] + 1e-3f) +
+                           params.values(1)[k];
+    EXPECT_NEAR(out[i], expected, 1e-5) << i;
+  }
+}
+
+// A plain SGD step folded into backward descends gamma and beta but assigns the statistics.
+TEST(BatchNorm, TheFoldedSgdStepAssignsTheStatisticsAtNoLearningRate) {
+  BatchNorm layer(batch_norm_options({2}));
+  layer.set_first_param(0);
+  ParamSet params(layer.param_specs());
+  std::mt19937 rng(19);
+  fill_params(params, rng);
+  ParamSet expected(layer.param_specs());
+  expected.copy_from(params);
+  const std::vector<float> in = uniform(8, -1, 1, rng), dout = uniform(8, -1, 1, rng);
+  std::vector<float> scratch;
+  const std::vector<float> out = run_forward(layer, params, 4, in, scratch, /*training=*/true);
+  const LayerIo io{.batch = 4,
+                   .in = in.data(),
+                   .out = const_cast<float*>(out.data()),
+                   .scratch = scratch.data(),
+                   .training = true};
+  GradSet grads(layer.param_specs());
+  layer.backward(expected, grads, io, dout.data(), nullptr);
+  for (size_t p = 0; p < 4; ++p) {
+    for (size_t k = 0; k < 2; ++k)
+      expected.values(p)[k] -= (p < 2 ? 0.5f : 1.0f) * grads.values(p)[k];
+  }
+  GradSet scratch_grads(layer.param_specs());
+  layer.backward_sgd_step(params, scratch_grads, io, dout.data(), nullptr, 0.5f);
+  for (size_t p = 0; p < 4; ++p) {
+    for (size_t k = 0; k < 2; ++k)
+      EXPECT_FLOAT_EQ(params.values(p)[k], expected.values(p)[k]) << params.spec(p).name;
+  }
+}
+
+TEST(BinaryCrossEntropy, MatchesTheLogLossOfTheSigmoidAndItsCentralDifferences) {
+  const std::vector<float> logits{-3.0f, -0.2f, 0.0f, 0.7f, 25.0f};
+  const std::vector<int32_t> labels{0, 1, 1, 0, 1};
+  std::vector<float> dlogits(5);
+  const float loss = binary_cross_entropy(logits.data(), labels.data(), 5, dlogits.data());
+  double expected = 0;
+  for (size_t i = 0; i < 5; ++i) {
+    const double p = 1 / (1 + std::exp(-static_cast<double>(logits[i])));
+    expected -= labels[i] == 1 ? std::log(p) : std::log(1 - p);
+  }
+  EXPECT_NEAR(loss, expected / 5, 1e-6);
+  for (size_t i = 0; i < 5; ++i) {
+    std::vector<float> plus = logits, minus = logits;
+    plus[i] += 1e-2f;
+    minus[i] -= 1e-2f;
+    const double numeric = (binary_cross_entropy(plus.data(), labels.data(), 5, nullptr) -
+                            binary_cross_entropy(minus.data(), labels.data(), 5, nullptr)) /
+                           (static_cast<double>(plus[i]) - minus[i]);
+    EXPECT_NEAR(dlogits[i], numeric, 1e-4) << i;
+  }
+  // A logit of -100 with label 1 costs 100, not an infinity.
+  const float far = -100.0f;
+  const int32_t one = 1;
+  EXPECT_NEAR(binary_cross_entropy(&far, &one, 1, nullptr), 100.0f, 1e-3);
+  std::vector<int32_t> predicted(5);
+  threshold_logits(logits.data(), 5, predicted.data());
+  EXPECT_EQ(predicted, (std::vector<int32_t>{0, 0, 1, 1, 1}));
 }
 
 TEST(GradientCheck, DenseWithoutBiasMatchesFiniteDifferences) {

@@ -212,6 +212,20 @@ TEST(KerasJson, InputShapeMayComeFromTheFirstLayersBuildConfig) {
   }
 }
 
+// A BatchNormalization layer as tf.keras 2 writes one after a Conv2D, with `changes` applied.
+json batch_norm(const json& changes = json::object()) {
+  json config = json::parse(R"({"name": "bn", "trainable": true, "dtype": "float32", "axis": [3],
+    "momentum": 0.99, "epsilon": 0.001, "center": true, "scale": true,
+    "beta_initializer": {"class_name": "Zeros", "config": {}},
+    "gamma_initializer": {"class_name": "Ones", "config": {}},
+    "moving_mean_initializer": {"class_name": "Zeros", "config": {}},
+    "moving_variance_initializer": {"class_name": "Ones", "config": {}},
+    "beta_regularizer": null, "gamma_regularizer": null, "beta_constraint": null,
+    "gamma_constraint": null})");
+  config.update(changes);
+  return {{"class_name", "BatchNormalization"}, {"config", config}};
+}
+
 struct Refusal {
   const char* what;
   std::function<void(json& layers)> change;
@@ -299,10 +313,50 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "model.json: layer 8 (Dense): kernel_regularizer {\"class_name\":\"L2\",\"config\":"
                 "{\"l2\":1e+300}} is not supported (only null or L2)"},
-        Refusal{"batch norm", [](json& l) { l[7]["class_name"] = "BatchNormalization"; },
-                "model.json: layer 7 (BatchNormalization): this layer class is not supported "
+        Refusal{"a layer class of its own",
+                [](json& l) { l[7]["class_name"] = "LayerNormalization"; },
+                "model.json: layer 7 (LayerNormalization): this layer class is not supported "
                 "(only InputLayer, Dense, Conv2D, MaxPooling2D, AveragePooling2D, Flatten, "
-                "Reshape, Dropout, Activation)"},
+                "Reshape, Dropout, Activation, BatchNormalization)"},
+        Refusal{"batch renormalisation",
+                [](json& l) {
+                  l.insert(l.begin() + 3, batch_norm({{"renorm", true}}));
+                },
+                "model.json: layer 3 (BatchNormalization): renorm true is not supported (only "
+                "false)"},
+        Refusal{"ghost batches",
+                [](json& l) {
+                  l.insert(l.begin() + 3, batch_norm({{"virtual_batch_size", 4}}));
+                },
+                "model.json: layer 3 (BatchNormalization): virtual_batch_size 4 is not supported "
+                "(only null)"},
+        Refusal{"synchronised statistics",
+                [](json& l) {
+                  l.insert(l.begin() + 3, batch_norm({{"synchronized", true}}));
+                },
+                "model.json: layer 3 (BatchNormalization): synchronized true is not supported "
+                "(only false: each worker normalises by its own batch, and the moving statistics "
+                "are averaged over the workers)"},
+        Refusal{"a gamma regulariser",
+                [](json& l) {
+                  l.insert(l.begin() + 3,
+                           batch_norm({{"gamma_regularizer",
+                                        {{"class_name", "L2"}, {"config", {{"l2", 0.1}}}}}}));
+                },
+                "model.json: layer 3 (BatchNormalization): gamma_regularizer {\"class_name\":"
+                "\"L2\",\"config\":{\"l2\":0.1}} is not supported (only null)"},
+        Refusal{"a momentum above one",
+                [](json& l) {
+                  l.insert(l.begin() + 3, batch_norm({{"momentum", 1.5}}));
+                },
+                "model.json: layer 3 (BatchNormalization): momentum 1.5 is not a number in [0, "
+                "1]"},
+        Refusal{"normalising the rows",
+                [](json& l) {
+                  l.insert(l.begin() + 3, batch_norm({{"axis", {1}}}));
+                },
+                "model.json: layer 2 (BatchNormalization 'bn'): axis 1 is not supported for input "
+                "shape [28, 28, 8] (only the last axis, -1 or 3: the channels)"},
         Refusal{"a Dense on images", [](json& l) { l.erase(7); },
                 "model.json: layer 6 (Dense 'dense'): input shape [6, 6, 16] is not supported "
                 "(Dense takes a flat input; add a Flatten before it)"},
@@ -335,6 +389,93 @@ TEST(KerasJson, DefaultOptionsAreAcceptedHoweverTheyAreSpelled) {
   conv["kernel_initializer"] = "he_normal";
   conv["lora_rank"] = nullptr;
   EXPECT_EQ(read_keras_json(doc, "m"), read_keras_json(fixture("keras2_cnn.json"), "m"));
+}
+
+TEST(KerasJson, BatchNormalizationOfKeras2And3ReadsToOneSpecWithKerasWeights) {
+  json keras2 = fixture("keras2_cnn.json");
+  keras2["config"]["layers"].insert(keras2["config"]["layers"].begin() + 3,
+                                    batch_norm({{"momentum", 0.9}, {"fused", true}}));
+  // Keras 3: the axis as -1, initialisers with their module, the synchronized flag.
+  json keras3 = fixture("keras2_cnn.json");
+  json layer = batch_norm({{"axis", -1},
+                           {"momentum", 0.9},
+                           {"synchronized", false},
+                           {"gamma_initializer",
+                            {{"module", "keras.initializers"},
+                             {"class_name", "Ones"},
+                             {"config", json::object()},
+                             {"registered_name", nullptr}}}});
+  keras3["config"]["layers"].insert(keras3["config"]["layers"].begin() + 3, layer);
+  const ModelSpec spec = read_keras_json(keras2, "k2");
+  ModelSpec other = read_keras_json(keras3, "k3");
+  // The same axis, counted from the end.
+  EXPECT_EQ(other.layers[2].axis, -1);
+  EXPECT_EQ(spec.layers[2].axis, 3);
+  other.layers[2].axis = 3;
+  EXPECT_EQ(other.layers, spec.layers);
+  EXPECT_EQ(build_model(other)->param_specs().size(), build_model(spec)->param_specs().size());
+  const LayerSpec& bn = spec.layers[2];
+  EXPECT_EQ(bn.kind, LayerKind::kBatchNormalization);
+  EXPECT_FLOAT_EQ(bn.momentum, 0.9f);
+  EXPECT_FLOAT_EQ(bn.epsilon, 1e-3f);
+
+  const std::unique_ptr<Model> model = build_model(spec);
+  std::vector<std::string> names;
+  for (const ParamSpec& p : model->param_specs()) {
+    if (p.name.starts_with("bn/")) {
+      names.push_back(p.name);
+      EXPECT_EQ(p.shape, (Shape{8}));
+      EXPECT_EQ(p.trainable, !p.name.starts_with("bn/moving"));
+    }
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"bn/gamma", "bn/beta", "bn/moving_mean",
+                                             "bn/moving_variance"}));
+  // Keras' count, non-trainable included: the fixture's and 4 vectors of 8.
+  EXPECT_EQ(parameter_count(*model), 80 + 1168 + 5770 + 32);
+  // Written as Keras 3 writes it, it reads back equal.
+  EXPECT_EQ(read_keras_json(to_keras_json(spec).dump(), "again"), spec);
+}
+
+TEST(KerasJson, ADenseOfOneSigmoidUnitIsABinaryHeadWithBinaryCrossEntropy) {
+  json doc = fixture("keras2_mlp.json");
+  json& last = doc["config"]["layers"][5]["config"];
+  last["units"] = 1;
+  last["activation"] = "sigmoid";
+  const ModelSpec spec = read_keras_json(doc, "m");
+  const std::unique_ptr<Model> model = build_model(spec);
+  EXPECT_EQ(model->loss(), Loss::kBinaryCrossEntropy);
+  EXPECT_EQ(model->output_width(), 1);
+  EXPECT_EQ(model->num_classes(), 2);
+  // The loss applies the sigmoid: the model ends at the Dense's logit.
+  EXPECT_EQ(model->layers().back()->describe().rfind("dense", 0), 0u)
+      << model->layers().back()->describe();
+
+  // The loss a file was compiled with must fit its head, and travels in the spec.
+  doc["compile_config"] = {{"loss", "binary_crossentropy"}};
+  ModelSpec compiled = read_keras_json(doc, "m");
+  EXPECT_EQ(compiled.loss, "binary_crossentropy");
+  EXPECT_EQ(read_keras_json(to_keras_json(compiled).dump(), "again"), compiled);
+  EXPECT_EQ(build_model(compiled)->loss(), Loss::kBinaryCrossEntropy);
+  compiled.loss = "sparse_categorical_crossentropy";
+  EXPECT_THROW(build_model(compiled, {}, "m.json"), UsageError);
+
+  json softmax = fixture("keras2_mlp.json");
+  softmax["modelTopology"] = {{"model_config", softmax}};
+  softmax["modelTopology"]["training_config"] = {{"loss", "binary_crossentropy"}};
+  try {
+    build_model(read_keras_json(softmax, "m.json"), {}, "m.json");
+    FAIL() << "binary_crossentropy on a softmax head was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "m.json: loss binary_crossentropy needs a binary head: end the model in Dense(1, "
+              "activation=\"sigmoid\")");
+  }
+  softmax["modelTopology"]["training_config"] = {{"loss", "mean_squared_error"}};
+  EXPECT_THROW(build_model(read_keras_json(softmax, "m.json"), {}, "m.json"), UsageError);
+  // Keras 3's loss objects are named as their functions.
+  doc["compile_config"] = {
+      {"loss", {{"module", "keras.losses"}, {"class_name", "BinaryCrossentropy"}, {"config", {}}}}};
+  EXPECT_EQ(read_keras_json(doc, "m").loss, "binary_crossentropy");
 }
 
 TEST(KerasJson, ATrailingSoftmaxActivationLayerIsTheLoss) {

@@ -28,6 +28,32 @@ void fill(ParamSet& set, float start, float step) {
   }
 }
 
+// A statistic (ParamSpec::trainable false) between two trainable tensors is assigned its delta
+// however the update is cut into chunks; the tensors around it take the optimizer's rule.
+TEST(OptimizerTest, AStatisticIsAssignedItsDeltaAndItsNeighboursTakeTheRule) {
+  const std::vector<ParamSpec> specs = {ParamSpec{.name = "w", .shape = {2, 3}},
+                                        ParamSpec{.name = "mean", .shape = {3}, .trainable = false},
+                                        ParamSpec{.name = "b", .shape = {3}}};
+  for (const size_t chunk : {size_t{7}, size_t{SIZE_MAX}}) {
+    ParamSet params(specs), grads(specs);
+    fill(params, 1.0f, 0.5f);
+    fill(grads, -0.3f, 0.1f);
+    ParamSet before(specs);
+    before.copy_from(params);
+    auto momentum = make_optimizer({.name = "momentum", .momentum = 0.5f}, specs);
+    const size_t size = params.flat().size();
+    for (size_t begin = 0; begin < size; begin += std::min(chunk, size))
+      momentum->apply(params, grads, 0.25f, 0, begin, begin + std::min(chunk, size - begin));
+    for (size_t t = 0; t < 3; ++t) {
+      const float rate = t == 1 ? 1.0f : 0.25f;  // the first momentum step is lr·g
+      for (size_t j = 0; j < params.values(t).size(); ++j) {
+        EXPECT_FLOAT_EQ(params.values(t)[j], before.values(t)[j] - rate * grads.values(t)[j])
+            << specs[t].name << "[" << j << "], chunks of " << chunk;
+      }
+    }
+  }
+}
+
 TEST(OptimizerTest, SgdSubtractsLearningRateTimesGradient) {
   ParamSet params(two_tensors()), grads(two_tensors());
   fill(params, 1.0f, 0.5f);
@@ -128,6 +154,21 @@ TEST(MovingAverageTest, ShadowMovesTowardTheParameters) {
   ema.update(params, 10);  // decay 0.55: 1 - 0.45·(1 - 3) = 1.9
   EXPECT_NEAR(ema.shadow().values(0)[0], 1.9, 1e-6);
   EXPECT_NEAR(ema.shadow().values(1)[2], 1.9, 1e-6);
+}
+
+// TensorFlow averages the trainable variables; a statistic (BatchNormalization's moving mean) is
+// evaluated as training keeps it.
+TEST(MovingAverageTest, AStatisticsShadowIsItsValue) {
+  std::vector<ParamSpec> specs = two_tensors();
+  specs[1].trainable = false;
+  ParamSet params(specs);
+  fill(params, 1.0f, 0.0f);
+  MovingAverage ema(0.99f, params);
+  fill(params, 3.0f, 0.0f);
+  ema.update(params, 10, 0, 7);  // in two pieces, the first ending inside w
+  ema.update(params, 10, 7);
+  EXPECT_NEAR(ema.shadow().values(0)[5], 1.9, 1e-6);
+  EXPECT_EQ(ema.shadow().values(1)[2], 3.0f);
 }
 
 }  // namespace

@@ -62,6 +62,25 @@ TEST(ShardStoreTest, AsyncPushAppliesSgdExactly) {
   EXPECT_EQ(store.counters(0).applied, 1);
 }
 
+// A statistic (BatchNormalization's moving mean) is assigned its averaged delta, whatever the
+// optimizer and the learning rate; the trainable shard beside it takes Adam.
+TEST(ShardStoreTest, SyncStatisticShardTakesTheAverageDeltaAtNoLearningRate) {
+  std::vector<ParamSpec> specs = small_specs();
+  specs[1].trainable = false;
+  const PartitionMap map = one_ps_map(specs);
+  ShardStore store(specs, map, 0, {.name = "adam"}, sync_options(2, 2));
+  initialize_all(store, 1.0f);
+  size_t statistic = 0, weights = 0;
+  for (size_t shard : store.shards()) (map.shards[shard].tensor == 1 ? statistic : weights) = shard;
+  store.push_sync(statistic, 0, 1, 0, std::vector<float>{0.25f, 0.5f, -1.0f}, 0.1f);
+  store.push_sync(statistic, 1, 1, 0, std::vector<float>{0.75f, 0.5f, 1.0f}, 0.1f);
+  EXPECT_EQ(read(store, statistic), (std::vector<float>{0.5f, 0.5f, 1.0f}));
+  store.push_sync(weights, 0, 1, 0, std::vector<float>(12, 0.5f), 0.1f);
+  store.push_sync(weights, 1, 1, 0, std::vector<float>(12, 0.5f), 0.1f);
+  // Adam's first step moves every value by lr·m/(sqrt(v) + ε) ≈ lr, whatever the gradient's size.
+  for (const float v : read(store, weights)) EXPECT_NEAR(v, 0.9f, 1e-5);
+}
+
 TEST(ShardStoreTest, NonFiniteGradientsAreRejectedCountedAndNeverApplied) {
   const auto specs = small_specs();
   // Adam: a NaN that reached its slots would poison every later step too.

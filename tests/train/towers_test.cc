@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "data/batcher.h"
 #include "nn/init.h"
+#include "nn/model_spec.h"
 #include "nn/model_zoo.h"
 #include "optim/optimizer.h"
 #include "train/gradient_computer.h"
@@ -98,6 +99,48 @@ TEST(TowersTest, TrainingActuallyMovesTheParameters) {
   const ParamSet zero_steps = train("mnist_inference", 1, 0, data);
   const ParamSet fifty = train("mnist_inference", 2, 50, data);
   EXPECT_GT(max_abs_difference(zero_steps, fifty), 1e-3);
+}
+
+// BatchNormalization's moving statistics under towers: each tower normalises by its own slice, and
+// the one copy moves by the average of the towers' deltas, as two runs on the slices give them.
+TEST(TowersTest, MovingStatisticsMoveByTheAverageOfEachTowersBatchStatistics) {
+  ModelSpec spec{.name = "bn",
+                 .input_shape = {6},
+                 .layers = {LayerSpec{.kind = LayerKind::kDense, .name = "d", .units = 4},
+                            LayerSpec{.kind = LayerKind::kBatchNormalization, .name = "bn"},
+                            LayerSpec{.kind = LayerKind::kDense, .name = "out", .units = 3}}};
+  const std::unique_ptr<Model> model = build_model(spec);
+  ParamSet params(model->param_specs());
+  initialize_params(params, 3);
+  Dataset data;
+  data.size = 8;
+  data.example_size = 6;
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (int i = 0; i < 48; ++i) data.images.push_back(uniform(rng));
+  data.labels = {0, 1, 2, 0, 1, 2, 0, 1};
+
+  auto grads_of = [&](int towers, int64_t first, int n) {
+    GradientComputer computer(*model, towers, n);
+    GradSet grads(model->param_specs());
+    computer.compute(params, {data.images.data() + first * 6, data.labels.data() + first, n},
+                     grads);
+    return grads;
+  };
+  const GradSet both = grads_of(2, 0, 8), first = grads_of(1, 0, 4), second = grads_of(1, 4, 4);
+  const GradSet whole = grads_of(1, 0, 8);
+  double variance_gap = 0;
+  for (const char* name : {"bn/moving_mean", "bn/moving_variance"}) {
+    const size_t t = params.index(name);
+    for (size_t k = 0; k < 4; ++k) {
+      const float average = (first.values(t)[k] + second.values(t)[k]) / 2;
+      EXPECT_NEAR(both.values(t)[k], average, 1e-6) << name << "[" << k << "]";
+      EXPECT_NE(both.values(t)[k], 0.0f) << name << "[" << k << "]";
+      if (name[10] == 'v') variance_gap += std::abs(both.values(t)[k] - whole.values(t)[k]);
+    }
+  }
+  // One tower on the whole batch sees the variance between the slices too: another statistic.
+  EXPECT_GT(variance_gap, 1e-4);
 }
 
 TEST(TowersTest, MoreTowersThanExamplesIsAUsageError) {
