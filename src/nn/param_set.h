@@ -3,6 +3,7 @@
 // optimizer step, a checkpoint, a push or a fused all-reduce is one pass over one flat buffer.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -123,6 +124,25 @@ class ParamSet {
 
 // Gradients mirror the parameters' layout exactly.
 using GradSet = ParamSet;
+
+// Cuts [begin, end) of flat() at the tensors that are not trainable (moving statistics, which
+// every update assigns rather than descends): trainable(lo, hi) on each run between them, even an
+// empty one, and statistic(lo, hi) on each of their parts, in order. Both are flat() offsets.
+template <typename Trainable, typename Statistic>
+void split_at_statistics(const ParamSet& layout, size_t begin, size_t end, Trainable&& trainable,
+                         Statistic&& statistic) {
+  size_t at = begin;
+  for (size_t t = 0; t < layout.count() && at < end; ++t) {
+    if (layout.spec(t).trainable) continue;
+    const size_t lo = std::max(at, layout.offset(t));
+    const size_t hi = std::min(end, layout.offset(t) + layout.values(t).size());
+    if (lo >= hi) continue;
+    trainable(at, lo);
+    statistic(lo, hi);
+    at = hi;
+  }
+  trainable(at, end);
+}
 
 // Runs an elementwise pass over every tensor of a set with this layout on the current ThreadTeam:
 // fn(part, tensor, begin, end) for part p's share of each tensor's rows (its first dimension),

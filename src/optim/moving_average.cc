@@ -30,17 +30,11 @@ void MovingAverage::update(const ParamSet& params, int64_t num_updates, size_t b
   // shadow -= (1-d)·(shadow - value), TensorFlow's assign_moving_average form; a statistic's
   // shadow is its value (decay 0), as TensorFlow averages the trainable variables only and
   // restores the others as they are.
-  size_t at = begin;
-  for (size_t t = 0; t < params.count() && at < end; ++t) {
-    if (params.spec(t).trainable) continue;
-    const size_t lo = std::max(at, params.offset(t));
-    const size_t hi = std::min(end, params.offset(t) + params.values(t).size());
-    if (lo >= hi) continue;
-    average(params, d, at, lo);
-    std::copy_n(params.flat().data() + lo, hi - lo, shadow_.flat().data() + lo);
-    at = hi;
-  }
-  average(params, d, at, end);
+  split_at_statistics(
+      params, begin, end, [&](size_t lo, size_t hi) { average(params, d, lo, hi); },
+      [&](size_t lo, size_t hi) {
+        std::copy_n(params.flat().data() + lo, hi - lo, shadow_.flat().data() + lo);
+      });
 }
 
 void MovingAverage::average(const ParamSet& params, float d, size_t begin, size_t end) {

@@ -90,17 +90,12 @@ void Optimizer::apply(ParamSet& params, const GradSet& grads, float lr, int64_t 
   end = std::min(end, params.flat().size());
   // The range, cut around the tensors that are not trainable: the optimizer's rule between them,
   // assign_deltas on them.
-  size_t at = begin;
-  for (size_t t = 0; t < params.count() && at < end; ++t) {
-    if (params.spec(t).trainable) continue;
-    const size_t lo = std::max(at, params.offset(t));
-    const size_t hi = std::min(end, params.offset(t) + params.values(t).size());
-    if (lo >= hi) continue;
-    apply_rule(params, grads, lr, step, at, lo);
-    assign_deltas(params.flat().subspan(lo, hi - lo), grads.flat().subspan(lo, hi - lo));
-    at = hi;
-  }
-  apply_rule(params, grads, lr, step, at, end);
+  split_at_statistics(
+      params, begin, end,
+      [&](size_t lo, size_t hi) { apply_rule(params, grads, lr, step, lo, hi); },
+      [&](size_t lo, size_t hi) {
+        assign_deltas(params.flat().subspan(lo, hi - lo), grads.flat().subspan(lo, hi - lo));
+      });
 }
 
 void Optimizer::apply_rule(ParamSet& params, const GradSet& grads, float lr, int64_t step,
