@@ -56,7 +56,7 @@ TEST(PeerWait, APsWhoseOnlyWorkerFailedEndsAtOnceSayingWhy) {
 // values it holds.
 TEST(PeerWait, APsKilledUnderDefaultFlagsIsReseededByTheChiefAndTheRunFinishes) {
   DtrainProcess launcher(concat({"train", "--strategy", "sync", "--ps", "1", "--workers", "2",
-                                 "--max_restarts", "1", "--train_steps", "200"},
+                                 "--max_restarts", "1", "--train_steps", "400"},
                                 with_flag(softmax_flags(), "--log_every", "1")));
   const int64_t kill_at = fault_step("ps killed under default flags at global step", 20, 100);
   if (launcher.wait_for_line(fmt::format("global_step={},", kill_at)).empty())
@@ -69,7 +69,7 @@ TEST(PeerWait, APsKilledUnderDefaultFlagsIsReseededByTheChiefAndTheRunFinishes) 
   EXPECT_THAT(r.out, HasSubstr("[worker0] worker0: ps0 restarted without a checkpoint: re-seeded "
                                "from worker0's copy at step "));
   EXPECT_THAT(r.out, Not(HasSubstr("without its variables")));
-  EXPECT_THAT(r.out, HasSubstr("ps0: done at global step 200"));
+  EXPECT_THAT(r.out, HasSubstr("ps0: done at global step 400"));
 }
 
 }  // namespace
