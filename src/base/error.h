@@ -46,6 +46,17 @@ class IoError : public Error {
   using Error::Error;
 };
 
+// A stop request (a signal: cli/shutdown.h) ended a wait for a peer before it was over. Not a
+// failure of the task's: it exits with 128 + signal(), as it would at a step boundary.
+class StopRequested : public Error {
+ public:
+  StopRequested(const std::string& what, int signal) : Error(what), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
 // A connection to a peer failed: it closed or timed out, sent a malformed frame, or failed
 // authentication. The message names the peer (task and/or address) and the reason.
 class TransportError : public Error {

@@ -103,6 +103,9 @@ void TcpRing::connect(const HostPort& right) {
   options.authenticate_frames = options_.authenticate_frames;
   options.type_carries_tensors = proto::carries_tensors;
   options.identity = rank_name(options_.rank);
+  options.stop = options_.stop;
+  options.wait_report = options_.wait_report;
+  options.wait_report_interval_ms = options_.wait_report_interval_ms;
   try {
     right_ = dtrain::connect(right.host, right.port, options_.secret, options);
   } catch (const AuthError&) {

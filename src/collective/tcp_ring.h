@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/stop_request.h"
 #include "cluster/cluster_spec.h"
 #include "collective/ring_links.h"
 #include "comm/connection.h"
@@ -63,6 +65,11 @@ struct TcpRingOptions {
   // How chunks reach a neighbour on this host (comm/peer_memory.h). Under kShm a neighbour whose
   // memory cannot be read, or that was started with --transport tcp, keeps the ring from forming.
   Transport transport = Transport::kAuto;
+  // While connecting to the right neighbour: a stop request ends the wait (StopRequested), and
+  // wait_report, if set, is told every wait_report_interval_ms that it goes on (connection.h).
+  const StopRequest* stop = nullptr;
+  std::function<void(const std::string&)> wait_report;
+  int wait_report_interval_ms = 10'000;
 };
 
 // The spin that suits `ranks_here` ranks sharing this machine's cores. Retrying pays while every

@@ -852,27 +852,46 @@ void Connection::open_after_handshake(const HandshakeParams& peer, const FrameKe
 
 // ---- connect ----
 
+namespace {
+
+std::string peer_address(const std::string& host, uint16_t port) {
+  const bool v6_literal = host.find(':') != std::string::npos;
+  return v6_literal ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
+}
+
+}  // namespace
+
+PeerWaitOptions connect_wait_options(const std::string& host, uint16_t port,
+                                     const ConnectionOptions& options) {
+  return {.peer = options.task_name.empty() ? "the peer" : options.task_name,
+          .address = peer_address(host, port),
+          .verb = "reach",
+          .timeout = std::chrono::milliseconds(options.connect_timeout_ms),
+          .report_interval = std::chrono::milliseconds(options.wait_report_interval_ms),
+          .report = options.wait_report,
+          .stop = options.stop};
+}
+
 std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, std::string_view secret,
                                     const ConnectionOptions& options) {
-  if (secret.empty()) throw UsageError("cannot connect: the cluster secret is empty");
-  const auto start = SteadyClock::now();
-  const auto give_up = start + std::chrono::milliseconds(options.connect_timeout_ms);
-  constexpr auto kFirstBackoff = std::chrono::milliseconds(50);
-  constexpr auto kMaxBackoff = std::chrono::milliseconds(1000);
+  PeerWait wait(connect_wait_options(host, port, options));
+  return connect(host, port, secret, options, wait);
+}
 
-  auto backoff = std::chrono::duration_cast<SteadyClock::duration>(kFirstBackoff);
-  std::string last_error;
-  int attempts = 0;
+std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, std::string_view secret,
+                                    const ConnectionOptions& options, PeerWait& wait) {
+  if (secret.empty()) throw UsageError("cannot connect: the cluster secret is empty");
   for (;;) {
-    ++attempts;
+    wait.check_stop();
     // The kernel resends an unanswered SYN ever more slowly (1, 3, 7, 15 s …); a fresh attempt
     // reaches a peer whose link has come back sooner.
     const auto attempt_until =
         options.liveness_timeout_ms > 0
-            ? std::min(give_up,
+            ? std::min(wait.deadline(),
                        SteadyClock::now() + std::chrono::milliseconds(options.liveness_timeout_ms))
-            : give_up;
-    if (auto stream = TcpStream::try_connect(host, port, attempt_until, last_error)) {
+            : wait.deadline();
+    std::string error;
+    if (auto stream = TcpStream::try_connect(host, port, attempt_until, error)) {
       // A handshake that breaks is retried like a refused connect: a flooded server sheds the
       // oldest handshakes, a restarting one may reset it, and a relay may fake a failure the
       // server never proved. Only a failure we proved ourselves (AuthError) is final.
@@ -882,22 +901,13 @@ std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, std:
         return connection;
       } catch (const AuthError&) {
         throw;
-      } catch (const TransportError& error) {
-        last_error = fmt::format("the handshake failed: {}", error.what());
+      } catch (const TransportError& handshake_error) {
+        error = fmt::format("the handshake failed: {}", handshake_error.what());
       }
     }
-    // Give up when the next attempt would start after the deadline.
-    if (SteadyClock::now() + backoff >= give_up) break;
-    // Pacing retries of a peer that is not up yet; nothing is being synchronised with.
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min<SteadyClock::duration>(2 * backoff, kMaxBackoff);
+    wait.failed(std::move(error));
+    if (!wait.pause()) wait.give_up();
   }
-  const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
-  const bool v6_literal = host.find(':') != std::string::npos;
-  throw TransportError(
-      fmt::format("could not reach {} at {}{}{}:{} after {:.1f} s ({} attempts): {}",
-                  options.task_name.empty() ? "the peer" : options.task_name, v6_literal ? "[" : "",
-                  host, v6_literal ? "]" : "", port, seconds, attempts, last_error));
 }
 
 }  // namespace dtrain

@@ -17,10 +17,12 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/stop_request.h"
 #include "comm/auth.h"
 #include "comm/frame.h"
 #include "comm/frame_format.h"
 #include "comm/frame_mac.h"
+#include "comm/peer_wait.h"
 #include "comm/tcp_stream.h"
 
 namespace dtrain {
@@ -45,6 +47,12 @@ struct ConnectionOptions {
   int liveness_timeout_ms = 10'000;
   // connect(): total time for connect-with-retry before giving up.
   int connect_timeout_ms = 30'000;
+  // connect(): while it retries, a "still waiting for <task> at <address> (<last error>); N s
+  // left" line to wait_report every wait_report_interval_ms (none if empty); a stop request ends
+  // the wait with StopRequested (none if null).
+  std::function<void(const std::string&)> wait_report;
+  int wait_report_interval_ms = 10'000;
+  const StopRequest* stop = nullptr;
   // The whole handshake, either side, must finish within this.
   int handshake_timeout_ms = 10'000;
   // Who this end is, said in the handshake and bound to the connection ("worker 1", "ps 0"; empty
@@ -306,12 +314,20 @@ class Connection {
 };
 
 // Connects to host:port with retry, then runs the client handshake. Retries with exponential
-// backoff (50 ms doubling to 1 s) for options.connect_timeout_ms, so tasks may start in any order;
-// an attempt that gets no answer at all (a cut link drops it) is given up after
-// options.liveness_timeout_ms and made again;
-// then throws TransportError "could not reach <task> at host:port after N s: <last error>".
-// Throws AuthError if the server fails the handshake or rejects us.
+// backoff (comm/peer_wait.h) for options.connect_timeout_ms, so tasks may start in any order,
+// saying so every options.wait_report_interval_ms; an attempt that gets no answer at all (a cut
+// link drops it) is given up after options.liveness_timeout_ms and made again; then throws
+// TransportError "could not reach <task> at host:port within N s (K attempts): <last error>".
+// Throws AuthError if the server fails the handshake or rejects us, StopRequested as soon as
+// options.stop is requested.
 std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, std::string_view secret,
                                     const ConnectionOptions& options);
+// The same within a wait the caller owns (its deadline, reports, stop and give-up line), which
+// its own retries around this one share.
+std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, std::string_view secret,
+                                    const ConnectionOptions& options, PeerWait& wait);
+// The wait connect() makes for host:port from options.
+PeerWaitOptions connect_wait_options(const std::string& host, uint16_t port,
+                                     const ConnectionOptions& options);
 
 }  // namespace dtrain

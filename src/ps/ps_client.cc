@@ -123,6 +123,7 @@ ConnectionOptions connection_options(const PsClientOptions& options, int ps) {
   ConnectionOptions connection = options.connection;
   connection.task_name = fmt::format("ps{}", ps);
   connection.type_carries_tensors = proto::carries_tensors;
+  if (!connection.wait_report) connection.wait_report = options.report;
   // The ps binds this worker's pushes and done report to the connections that say it.
   if (options.worker >= 0) connection.identity = proto::worker_identity(options.worker);
   return connection;
@@ -142,13 +143,35 @@ PsClient::PsClient(const ParamSet& layout, const PartitionMap& map, PsClientOpti
   fingerprint_ = partition_fingerprint(layout, map);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(options_.connection.connect_timeout_ms);
-  for (size_t p = 0; p < options_.ps.size(); ++p) {
-    const int ps = static_cast<int>(p);
-    lanes_.push_back(std::make_unique<Lane>(ps, connect_retrying(ps, deadline)));
+  try {
+    for (size_t p = 0; p < options_.ps.size(); ++p) {
+      const int ps = static_cast<int>(p);
+      lanes_.push_back(std::make_unique<Lane>(ps, connect_retrying(ps, deadline)));
+    }
+    // The hello is a dialogue (a challenge, then the offer that answers it): each lane's
+    // receiver thread holds all of it, and the senders have nothing to do.
+    round([](Lane&) {}, [&](Lane& lane) { say_hello(lane); });
+  } catch (const StopRequested&) {
+    throw;
+  } catch (const Error& error) {
+    // The ps tasks this worker did reach learn that it will not come.
+    report_failure(error.what());
+    throw;
   }
-  // The hello is a dialogue (a challenge, then the offer that answers it): each lane's receiver
-  // thread holds all of it, and the senders have nothing to do.
-  round([](Lane&) {}, [&](Lane& lane) { say_hello(lane); });
+}
+
+void PsClient::report_failure(const std::string& why) noexcept {
+  if (worker_ < 0) return;
+  for (auto& lane : lanes_) {
+    if (!lane->connection || !lane->connection->is_open()) continue;
+    try {
+      lane->meta.clear();
+      lane->meta.put(static_cast<int32_t>(worker_)).put_string(why);
+      lane->connection->send(proto::kWorkerFailed, 0, lane->meta.bytes(), {});
+    } catch (const std::exception&) {
+      // The ps is gone too: nobody left to tell.
+    }
+  }
 }
 
 PsClient::~PsClient() = default;
@@ -214,32 +237,38 @@ void PsClient::report(const std::string& line) const {
   if (options_.report) options_.report(line);
 }
 
-std::unique_ptr<Connection> PsClient::connect_once(int ps,
-                                                   std::chrono::steady_clock::time_point deadline) {
+PeerWait PsClient::wait_for(int ps, std::chrono::steady_clock::time_point deadline,
+                            const char* verb) const {
   const HostPort& address = options_.ps[static_cast<size_t>(ps)];
-  ConnectionOptions options = connection_options(options_, ps);
-  options.connect_timeout_ms =
-      static_cast<int>(std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                deadline - std::chrono::steady_clock::now())
-                                                .count()));
-  return connect(address.host, address.port, options_.secret, options);
+  PeerWaitOptions wait =
+      connect_wait_options(address.host, address.port, connection_options(options_, ps));
+  wait.verb = verb;
+  wait.timeout =
+      std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 deadline - std::chrono::steady_clock::now()));
+  return PeerWait(std::move(wait));
+}
+
+std::unique_ptr<Connection> PsClient::connect_once(int ps, PeerWait& wait) {
+  const HostPort& address = options_.ps[static_cast<size_t>(ps)];
+  return connect(address.host, address.port, options_.secret, connection_options(options_, ps),
+                 wait);
 }
 
 std::unique_ptr<Connection> PsClient::connect_retrying(
     int ps, std::chrono::steady_clock::time_point deadline) {
   std::unique_ptr<Connection> connection;
-  retrying(ps, deadline, "connect", [&] { connection = connect_once(ps, deadline); });
+  PeerWait wait = wait_for(ps, deadline, "connect to");
+  retrying(wait, [&] { connection = connect_once(ps, wait); });
   return connection;
 }
 
 // connect() retries a refused connection by itself; this retries one that was accepted and then
 // broke: a dying ps's listening socket may accept a connection and then reset it, a restarting
 // one may be reached before it is ready, and a flooded one may drop it while it authenticates. A
-// wrong secret is final: no retry changes it.
-void PsClient::retrying(int ps, std::chrono::steady_clock::time_point deadline, const char* verb,
-                        const std::function<void()>& attempt) {
-  const HostPort& address = options_.ps[static_cast<size_t>(ps)];
-  auto backoff = std::chrono::milliseconds(50);
+// wrong secret is final: no retry changes it. Both retry within the one wait, so that its lines
+// and its give-up state one clock.
+void PsClient::retrying(PeerWait& wait, const std::function<void()>& attempt) {
   for (;;) {
     try {
       attempt();
@@ -247,14 +276,9 @@ void PsClient::retrying(int ps, std::chrono::steady_clock::time_point deadline, 
     } catch (const AuthError&) {
       throw;
     } catch (const TransportError& error) {
-      if (std::chrono::steady_clock::now() + backoff >= deadline) {
-        throw TransportError(
-            fmt::format("could not {} to ps{} ({}:{}) within {} s: {}", verb, ps, address.host,
-                        address.port, options_.connection.connect_timeout_ms / 1000, error.what()));
-      }
-      // Pacing retries of a peer that is not ready; nothing is being synchronised with.
-      std::this_thread::sleep_for(backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+      if (wait.gave_up()) throw;
+      wait.failed(error.what());
+      if (!wait.pause()) wait.give_up();
     }
   }
 }
@@ -274,37 +298,90 @@ void PsClient::reconnect(Lane& lane, const std::string& why,
   int64_t step = 0;
   const bool memory_before = lane.path.memory;
   const uint64_t instance_before = lane.instance;
-  retrying(lane.ps, deadline, "reconnect", [&] {
-    lane.connection = connect_once(lane.ps, deadline);
+  PeerWait wait = wait_for(lane.ps, deadline, "reconnect to");
+  retrying(wait, [&] {
+    lane.connection = connect_once(lane.ps, wait);
     step = say_hello(lane);
   });
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (!lane.initialized) {
-    throw Error(fmt::format(
-        "ps{} came back without its variables: it found no checkpoint to restore them from; give "
-        "every task the same --train_dir, and the chief --save_steps or --save_secs",
-        lane.ps));
-  }
-  int64_t before = 0;
-  for (size_t shard : map_.shards_of_ps[static_cast<size_t>(lane.ps)])
-    before = std::max(before, shard_step_[shard]);
-  // A restarted ps went back to its checkpoint even when other workers have since pushed it past
-  // the step this worker last saw, so its restored step, not its current one, says what was lost.
-  const bool restarted = lane.instance != instance_before;
-  const int64_t back_to = restarted && lane.restored_step >= 0 ? lane.restored_step : step;
-  if (back_to < before) {
-    report(fmt::format(
-        "ps{} is back after {:.1f} s, restored at global step {}: the {} steps after that "
-        "checkpoint are lost",
-        lane.ps, seconds, back_to, before - back_to));
-  } else {
-    report(fmt::format("reconnected to ps{} after {:.1f} s", lane.ps, seconds));
-  }
   if (lane.path.memory != memory_before) {
     report(lane.path.memory
                ? fmt::format("payloads to ps{} now go through memory", lane.ps)
                : fmt::format("payloads to ps{} now go over TCP: {}", lane.ps, lane.path.why_not));
   }
+  int64_t before = 0;
+  for (size_t shard : map_.shards_of_ps[static_cast<size_t>(lane.ps)])
+    before = std::max(before, shard_step_[shard]);
+  if (!lane.initialized) {
+    if (options_.reseed_from == nullptr) {
+      step = wait_reseeded(lane, wait);
+    } else {
+      reseed(lane, before);
+      return;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  // A restarted ps went back to its checkpoint (or to the chief's copy) even when other workers
+  // have since pushed it past the step this worker last saw, so the step it started from, not its
+  // current one, says what was lost.
+  const bool restarted = lane.instance != instance_before;
+  const int64_t back_to = restarted && lane.restored_step >= 0 ? lane.restored_step : step;
+  if (back_to < before) {
+    report(fmt::format(
+        "ps{} is back after {:.1f} s, restored at global step {}: the {} steps after that are "
+        "lost",
+        lane.ps, seconds, back_to, before - back_to));
+  } else {
+    report(fmt::format("reconnected to ps{} after {:.1f} s", lane.ps, seconds));
+  }
+}
+
+void PsClient::reseed(Lane& lane, int64_t step) {
+  const ParamSet& values = *options_.reseed_from;
+  for (size_t shard : map_.shards_of_ps[static_cast<size_t>(lane.ps)]) {
+    const Shard& s = map_.shards[shard];
+    const std::span<const float> tensors[] = {values.flat().subspan(s.begin, s.size())};
+    lane.meta.clear();
+    lane.meta.put(static_cast<uint32_t>(shard)).put(step).put(uint32_t{0});
+    lane.connection->send(proto::kInit, 0, lane.meta.bytes(), tensors);
+    // One shard at a time: the acknowledgements are read on this thread, which is also sending.
+    proto::MetaReader r(lane.expect(proto::kAck).meta);
+    if (r.get<uint32_t>() != shard) {
+      throw FrameError(fmt::format("bad reply from {}: acknowledged another shard than {}",
+                                   lane.connection->peer(), shard));
+    }
+    shard_step_[shard] = step;
+  }
+  lane.initialized = true;
+  report(fmt::format(
+      "ps{} restarted without a checkpoint: re-seeded from worker{}'s copy at step {} (updates "
+      "from other workers since then are lost, and its optimizer state starts again from zero)",
+      lane.ps, worker_, step));
+}
+
+int64_t PsClient::wait_reseeded(Lane& lane, PeerWait& wait) {
+  report(fmt::format(
+      "ps{} restarted without a checkpoint; waiting for the chief to re-seed it from its copy",
+      lane.ps));
+  constexpr uint32_t kSliceMs = 1000;  // how soon a stop request or the deadline is noticed
+  for (;;) {
+    wait.check_stop();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        wait.deadline() - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      throw Error(fmt::format(
+          "ps{} came back without its variables and the chief did not re-seed it within {:.0f} s: "
+          "it found no checkpoint to restore them from; give every task the same --train_dir, "
+          "and the chief --save_steps or --save_secs",
+          lane.ps, std::chrono::duration<double>(wait.options().timeout).count()));
+    }
+    lane.meta.clear();
+    lane.meta.put(std::min(kSliceMs, static_cast<uint32_t>(left.count())));
+    lane.connection->send(proto::kWaitReady, 0, lane.meta.bytes(), {});
+    proto::MetaReader r(lane.expect(proto::kReady).meta);
+    if (r.get<uint8_t>() != 0) break;
+  }
+  // A second hello reads the step the chief re-seeded it at.
+  return say_hello(lane);
 }
 
 template <typename Send, typename Receive>

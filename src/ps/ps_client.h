@@ -19,6 +19,7 @@
 #include "cluster/cluster_spec.h"
 #include "comm/connection.h"
 #include "comm/peer_memory.h"
+#include "comm/peer_wait.h"
 #include "nn/param_set.h"
 #include "ps/partition.h"
 #include "ps/ps_protocol.h"
@@ -38,6 +39,12 @@ struct PsClientOptions {
   // agrees and proves it can reach ours, else TCP; kTcp always TCP; kShm fails the connection
   // (Error naming the flag, both tasks and why) where memory does not work.
   Transport transport = Transport::kAuto;
+  // The chief's: its latest copy of the values (what its pulls and push-pulls write into). A ps
+  // that comes back without its variables (restarted, no checkpoint to restore) is re-seeded
+  // from it at the step it was last seen at, and the client says so. Null for the other workers,
+  // which wait for the chief to do that. The client reads it only while an operation is under
+  // way, which the caller's blocking already ensures is not while it is written.
+  const ParamSet* reseed_from = nullptr;
 };
 
 // Which way payloads travel to and from one ps task.
@@ -94,6 +101,10 @@ class PsClient {
   // Tells every ps that this worker is done (finished: the last step was reached, so sync waits
   // may be released); returns the counters summed over the ps tasks.
   ps_protocol::DoneReply worker_done(bool finished);
+  // Tells every ps still connected that this worker ends with an error (why), so that a ps whose
+  // workers have all failed ends at once rather than waiting for them; best effort, never
+  // throws. REQUIRES: no operation under way.
+  void report_failure(const std::string& why) noexcept;
   // The counters so far, summed over the ps tasks (for the chief's run log).
   ps_protocol::DoneReply counters();
 
@@ -116,15 +127,23 @@ class PsClient {
   // lane's requests and then reads each lane's replies itself instead.
   template <typename Send, typename Receive>
   void round(Send&& send, Receive&& receive, bool by_caller = false);
-  // One connection to ps `ps`, handshake done, within deadline (connect() retries refusals).
-  std::unique_ptr<Connection> connect_once(int ps, std::chrono::steady_clock::time_point deadline);
+  // A wait for ps `ps` until deadline, its lines to options.report; verb: "connect to",
+  // "reconnect to".
+  PeerWait wait_for(int ps, std::chrono::steady_clock::time_point deadline, const char* verb) const;
+  // One connection to ps `ps`, handshake done, within wait (connect() retries refusals).
+  std::unique_ptr<Connection> connect_once(int ps, PeerWait& wait);
   // The same, retrying a connection that breaks before it is up, as reconnect() does.
   std::unique_ptr<Connection> connect_retrying(int ps,
                                                std::chrono::steady_clock::time_point deadline);
-  // Runs attempt until it succeeds, retrying TransportError but AuthError with backoff until
-  // deadline; then throws one naming ps and what it tried to do ("connect", "reconnect").
-  void retrying(int ps, std::chrono::steady_clock::time_point deadline, const char* verb,
-                const std::function<void()>& attempt);
+  // Runs attempt until it succeeds, retrying TransportError but AuthError within wait; then
+  // throws wait's give-up error (one naming the ps, its address, one duration and the last error).
+  void retrying(PeerWait& wait, const std::function<void()>& attempt);
+  // The chief's answer to a ps that came back without its variables: every shard of it from
+  // options.reseed_from, at `step`, without optimizer slots.
+  void reseed(Lane& lane, int64_t step);
+  // The other workers': waits (within wait) until the chief has re-seeded the ps, then says hello
+  // again and returns its step. Throws Error once wait's deadline passes.
+  int64_t wait_reseeded(Lane& lane, PeerWait& wait);
   // A round whose replies carry counters (kDoneReply, kCountersReply), summed over the lanes.
   ps_protocol::DoneReply counters_round(uint16_t reply_type,
                                         const std::function<void(Lane&)>& request);
@@ -136,8 +155,8 @@ class PsClient {
   // "--transport shm: worker0 and ps1 cannot move payloads through memory: <why>; ...".
   std::string shm_failure(int ps, std::string_view why) const;
   // A new connection and hello in place of a lost one, the lane's `losses`-th in this operation;
-  // throws TransportError once deadline has passed, Error if the ps came back without its
-  // variables.
+  // throws TransportError once deadline has passed. A ps that came back without its variables is
+  // re-seeded (the chief) or waited for until it is (the others; Error at the deadline).
   void reconnect(Lane& lane, const std::string& why, std::chrono::steady_clock::time_point deadline,
                  int losses);
   void report(const std::string& line) const;

@@ -12,8 +12,8 @@
 //     (kHelloReply: ps i32, initialized u8, next_sequence u64, step i64 of its first shard,
 //      instance u64, restored_step i64, memory u8, then if 1 a challenge, else why not)
 //     (instance: drawn at random when the ps process starts, so that a worker tells a restarted
-//      ps from a cut connection; restored_step: the global step of the checkpoint that process
-//      restored its shards from, -1 if it restored none)
+//      ps from a cut connection; restored_step: the global step that process's shards started
+//      from, the checkpoint's it restored or the chief's last kInit (a re-seed), -1 before either)
 //   kMemoryOffer (after memory 1)    an offer                            -               kMemoryReady
 //     (kMemoryReady: memory u8, then if 0 why not)
 //   kInit (chief)                    shard u32, step i64, slots u32      values, slots   kAck
@@ -28,6 +28,9 @@
 //     (kDoneReply: step i64, applied i64, stale i64, duplicates i64, rejected i64)
 //   kCounters (chief, run log)       -                                   -               kCountersReply
 //     (kCountersReply: as kDoneReply, so far)
+//   kWorkerFailed                    worker i32, then why (text)         -               none
+//     (the worker ends with an error; sent on any connection whose handshake proved it that
+//      worker, hello or not, then the worker closes it: the ps gives up on it at once)
 // clang-format on
 //
 // Any request may instead be answered by kError, whose meta is the message: the worker reports it
@@ -87,6 +90,7 @@ inline constexpr uint16_t kMemoryOffer = 33;
 inline constexpr uint16_t kMemoryReady = 34;
 inline constexpr uint16_t kPushRef = 35;
 inline constexpr uint16_t kPullRef = 36;
+inline constexpr uint16_t kWorkerFailed = 37;
 
 // The types the table above gives tensors (ConnectionOptions::type_carries_tensors): any other
 // that declares some is refused before it is handled. kPushReply carries the values a push asked

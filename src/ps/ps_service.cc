@@ -204,13 +204,20 @@ PsService::PsService(PsServiceOptions options, const PsRestoredState* restored)
 PsService::~PsService() { server_->stop(); }
 
 void PsService::run() {
+  const auto report_interval = std::chrono::milliseconds(options_.wait_report_interval_ms);
+  auto next_report = std::chrono::steady_clock::now() + report_interval;
   std::unique_lock lock(workers_mutex_);
   while (!all_workers_accounted_for() && !store_->aborted() && !stopped()) {
     // Woken by every connection, loss and report; the slice bounds how late a worker's timeout
-    // is noticed.
-    workers_changed_.wait_for(lock, std::chrono::milliseconds(500));
+    // is noticed, and a wait reported.
+    workers_changed_.wait_for(
+        lock, std::min<std::chrono::milliseconds>(std::chrono::milliseconds(500), report_interval));
     check_lost_workers();
     check_absent_workers();
+    if (const auto now = std::chrono::steady_clock::now(); now >= next_report) {
+      report_waits();
+      next_report = now + report_interval;
+    }
   }
   if (store_->aborted()) {
     // Each waiting worker is being told why; it closes its connections once it has read it.
@@ -220,10 +227,28 @@ void PsService::run() {
                          [](const WorkerState& w) { return w.connections == 0; });
     });
   }
+  const std::string failed = store_->aborted() ? std::string() : all_workers_failed();
   lock.unlock();
   server_->stop();
   if (const auto reason = store_->aborted())
     throw Error(fmt::format("ps{}: {}", options_.ps, *reason));
+  if (!failed.empty()) throw Error(fmt::format("ps{}: {}", options_.ps, failed));
+}
+
+std::string PsService::all_workers_failed() const {
+  if (store_->finished()) return {};
+  std::vector<std::string> why;
+  bool any_failed = false;
+  for (size_t worker = 0; worker < workers_.size(); ++worker) {
+    const WorkerState& w = workers_[worker];
+    if (!w.given_up) return {};
+    any_failed = any_failed || w.failure.has_value();
+    why.push_back(w.failure ? fmt::format("worker {} failed: {}", worker, *w.failure)
+                            : fmt::format("worker {} was lost and did not come back", worker));
+  }
+  if (!any_failed) return {};
+  return fmt::format("every worker ended before training finished, at step {}; {}; exiting",
+                     current_step(), fmt::join(why, "; "));
 }
 
 bool PsService::stopped() {
@@ -259,17 +284,40 @@ bool PsService::all_workers_accounted_for() const {
   });
 }
 
-void PsService::worker_connected(int worker) {
+void PsService::worker_connected(int worker, const std::string& address) {
   std::lock_guard lock(workers_mutex_);
   WorkerState& w = workers_[static_cast<size_t>(worker)];
-  if (w.lost_since) {
+  w.address = address;
+  if (w.lost_since || w.failure) {
     spdlog::info("ps{}: worker {} is back", options_.ps, worker);
     w.lost_since.reset();
+    w.failure.reset();
     w.given_up = false;
   }
   ++w.connections;
   w.seen = true;
   workers_changed_.notify_all();
+}
+
+void PsService::report_waits() const {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::string> waits;
+  for (size_t worker = 0; worker < workers_.size(); ++worker) {
+    const WorkerState& w = workers_[worker];
+    if (w.done || w.given_up || w.connections > 0) continue;
+    if (w.lost_since) {
+      const double left =
+          std::chrono::duration<double>(std::chrono::milliseconds(options_.worker_timeout_ms) -
+                                        (now - *w.lost_since))
+              .count();
+      waits.push_back(fmt::format("worker {} (lost from {}; {:.0f} s left)", worker, w.address,
+                                  std::max(0.0, left)));
+    } else {
+      waits.push_back(fmt::format("worker {} (not connected yet)", worker));
+    }
+  }
+  if (waits.empty()) return;
+  spdlog::info("ps{}: still waiting for {}", options_.ps, fmt::join(waits, ", "));
 }
 
 void PsService::worker_disconnected(int worker) {
@@ -288,30 +336,31 @@ void PsService::check_lost_workers() {
   const int total = static_cast<int>(workers_.size());
   for (int worker = 0; worker < total; ++worker) {
     WorkerState& w = workers_[static_cast<size_t>(worker)];
-    if (w.given_up || !w.lost_since ||
-        now - *w.lost_since < std::chrono::milliseconds(options_.worker_timeout_ms)) {
-      continue;
-    }
+    const bool timed_out = w.lost_since && now - *w.lost_since >= std::chrono::milliseconds(
+                                                                      options_.worker_timeout_ms);
+    if (w.given_up || !(timed_out || w.failure)) continue;
     w.given_up = true;
     const int left = static_cast<int>(std::count_if(
         workers_.begin(), workers_.end(), [](const WorkerState& s) { return !s.given_up; }));
     const int needed = store_->replicas_to_aggregate();
     const int64_t step = current_step();
+    const std::string gone =
+        w.failure ? fmt::format("failed ({})", *w.failure)
+                  : fmt::format("did not come back within {} s", options_.worker_timeout_ms / 1000);
     if (!options_.sync.sync_replicas || left >= needed) {
-      spdlog::warn("ps{}: worker {} did not come back within {} s; going on without it",
-                   options_.ps, worker, options_.worker_timeout_ms / 1000);
+      spdlog::warn("ps{}: worker {} {}; going on without it", options_.ps, worker, gone);
     } else if (options_.on_worker_loss == WorkerLossPolicy::kContinue && left > 0) {
       spdlog::warn(
-          "ps{}: worker {} did not come back within {} s; a step now takes {} gradients instead "
-          "of {} (--on_worker_loss continue), from step {}",
-          options_.ps, worker, options_.worker_timeout_ms / 1000, left, needed, step);
+          "ps{}: worker {} {}; a step now takes {} gradients instead of {} (--on_worker_loss "
+          "continue), from step {}",
+          options_.ps, worker, gone, left, needed, step);
       store_->lower_replicas(left);
     } else {
       const std::string reason = fmt::format(
-          "worker {} was lost at step {} and did not come back within {} s "
-          "(--worker_timeout); a step needs {} gradients and {} workers are left, so training "
-          "stops (--on_worker_loss stop; give --on_worker_loss continue to go on with fewer)",
-          worker, step, options_.worker_timeout_ms / 1000, needed, left);
+          "worker {} was lost at step {} and {}{}; a step needs {} gradients and {} workers are "
+          "left, so training stops (--on_worker_loss stop; give --on_worker_loss continue to go "
+          "on with fewer)",
+          worker, step, gone, w.failure ? "" : " (--worker_timeout)", needed, left);
       spdlog::error("ps{}: {}", options_.ps, reason);
       store_->abort(reason);
     }
@@ -439,6 +488,8 @@ void PsService::handle(Connection& connection, const Connection::Incoming& in, S
       return worker_done(connection, in, scratch);
     case proto::kCounters:
       return send_counters(connection, proto::kCountersReply, in.request_id, scratch);
+    case proto::kWorkerFailed:
+      return worker_failed(connection, in);
     default:
       throw FrameError(fmt::format("bad frame from {}: unknown type {} for a ps task",
                                    connection.peer(), in.type));
@@ -500,7 +551,7 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
   }
   if (worker >= 0 && scratch.worker < 0) {
     scratch.worker = worker;
-    worker_connected(worker);
+    worker_connected(worker, connection.address());
   }
   uint64_t next_sequence = 0;
   if (worker >= 0) {
@@ -515,7 +566,7 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
       .put(next_sequence)
       .put(step)
       .put(instance_)
-      .put(restored_step_);
+      .put(restored_step_.load());
   const bool offer_memory = wants_memory && options_.transport != Transport::kTcp;
   meta.put(static_cast<uint8_t>(offer_memory));
   if (offer_memory) {
@@ -609,6 +660,8 @@ void PsService::init(Connection& connection, const Connection::Incoming& in, Scr
     into.push_back(std::span(scratch.buffer).subspan(k * size, size));
   connection.receive_tensors(into);
   std::vector<std::span<const float>> slot_values(into.begin() + 1, into.end());
+  // Before the store wakes the workers waiting for the variables: their next hello reads it.
+  restored_step_ = step;
   store_->initialize(shard, into[0], step, slot_values);
   {
     std::lock_guard lock(init_mutex_);
@@ -838,6 +891,27 @@ void PsService::send_counters(Connection& connection, uint16_t type, uint64_t re
       .put(reply.duplicates)
       .put(reply.rejected);
   connection.send(type, request_id, scratch.meta.bytes(), {});
+}
+
+void PsService::worker_failed(Connection& connection, const Connection::Incoming& in) {
+  proto::MetaReader r(in.meta);
+  const auto worker = r.get<int32_t>();
+  const std::string why = r.rest_as_peer_text();
+  if (worker < 0 || worker >= options_.sync.total_num_replicas) {
+    throw Error(fmt::format("worker {} reported a failure; this task expects workers 0..{}", worker,
+                            options_.sync.total_num_replicas - 1));
+  }
+  // Said before any hello (a worker that could not reach another ps): the handshake proved who.
+  if (connection.peer_identity() != proto::worker_identity(worker)) {
+    throw Error(fmt::format("{} reported a failure of worker {} but connected as \"{}\"",
+                            connection.peer(), worker, connection.peer_identity()));
+  }
+  spdlog::error("ps{}: worker {} failed at step {}: {}", options_.ps, worker, current_step(), why);
+  {
+    std::lock_guard lock(workers_mutex_);
+    workers_[static_cast<size_t>(worker)].failure = why;
+  }
+  workers_changed_.notify_all();
 }
 
 void PsService::worker_done(Connection& connection, const Connection::Incoming& in,

@@ -8,6 +8,7 @@
 // into the worker and replies while the connection's thread copies and applies the next shard.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -57,6 +58,9 @@ struct PsServiceOptions {
   // none is connected any more, or shutdown_timeout_ms after the request at the latest.
   const StopRequest* stop = nullptr;
   int shutdown_timeout_ms = 20'000;
+  // While a worker is not connected (not yet, or lost), run() says so this often: which, from
+  // where it was last connected, and the time left for a lost one.
+  int wait_report_interval_ms = 10'000;
   // How payloads move between this task and a worker of its host (ps_protocol.h): kAuto through
   // the worker's memory where it asks for that and the proof holds, over TCP otherwise; kTcp
   // always over TCP; kShm refuses a worker with which memory does not work, naming the flag.
@@ -140,6 +144,8 @@ class PsService {
   void send_push_reply(Connection& connection, const DeferredReply& reply, std::span<float> buffer,
                        MetaWriter& meta, const std::stop_token& stop);
   void worker_done(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
+  // kWorkerFailed: the worker ends with an error; it is given up at once.
+  void worker_failed(Connection& connection, const Connection::Incoming& in);
   // The counters summed over this task's shards, as a reply of this type.
   void send_counters(Connection& connection, uint16_t type, uint64_t request_id, Scratch& scratch);
   // The shard named by a request, checked to be held here; throws Error otherwise.
@@ -151,9 +157,11 @@ class PsService {
 
   const PsServiceOptions options_;
   const uint64_t fingerprint_;
-  const uint64_t instance_;     // kHelloReply's: this process, as opposed to a restarted one
-  int64_t restored_step_ = -1;  // the checkpoint's step, once initialised from one
-  const size_t arena_floats_;   // of the model's parameter arena, where kPullRef's values land
+  const uint64_t instance_;  // kHelloReply's: this process, as opposed to a restarted one
+  // The step this process's values started from: a checkpoint's, or the chief's init (a re-seed
+  // after a restart without one); -1 before either. Read by every connection's hello.
+  std::atomic<int64_t> restored_step_ = -1;
+  const size_t arena_floats_;  // of the model's parameter arena, where kPullRef's values land
   std::unique_ptr<ShardStore> store_;
   size_t max_shard_size_ = 0;
 
@@ -164,15 +172,23 @@ class PsService {
     bool done = false;
     bool given_up = false;
     std::optional<std::chrono::steady_clock::time_point> lost_since;
+    std::optional<std::string> failure;  // why it said it failed (kWorkerFailed)
+    std::string address;                 // of its last connection
   };
-  void worker_connected(int worker);
+  void worker_connected(int worker, const std::string& address);
   void worker_disconnected(int worker);
-  // REQUIRES: workers_mutex_ held. Gives up on workers lost longer than worker_timeout_ms.
+  // REQUIRES: workers_mutex_ held. Gives up on workers lost longer than worker_timeout_ms, and
+  // on failed ones at once.
   void check_lost_workers();
+  // REQUIRES: workers_mutex_ held. Where training has not finished, no worker is left, and some
+  // said they failed: why (one line naming each worker), for run() to end with. Else empty.
+  std::string all_workers_failed() const;
   // REQUIRES: workers_mutex_ held. Once training is finished, a worker that never connected is
   // waited for up to worker_timeout_ms (saying so), then given up: a ps never waits silently.
   void check_absent_workers();
   bool all_workers_accounted_for() const;
+  // REQUIRES: workers_mutex_ held. One line naming the workers still waited for, if any.
+  void report_waits() const;
   // REQUIRES: workers_mutex_ held. A stop was requested, and no worker is connected any more or
   // the shutdown timeout is near; the first call that sees the request halts the store.
   bool stopped();

@@ -140,7 +140,12 @@ class AllreduceStrategy final : public Strategy {
                        .timeout_ms = config.collective_timeout_ms,
                        .spin_us = ring_spin_us(workers_on_host(own.host), config.transport),
                        .job = rank_prefix(),
-                       .transport = config.transport});
+                       .transport = config.transport,
+                       .stop = train.stop,
+                       .wait_report = [this](const std::string& line) {
+                         fmt::print(out_, "{}: {}\n", name(), line);
+                         out_ << std::flush;
+                       }});
     communicator_.emplace(*ring_, CollectiveOptions{.max_chunk_bytes = config.chunk_bytes});
   }
 
@@ -354,6 +359,12 @@ int run_allreduce_task(const TrainConfig& train, const AllreduceClusterConfig& c
   try {
     const TrainResult result = run_training_loop(train, input, state, strategy, out);
     return result.halt_signal != 0 ? 128 + result.halt_signal : 0;
+  } catch (const StopRequested& stopped) {
+    strategy.abort(stopped.what());
+    fmt::print(out, "{}{}: {}\n", config.cluster.task.job, config.cluster.task.index,
+               stopped.what());
+    out << std::flush;
+    return 128 + stopped.signal();
   } catch (const std::exception& error) {
     strategy.abort(error.what());
     throw;

@@ -104,6 +104,7 @@ int run_ps(const TrainConfig& train, const PsClusterConfig& config, std::ostream
   options.on_worker_loss = config.on_worker_loss;
   options.stop = train.stop;
   options.shutdown_timeout_ms = train.shutdown_timeout_ms;
+  options.wait_report_interval_ms = config.wait_report_interval_ms;
   std::optional<PsRestoredState> restored = restored_shards(train, layout, ps, out);
   PsService service(options, restored ? &*restored : nullptr);
   restored.reset();  // the store holds it now
@@ -169,7 +170,12 @@ class PsStrategy final : public Strategy {
     options.connection.connect_timeout_ms = config_.peer_timeout_ms;
     options.connection.liveness_timeout_ms = config_.liveness_timeout_ms;
     options.connection.authenticate_frames = config_.cluster.authenticate_frames;
+    options.connection.wait_report_interval_ms = config_.wait_report_interval_ms;
+    options.connection.stop = c_.stop;
     options.worker = rank_;
+    // The chief keeps the newest values it was sent: with them it re-seeds a ps that comes back
+    // without a checkpoint to restore, so that a killed ps does not end a run under default flags.
+    if (chief_) options.reseed_from = &state.params();
     options.transport = config_.transport;
     options.report = [this](const std::string& line) {
       fmt::print(out_, "{}: {}\n", name(), line);
@@ -207,6 +213,11 @@ class PsStrategy final : public Strategy {
   }
 
   bool finished() const override { return client_->finished(); }
+
+  // The ps tasks still reachable learn that this worker ends with an error.
+  void report_failure(const std::string& why) {
+    if (client_) client_->report_failure(why);
+  }
 
   // The chief's own verdict: the others learn of it from the ps tasks, which the chief tells at
   // its finish that training is over (a sync step would otherwise wait for it for ever).
@@ -317,15 +328,23 @@ class PsStrategy final : public Strategy {
 
   void wait_for_chief() {
     const auto start = Clock::now();
-    constexpr int kSliceMs = 5000;  // how often a waiting worker says so
-    while (!client_->wait_ready(kSliceMs)) {
-      fmt::print(out_, "{}: waiting for the chief to initialise the ps tasks ({:.0f} s)\n", name(),
-                 seconds(Clock::now() - start));
-      out_ << std::flush;
-      if (seconds(Clock::now() - start) * 1000 >= config_.peer_timeout_ms) {
+    const int slice_ms = std::min(5000, config_.wait_report_interval_ms);  // how often it says so
+    while (!client_->wait_ready(slice_ms)) {
+      const double waited = seconds(Clock::now() - start);
+      if (c_.stop != nullptr && c_.stop->requested()) {
+        throw StopRequested(fmt::format("stopped by {} while waiting for the chief to initialise "
+                                        "the ps tasks",
+                                        signal_name(c_.stop->signal())),
+                            c_.stop->signal());
+      }
+      if (waited * 1000 >= config_.peer_timeout_ms) {
         throw Error(fmt::format("{}: the chief did not initialise the ps tasks within {} s", name(),
                                 config_.peer_timeout_ms / 1000));
       }
+      fmt::print(out_,
+                 "{}: waiting for the chief to initialise the ps tasks ({:.0f} s; {:.0f} s left)\n",
+                 name(), waited, config_.peer_timeout_ms / 1000.0 - waited);
+      out_ << std::flush;
     }
   }
 
@@ -388,8 +407,17 @@ int run_ps_task(const TrainConfig& train, const PsClusterConfig& config, std::os
   const TrainingInput input(train);
   TrainingState state(train);
   PsStrategy strategy(train, config, state, out);
-  const TrainResult result = run_training_loop(train, input, state, strategy, out);
-  return result.halt_signal != 0 ? 128 + result.halt_signal : 0;
+  try {
+    const TrainResult result = run_training_loop(train, input, state, strategy, out);
+    return result.halt_signal != 0 ? 128 + result.halt_signal : 0;
+  } catch (const StopRequested& stopped) {
+    fmt::print(out, "{}{}: {}\n", task.job, task.index, stopped.what());
+    out << std::flush;
+    return 128 + stopped.signal();
+  } catch (const Error& error) {
+    strategy.report_failure(error.what());
+    throw;
+  }
 }
 
 }  // namespace dtrain

@@ -6,9 +6,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstring>
 #include <future>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "comm/loopback.h"
@@ -21,6 +23,7 @@ using testing::client_options;
 using testing::connect_to;
 using testing::echo;
 using testing::expect_echo_works;
+using testing::free_port;
 using ::testing::HasSubstr;
 using testing::kEchoType;
 using testing::kLoopbackSecret;
@@ -41,12 +44,6 @@ std::vector<float> random_bits(size_t count, uint32_t seed) {
 bool same_bits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() &&
          (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
-}
-
-// A port with nothing listening on it (one a server just gave up).
-uint16_t free_port() {
-  Server server(loopback_options(), [](Connection&) {});
-  return server.port();
 }
 
 TEST(Connection, EchoesAMebibyteTensorBitExactStraightIntoTheCallersBuffers) {
@@ -176,11 +173,41 @@ TEST(Connection, ConnectingWhereNothingListensNamesTheAddressWithinTheBoundedWai
   auto options = client_options();
   options.connect_timeout_ms = 500;
   const auto start = SteadyClock::now();
-  EXPECT_THAT([&] { connect("127.0.0.1", port, kLoopbackSecret, options); },
-              ::testing::ThrowsMessage<TransportError>(
-                  AllOf(HasSubstr(fmt::format("could not reach ps0 at 127.0.0.1:{} after", port)),
-                        HasSubstr("Connection refused"))));
+  EXPECT_THAT(
+      [&] { connect("127.0.0.1", port, kLoopbackSecret, options); },
+      ::testing::ThrowsMessage<TransportError>(
+          AllOf(HasSubstr(fmt::format("could not reach ps0 at 127.0.0.1:{} within 0.5 s (", port)),
+                HasSubstr("attempts): Connection refused"))));
   EXPECT_LT(SteadyClock::now() - start, kPatience);
+}
+
+TEST(Connection, AConnectStillWaitingSaysWhomWhereWhyAndTheTimeLeft) {
+  const uint16_t port = free_port();
+  auto options = client_options();
+  options.connect_timeout_ms = 600;
+  options.wait_report_interval_ms = 100;
+  std::vector<std::string> lines;
+  options.wait_report = [&lines](const std::string& line) { lines.push_back(line); };
+  EXPECT_THROW(connect("127.0.0.1", port, kLoopbackSecret, options), TransportError);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines.front(), ::testing::MatchesRegex(fmt::format(
+                                 "still waiting for ps0 at 127\\.0\\.0\\.1:{} \\(Connection "
+                                 "refused\\); [0-9]+ s left",
+                                 port)));
+}
+
+TEST(Connection, AStopRequestEndsAConnectThatIsWaiting) {
+  const uint16_t port = free_port();
+  auto options = client_options();
+  options.connect_timeout_ms = static_cast<int>(kPatience.count());
+  options.wait_report_interval_ms = 50;
+  StopRequest stop;
+  options.stop = &stop;
+  // The signal arrives while connect() waits: at its first line.
+  options.wait_report = [&stop](const std::string&) { stop.request(SIGTERM); };
+  EXPECT_THAT([&] { connect("127.0.0.1", port, kLoopbackSecret, options); },
+              ::testing::ThrowsMessage<StopRequested>(HasSubstr(
+                  fmt::format("stopped by SIGTERM while waiting for ps0 at 127.0.0.1:{}", port))));
 }
 
 TEST(Connection, ConnectRetriesUntilTheServerComesUp) {

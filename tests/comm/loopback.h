@@ -55,6 +55,12 @@ inline ServerOptions loopback_options() {
   return options;
 }
 
+// A port with nothing listening on it (one a server just gave up).
+inline uint16_t free_port() {
+  Server server(loopback_options(), [](Connection&) {});
+  return server.port();
+}
+
 inline ConnectionOptions client_options() {
   ConnectionOptions options;
   options.task_name = "ps0";

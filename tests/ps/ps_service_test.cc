@@ -592,9 +592,9 @@ TEST(PsService, AWorkerReportsTheStepsARestartedPsLostAfterOthersPushedItPastThe
 
   first.push_pull(grads, params, 0.1f);
   EXPECT_EQ(first.global_step(), 9);
-  EXPECT_THAT(reports,
-              ::testing::Contains(HasSubstr(
-                  "restored at global step 2: the 3 steps after that checkpoint are lost")));
+  EXPECT_THAT(
+      reports,
+      ::testing::Contains(HasSubstr("restored at global step 2: the 3 steps after that are lost")));
 }
 
 // Payloads through memory are the ps's copies into and out of a process its handshake proved: a

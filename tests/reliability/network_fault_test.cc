@@ -161,7 +161,7 @@ TEST_F(NetworkFaults, AWorkerCutOffForGoodStopsSyncTrainingWithAnErrorNamingIt) 
   }
   EXPECT_EQ(w1.exit_code, 1) << all_output(w1);
   EXPECT_THAT(w1.out, HasSubstr("lost ps0 (10.77.0.1:2222)")) << all_output(w1);
-  EXPECT_THAT(w1.err, HasSubstr("could not reconnect to ps0 (10.77.0.1:2222) within 20 s"))
+  EXPECT_THAT(w1.err, HasSubstr("could not reconnect to ps0 at 10.77.0.1:2222 within 20 s"))
       << all_output(w1);
   EXPECT_GT(network_->dropped(kWorker1Host), 0u);
 }
