@@ -106,11 +106,13 @@ void TcpRing::connect(const HostPort& right) {
   options.stop = options_.stop;
   options.wait_report = options_.wait_report;
   options.wait_report_interval_ms = options_.wait_report_interval_ms;
+  options.abandon_wait = [this] { return final_refusal(); };
   try {
     right_ = dtrain::connect(right.host, right.port, options_.secret, options);
   } catch (const AuthError&) {
     throw;
   } catch (const TransportError& error) {
+    if (std::string refused = final_refusal(); !refused.empty()) throw CollectiveError(refused);
     throw CollectiveError(fmt::format("{} did not join the ring: {}{}", rank_name(right_rank()),
                                       error.what(), refusal_note()));
   }
@@ -206,6 +208,11 @@ void TcpRing::wait_for_left(SteadyClock::time_point deadline) {
                                     refusal_note()));
 }
 
+std::string TcpRing::final_refusal() {
+  std::lock_guard lock(mutex_);
+  return final_refusal_;
+}
+
 std::string TcpRing::refusal_note() {
   std::lock_guard lock(mutex_);
   return last_refusal_.empty() ? std::string()
@@ -226,6 +233,7 @@ void TcpRing::serve_left(Connection& connection) {
   const std::optional<Challenge> theirs =
       left_reads ? std::optional(get_challenge(reader)) : std::nullopt;
   std::string refusal = refusal_for(ring_size, peer_rank, fingerprint, connection.peer());
+  const bool final = !refusal.empty();
   if (refusal.empty() && !left_reads && options_.transport == Transport::kShm) {
     refusal = shm_failure(
         left_rank(), fmt::format("{} was started with --transport tcp", rank_name(left_rank())));
@@ -236,6 +244,12 @@ void TcpRing::serve_left(Connection& connection) {
       refusal = fmt::format("{} already has its left neighbour", rank_name(rank()));
     }
     if (!refusal.empty()) last_refusal_ = refusal;
+    if (final && final_refusal_.empty()) {
+      final_refusal_ =
+          fmt::format("{} refused {}: {}", rank_name(rank()), connection.peer(), refusal);
+      left_failure_ = final_refusal_;
+      membership_.notify_all();
+    }
   }
   if (!refusal.empty()) {
     spdlog::warn("ring: refused {}: {}", connection.peer(), refusal);

@@ -164,6 +164,8 @@ class TcpRing final : public RingLinks {
   void wait_for_left(SteadyClock::time_point deadline);
   // " (this rank refused a peer: <why>)" when it has, for the errors of a ring that did not form:
   // the refused peer is usually the rank that never arrived.
+  // The refusal that ended forming the ring for good, if any.
+  std::string final_refusal();
   std::string refusal_note();
   int left_rank() const;
   int right_rank() const;
@@ -244,6 +246,9 @@ class TcpRing final : public RingLinks {
   bool closing_ = false;
   std::string last_refusal_;
   std::string left_failure_;  // the left neighbour could not join under --transport shm: why
+  // A left neighbour refused for good (another ring size, order or fingerprint): no ring can form,
+  // so this rank's own connect and wait end at once with it.
+  std::string final_refusal_;
 };
 
 }  // namespace dtrain

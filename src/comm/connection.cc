@@ -869,7 +869,8 @@ PeerWaitOptions connect_wait_options(const std::string& host, uint16_t port,
           .timeout = std::chrono::milliseconds(options.connect_timeout_ms),
           .report_interval = std::chrono::milliseconds(options.wait_report_interval_ms),
           .report = options.wait_report,
-          .stop = options.stop};
+          .stop = options.stop,
+          .abandon = options.abandon_wait};
 }
 
 std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, std::string_view secret,

@@ -53,6 +53,8 @@ struct ConnectionOptions {
   std::function<void(const std::string&)> wait_report;
   int wait_report_interval_ms = 10'000;
   const StopRequest* stop = nullptr;
+  // connect(): a reason to stop retrying at once, as PeerWaitOptions::abandon (none if empty).
+  std::function<std::string()> abandon_wait;
   // The whole handshake, either side, must finish within this.
   int handshake_timeout_ms = 10'000;
   // Who this end is, said in the handshake and bound to the connection ("worker 1", "ps 0"; empty

@@ -34,6 +34,9 @@ PeerWait::PeerWait(PeerWaitOptions options)
       backoff_(kFirstBackoff) {}
 
 void PeerWait::check_stop() const {
+  if (options_.abandon) {
+    if (std::string why = options_.abandon(); !why.empty()) throw TransportError(why);
+  }
   if (options_.stop == nullptr || !options_.stop->requested()) return;
   throw StopRequested(
       fmt::format("stopped by {} while waiting for {} at {}", signal_name(options_.stop->signal()),

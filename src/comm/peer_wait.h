@@ -25,6 +25,9 @@ struct PeerWaitOptions {
   std::function<void(const std::string&)> report;
   // A stop requested (a signal) ends the wait with StopRequested; may be null.
   const StopRequest* stop = nullptr;
+  // Where set and returning a reason, the wait is pointless (the peer was refused for good, say):
+  // it ends at once with a TransportError giving that reason. May be empty.
+  std::function<std::string()> abandon;
 };
 
 // Not thread-safe: one retry loop drives it.
@@ -36,7 +39,7 @@ class PeerWait {
 
   Clock::time_point deadline() const { return deadline_; }
   const PeerWaitOptions& options() const { return options_; }
-  // Throws StopRequested if a stop has been requested.
+  // Throws StopRequested if a stop has been requested, or TransportError if the wait is abandoned.
   void check_stop() const;
   // Records an attempt that failed with `error`.
   void failed(std::string error);
