@@ -64,11 +64,15 @@ int pick_int(FuzzedDataProvider& in) { return static_cast<int>(pick_size(in, 1 <
 
 dtrain::LayerSpec pick_layer(FuzzedDataProvider& in, size_t index) {
   using dtrain::LayerKind;
-  static constexpr std::array<LayerKind, 8> kKinds = {
-      LayerKind::kDense,        LayerKind::kConv2D,
-      LayerKind::kMaxPooling2D, LayerKind::kAveragePooling2D,
-      LayerKind::kFlatten,      LayerKind::kReshape,
-      LayerKind::kDropout,      LayerKind::kActivation};
+  static constexpr std::array<LayerKind, 9> kKinds = {LayerKind::kDense,
+                                                      LayerKind::kConv2D,
+                                                      LayerKind::kMaxPooling2D,
+                                                      LayerKind::kAveragePooling2D,
+                                                      LayerKind::kFlatten,
+                                                      LayerKind::kReshape,
+                                                      LayerKind::kDropout,
+                                                      LayerKind::kActivation,
+                                                      LayerKind::kBatchNormalization};
   dtrain::LayerSpec layer;
   layer.kind = kKinds[in.ConsumeIntegralInRange<size_t>(0, kKinds.size() - 1)];
   layer.name = "layer_" + std::to_string(index);
@@ -98,6 +102,10 @@ dtrain::LayerSpec pick_layer(FuzzedDataProvider& in, size_t index) {
     }
     case LayerKind::kDropout:
       layer.rate = 0.5f;
+      break;
+    case LayerKind::kBatchNormalization:
+      layer.center = in.ConsumeBool();
+      layer.scale = in.ConsumeBool();
       break;
     case LayerKind::kFlatten:
     case LayerKind::kActivation:
