@@ -245,8 +245,7 @@ void TcpRing::serve_left(Connection& connection) {
     }
     if (!refusal.empty()) last_refusal_ = refusal;
     if (final && final_refusal_.empty()) {
-      final_refusal_ =
-          fmt::format("{} refused {}: {}", rank_name(rank()), connection.peer(), refusal);
+      final_refusal_ = fmt::format("{} refused its left neighbour: {}", rank_name(rank()), refusal);
       left_failure_ = final_refusal_;
       membership_.notify_all();
     }

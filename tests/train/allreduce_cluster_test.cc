@@ -348,7 +348,8 @@ TEST(AllreduceCluster, WorkerWithAnotherModelIsRefusedNamingIt) {
   // Either rank may be the first to refuse the other; whichever it is, no ring can form, so worker
   // 1 ends with the refusal at once rather than waiting out --collective_timeout for worker 0.
   const std::string line = error_line(odd.err);
-  EXPECT_THAT(line, ::testing::ContainsRegex("refused (worker1|127.0.0.1:[0-9]+ \\(worker0\\))"));
+  EXPECT_THAT(line, ::testing::ContainsRegex(
+                        "refused (worker1|its left neighbour: 127.0.0.1:[0-9]+ \\(worker0\\))"));
   EXPECT_THAT(line, HasSubstr("runs another model or configuration"));
   EXPECT_THAT(line, Not(HasSubstr("did not join the ring")));
   // Worker 0 cannot train alone: worker 1 refused it too (it exits non-zero), or it is still
