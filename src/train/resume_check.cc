@@ -85,11 +85,14 @@ std::string describe_changes(const std::vector<SettingChange>& changes) {
 void settle_checkpoint(const TrainConfig& config, ResumeMode mode, const std::string& who,
                        std::ostream& out) {
   if (mode == ResumeMode::kOverwrite) {
-    const std::vector<fs::path> removed = CheckpointManager(config.train_dir).remove_all();
+    const size_t removed = CheckpointManager(config.train_dir).remove_all().size();
+    // An earlier run's best weights (--early_stopping_patience) are its, not this run's.
+    const size_t best = CheckpointManager(config.train_dir / "best").remove_all().size();
     std::error_code ec;
     const bool metrics = fs::remove(config.train_dir / "metrics.jsonl", ec);
-    fmt::print(out, "{}: --overwrite: removed {} checkpoint(s){} from {}; starting afresh\n", who,
-               removed.size(), metrics ? " and metrics.jsonl" : "", config.train_dir.string());
+    fmt::print(out, "{}: --overwrite: removed {} checkpoint(s){}{} from {}; starting afresh\n", who,
+               removed, best > 0 ? fmt::format(", {} in best/", best) : "",
+               metrics ? " and metrics.jsonl" : "", config.train_dir.string());
     out << std::flush;
     return;
   }

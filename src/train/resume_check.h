@@ -39,8 +39,8 @@ std::string describe_changes(const std::vector<SettingChange>& changes);
 enum class ResumeMode { kDefault, kResume, kOverwrite };
 
 // Applies the rule above and says what it does on `out`: resumes (printing where from), refuses
-// with a UsageError naming the changed flags, or, for kOverwrite, deletes the checkpoints (and
-// metrics.jsonl) so the run starts afresh. `who` prefixes the lines ("dtrain train").
+// with a UsageError naming the changed flags, or, for kOverwrite, deletes the checkpoints (those in
+// best/ too) and metrics.jsonl so the run starts afresh. `who` prefixes the lines ("dtrain train").
 void settle_checkpoint(const TrainConfig& config, ResumeMode mode, const std::string& who,
                        std::ostream& out);
 

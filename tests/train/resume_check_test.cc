@@ -101,10 +101,14 @@ TEST(ResumeCheck, OverwriteDeletesTheCheckpointsAndMetricsButNothingElse) {
   const TrainConfig c = config_in(dir.path());
   save_checkpoint_of(c, 10);
   save_checkpoint_of(c, 20);
+  TrainConfig best = c;  // an earlier run's --early_stopping_patience weights
+  best.train_dir = dir.path() / "best";
+  save_checkpoint_of(best, 10);
   std::ofstream(dir.path() / "metrics.jsonl") << "{}\n";
   std::ofstream(dir.path() / "notes.txt") << "mine\n";
   EXPECT_THAT(settle(c, ResumeMode::kOverwrite),
-              HasSubstr("--overwrite: removed 2 checkpoint(s) and metrics.jsonl from"));
+              HasSubstr("--overwrite: removed 2 checkpoint(s), 1 in best/ and metrics.jsonl from"));
+  EXPECT_TRUE(CheckpointManager(dir.path() / "best").list().empty());
   EXPECT_FALSE(find_checkpoint(c));
   EXPECT_TRUE(CheckpointManager(dir.path()).list().empty());
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "checkpoint"));
