@@ -125,8 +125,21 @@ void TcpRing::connect(const HostPort& right) {
       .put(options_.fingerprint)
       .put(static_cast<uint8_t>(mine ? 1 : 0));
   if (mine) put_challenge(hello, *mine);
-  right_->send(proto::kRingHello, 0, hello.bytes(), {});
-  const Connection::Incoming answer = right_->receive();
+  Connection::Incoming answer;
+  try {
+    right_->send(proto::kRingHello, 0, hello.bytes(), {});
+    answer = right_->receive();
+  } catch (const TransportError&) {
+    // A right neighbour this rank refused as its left one (a ring of two) gives up and closes:
+    // the refusal is the cause, the closed connection only its echo.
+    std::string refused;
+    {
+      std::lock_guard lock(mutex_);
+      refused = final_refusal_;
+    }
+    if (!refused.empty()) throw CollectiveError(refused);
+    throw;
+  }
   if (answer.type == proto::kRingRefused) {
     throw CollectiveError(fmt::format("{} refused {}: {}", right_->peer(), rank_name(rank()),
                                       MetaReader(answer.meta).rest_as_peer_text()));
@@ -208,9 +221,16 @@ void TcpRing::wait_for_left(SteadyClock::time_point deadline) {
                                     refusal_note()));
 }
 
+void TcpRing::give_up_forming() {
+  std::lock_guard lock(mutex_);
+  if (final_refusal_.empty() || !left_failure_.empty()) return;
+  left_failure_ = final_refusal_;
+  membership_.notify_all();
+}
+
 std::string TcpRing::final_refusal() {
   std::lock_guard lock(mutex_);
-  return final_refusal_;
+  return left_failure_.empty() ? std::string() : final_refusal_;
 }
 
 std::string TcpRing::refusal_note() {
@@ -244,17 +264,25 @@ void TcpRing::serve_left(Connection& connection) {
       refusal = fmt::format("{} already has its left neighbour", rank_name(rank()));
     }
     if (!refusal.empty()) last_refusal_ = refusal;
+    // Known at once, so that the echo of this refusal (the peer giving up and closing) is
+    // explained by it; acted on once the peer has been told (give_up_forming).
     if (final && final_refusal_.empty()) {
       final_refusal_ = fmt::format("{} refused its left neighbour: {}", rank_name(rank()), refusal);
-      left_failure_ = final_refusal_;
-      membership_.notify_all();
     }
   }
   if (!refusal.empty()) {
     spdlog::warn("ring: refused {}: {}", connection.peer(), refusal);
     MetaWriter reason;
     reason.put_string(refusal);
-    connection.send(proto::kRingRefused, 0, reason.bytes(), {});
+    // Sent before this rank gives up on the ring, so that the refused peer reads why rather than
+    // a closed connection when this process exits.
+    try {
+      connection.send(proto::kRingRefused, 0, reason.bytes(), {});
+    } catch (...) {
+      if (final) give_up_forming();
+      throw;
+    }
+    if (final) give_up_forming();
     return;
   }
   connection.set_task_name(rank_name(left_rank()));

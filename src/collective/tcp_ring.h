@@ -164,7 +164,10 @@ class TcpRing final : public RingLinks {
   void wait_for_left(SteadyClock::time_point deadline);
   // " (this rank refused a peer: <why>)" when it has, for the errors of a ring that did not form:
   // the refused peer is usually the rank that never arrived.
-  // The refusal that ended forming the ring for good, if any.
+  // Once the left neighbour refused for good has been told, this rank's own connect and wait end
+  // with final_refusal_.
+  void give_up_forming();
+  // The refusal that ended forming the ring for good, if it has.
   std::string final_refusal();
   std::string refusal_note();
   int left_rank() const;
@@ -247,7 +250,7 @@ class TcpRing final : public RingLinks {
   std::string last_refusal_;
   std::string left_failure_;  // the left neighbour could not join under --transport shm: why
   // A left neighbour refused for good (another ring size, order or fingerprint): no ring can form,
-  // so this rank's own connect and wait end at once with it.
+  // so this rank's own connect and wait end with it once the neighbour has been told.
   std::string final_refusal_;
 };
 
