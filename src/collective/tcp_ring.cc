@@ -1,4 +1,5 @@
-// TcpRing: forming the ring (hello, checks, refusal), the sender thread, and failure propagation.
+// TcpRing: forming the ring (hello, checks, refusal, by-reference links), the progress loop that
+// moves chunks on the calling thread, and failure propagation.
 #include "collective/tcp_ring.h"
 
 #include <fmt/format.h>
@@ -11,7 +12,6 @@
 #include <thread>
 #include <utility>
 
-#include "base/cpu.h"
 #include "base/error.h"
 #include "collective/ring_protocol.h"
 
@@ -29,11 +29,7 @@ SharedMailbox::Record chunk_record(ChunkTag tag, std::span<const float> data) {
 
 }  // namespace
 
-int ring_spin_us(int ranks_here, Transport transport) {
-  return ranks_here <= available_cores() || transport != Transport::kTcp ? 50 : 0;
-}
-
-TcpRing::TcpRing(TcpRingOptions options) : options_(std::move(options)) {
+TcpRing::TcpRing(RingOptions options) : options_(std::move(options)) {
   if (options_.size < 1 || options_.rank < 0 || options_.rank >= options_.size) {
     throw std::invalid_argument(
         fmt::format("TcpRing: rank {} of a ring of {}", options_.rank, options_.size));
@@ -82,6 +78,13 @@ TcpRing::~TcpRing() {
 uint16_t TcpRing::port() const { return server_ ? server_->port() : options_.port; }
 
 std::string TcpRing::rank_name(int rank) const { return fmt::format("{}{}", options_.job, rank); }
+
+std::string TcpRing::describe_link(Side side) const {
+  if (!reads_memory(side)) return "tcp";
+  return shares_mailbox(side)
+             ? "shm (copied out of the sender's memory, announced through a shared mailbox)"
+             : "shm (copied out of the sender's memory, announced in frames)";
+}
 
 int TcpRing::left_rank() const { return (rank() + size() - 1) % size(); }
 

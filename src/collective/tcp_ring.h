@@ -36,6 +36,7 @@
 
 #include "base/stop_request.h"
 #include "cluster/cluster_spec.h"
+#include "collective/ring_connector.h"
 #include "collective/ring_links.h"
 #include "comm/connection.h"
 #include "comm/meta_codec.h"
@@ -45,46 +46,11 @@
 
 namespace dtrain {
 
-struct TcpRingOptions {
-  int size = 1;
-  int rank = 0;
-  // Where to listen for the left neighbour; port 0 lets the system pick (TcpRing::port()).
-  std::string bind_host = "0.0.0.0";
-  uint16_t port = 0;
-  std::string secret;               // the cluster secret, raw bytes
-  bool authenticate_frames = true;  // ConnectionOptions::authenticate_frames
-  // Ranks whose fingerprint differs (another model, another layout) are refused by name.
-  uint64_t fingerprint = 0;
-  // How long to wait for the ring to form, and how long a neighbour may move no byte inside a
-  // collective before it is declared lost (--collective_timeout).
-  int timeout_ms = 60'000;
-  // Before sleeping in poll(), a waiting rank retries for this long: a sleep and its wake-up cost
-  // more than a chunk's transfer on loopback. 0: sleep at once. See ring_spin_us().
-  int spin_us = 50;
-  std::string job = "worker";  // ranks are named "<job><rank>" in messages
-  // How chunks reach a neighbour on this host (comm/peer_memory.h). Under kShm a neighbour whose
-  // memory cannot be read, or that was started with --transport tcp, keeps the ring from forming.
-  Transport transport = Transport::kAuto;
-  // While connecting to the right neighbour: a stop request ends the wait (StopRequested), and
-  // wait_report, if set, is told every wait_report_interval_ms that it goes on (connection.h).
-  const StopRequest* stop = nullptr;
-  std::function<void(const std::string&)> wait_report;
-  int wait_report_interval_ms = 10'000;
-};
-
-// The spin that suits `ranks_here` ranks sharing this machine's cores. Retrying pays while every
-// rank has a core of its own. Once they outnumber the cores, it steals more than it saves over TCP,
-// whose every chunk is kernel work for the core; chunks that move through memory need only a short
-// announcement, and there a sleep's wake-up costs more than the copy (4 ranks on 2 cores, 1 MiB:
-// 0.55 ms spinning against 0.75 ms sleeping at once). Under Transport::kAuto the ring spins, even
-// on the rare link that falls back to TCP.
-int ring_spin_us(int ranks_here, Transport transport);
-
 // Thread-safety: one thread makes every call except port() and rank_name().
 class TcpRing final : public RingLinks {
  public:
   // Listens for the left neighbour (size > 1). Throws TransportError if it cannot listen.
-  explicit TcpRing(TcpRingOptions options);
+  explicit TcpRing(RingOptions options);
   ~TcpRing() override;
   TcpRing(const TcpRing&) = delete;
   TcpRing& operator=(const TcpRing&) = delete;
@@ -102,9 +68,9 @@ class TcpRing final : public RingLinks {
   void recv(Side from, std::span<float> into, ChunkTag tag) override;
   void wait_sent() override;
 
-  // Stops this rank's part in the ring: both neighbours are told `reason` (which should name this
-  // rank's failure) and every later call throws. Idempotent; the first reason wins.
-  void abort(std::string_view reason);
+  // Both neighbours are told `reason`, and pass it on.
+  void abort(std::string_view reason) override;
+  std::string describe_link(Side side) const override;
 
   std::string rank_name(int rank) const;  // "worker3"
 
@@ -236,7 +202,7 @@ class TcpRing final : public RingLinks {
   void throw_if_failed() const;
   std::string lost_message(int peer, std::string_view what) const;
 
-  const TcpRingOptions options_;
+  const RingOptions options_;
   std::unique_ptr<Server> server_;     // accepts the left neighbour; null when size == 1
   std::unique_ptr<Connection> right_;  // we connected it
   Connection* left_ = nullptr;         // it connected to us; owned by server_'s handler
