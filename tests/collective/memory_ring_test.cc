@@ -43,7 +43,9 @@ RingOptions worker(int size, int rank) {
 
 // Ranks 1..3 wait for a message that never comes; rank 0 aborts once all three are blocked.
 TEST(MemoryRingTest, AnAbortStopsEveryWaitingRankWithItsReason) {
-  MemoryRing ring(4);
+  // A timeout past the test's own (ctest's 300 s): a waiter that the abort did not wake would hang
+  // the test rather than leave by its timeout with the abort's message.
+  MemoryRing ring(4, 600'000);
   const std::vector<std::string> errors = errors_of(ring, [&](int rank) {
     RingLinks& links = ring.links(rank);
     if (rank != 0) {
