@@ -22,6 +22,7 @@
 #include "cluster/local_launcher.h"
 #include "collective/communicator.h"
 #include "collective/reduction_check.h"
+#include "collective/ring_connector.h"
 #include "comm/loopback.h"
 #include "support/tamper_relay.h"
 
@@ -169,6 +170,44 @@ TEST_P(TcpRingTransportTest, RanksThatSleepAtOnceAreWokenForEveryChunk) {
 // between two collectives) is caught as a malformed frame would be: each rank stops with an error
 // naming the neighbour whose counters make no sense, instead of reading from wherever they point;
 // and at once, each telling both neighbours, rather than one side waiting out the timeout.
+// What a strategy does: connect_ring() with each rank's own port and its right neighbour's, and
+// nothing but RingLinks afterwards.
+TEST(TcpRingTest, ConnectRingFormsTheRingFromItsOptionsAlone) {
+  const int n = 3;
+  const std::vector<uint16_t> ports = pick_free_ports(n);
+  std::vector<std::vector<float>> results(n);
+  std::vector<std::string> links(n);
+  std::vector<std::jthread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      RingOptions options;
+      options.size = n;
+      options.rank = r;
+      options.bind_host = "127.0.0.1";
+      options.port = ports[static_cast<size_t>(r)];
+      options.right = {"127.0.0.1", ports[static_cast<size_t>((r + 1) % n)]};
+      options.secret = std::string(testing::kLoopbackSecret);
+      options.timeout_ms = 20'000;
+      options.transport = Transport::kTcp;
+      try {
+        const std::unique_ptr<RingLinks> ring = connect_ring(options);
+        results[static_cast<size_t>(r)] = testing::rank_values(r, 1001);
+        Communicator(*ring).allreduce(results[static_cast<size_t>(r)]);
+        links[static_cast<size_t>(r)] =
+            ring->describe_link(Side::kLeft) + "/" + ring->describe_link(Side::kRight);
+      } catch (const std::exception& error) {
+        links[static_cast<size_t>(r)] = error.what();
+      }
+    });
+  }
+  threads.clear();  // joins
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(links[static_cast<size_t>(r)], "tcp/tcp") << "rank " << r;
+    testing::expect_matches_sum(results[static_cast<size_t>(r)], testing::exact_sum(n, 1001), n,
+                                1.0, "connect_ring");
+  }
+}
+
 TEST(TcpRingTest, AMailboxScribbledOverStopsEveryRankNamingTheNeighbour) {
   constexpr int kRanks = 3;
   constexpr auto kTimeout = std::chrono::seconds(60);
