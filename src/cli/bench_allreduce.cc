@@ -195,7 +195,7 @@ void run_allreduce_bench_rank(const AllreduceBenchConfig& config, int rank,
     throw UsageError(
         fmt::format("--rank {} with {} --ports for --ranks {}", rank, ports.size(), config.ranks));
   }
-  TcpRingOptions options;
+  RingOptions options;
   options.size = config.ranks;
   options.rank = rank;
   options.bind_host = "127.0.0.1";

@@ -23,10 +23,10 @@ struct AllreduceBenchConfig {
   double seconds_per_size = 1.0;
   int min_iters = 10;
   int timeout_ms = 60'000;  // --collective_timeout
-  int spin_us = -1;         // TcpRingOptions::spin_us; -1: ring_spin_us()'s choice
+  int spin_us = -1;         // RingOptions::spin_us; -1: ring_spin_us()'s choice
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
   bool authenticate_frames = true;         // ConnectionOptions::authenticate_frames
-  Transport transport = Transport::kAuto;  // TcpRingOptions::transport
+  Transport transport = Transport::kAuto;  // RingOptions::transport
   std::string csv_path;                    // --csv: rank 0 appends a row per size there
 };
 

@@ -3,6 +3,7 @@
 #include "collective/communicator.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "collective/halving_doubling.h"
@@ -43,6 +44,15 @@ bool Communicator::use_halving_doubling(size_t bytes) const {
 
 void Communicator::broadcast(std::span<float> data) {
   ring_broadcast(links_, next_op_++, data, max_chunk_floats());
+}
+
+// The links carry floats: the bytes travel packed into as many as hold them. Nothing on the way
+// computes with those floats, so any bit pattern arrives as it left.
+void Communicator::broadcast_bytes(std::span<std::byte> data) {
+  std::vector<float> packed((data.size() + sizeof(float) - 1) / sizeof(float));
+  if (!data.empty()) std::memcpy(packed.data(), data.data(), data.size());
+  broadcast(packed);
+  if (!data.empty()) std::memcpy(data.data(), packed.data(), data.size());
 }
 
 void Communicator::barrier() { allreduce({}, ReduceOp::kSum); }

@@ -44,6 +44,8 @@ class Communicator {
   void allreduce(std::span<float> data, ReduceOp op = ReduceOp::kSum);
   // Rank 0's data to every rank.
   void broadcast(std::span<float> data);
+  // Rank 0's bytes to every rank, bit for bit: integers (a global step) that no float holds.
+  void broadcast_bytes(std::span<std::byte> data);
   // Returns once every rank has entered it: an all-reduce of nothing, whose every step still
   // exchanges a message.
   void barrier();

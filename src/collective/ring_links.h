@@ -1,13 +1,14 @@
 // The only view of the network that the collective algorithms get (DESIGN.md §6): this rank's
 // place in a ring, a queue of messages to each neighbour and blocking receives from each. The ring
 // algorithms send right and receive left; halving-doubling on four ranks exchanges with either
-// neighbour (collective/halving_doubling.h). collective/tcp_ring.h implements it over comm/; tests
-// implement it in memory.
+// neighbour (collective/halving_doubling.h). collective/tcp_ring.h implements it over comm/,
+// collective/memory_ring.h in one process; collective/ring_connector.h hands out either.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace dtrain {
 
@@ -50,6 +51,15 @@ class RingLinks {
   // Blocks until every queued message has been handed to the transport; throws as recv_left if
   // the ring failed.
   virtual void wait_sent() = 0;
+
+  // Stops this rank's part in the ring: every rank still in it is told `reason` (which should name
+  // this rank's failure) and stops with it, and every later call here throws. Idempotent; the
+  // first reason wins.
+  virtual void abort(std::string_view reason) = 0;
+
+  // How chunks travel to and from the neighbour on `side`, for the start-up report: "tcp", "shm
+  // (...)", "memory". REQUIRES: size() > 1.
+  virtual std::string describe_link(Side side) const = 0;
 };
 
 }  // namespace dtrain

@@ -1,17 +1,15 @@
-// TcpRing: forming the ring (hello, checks, refusal), the sender thread, and failure propagation.
+// TcpRing: the progress loop that moves chunks on the calling thread (by value or by reference),
+// and failure propagation. Forming the ring is ring_formation.cc's.
 #include "collective/tcp_ring.h"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
 #include <optional>
-#include <stdexcept>
 #include <thread>
 #include <utility>
 
-#include "base/cpu.h"
 #include "base/error.h"
 #include "collective/ring_protocol.h"
 
@@ -19,42 +17,7 @@ namespace dtrain {
 
 namespace proto = ring_protocol;
 
-namespace {
-
-// A chunk reference in a mailbox record: the fields of kRingChunkRef's meta.
-SharedMailbox::Record chunk_record(ChunkTag tag, std::span<const float> data) {
-  return {{tag.op, uint64_t{tag.step} << 32 | tag.chunk, reinterpret_cast<uint64_t>(data.data()),
-           data.size_bytes()}};
-}
-
-}  // namespace
-
-int ring_spin_us(int ranks_here, Transport transport) {
-  return ranks_here <= available_cores() || transport != Transport::kTcp ? 50 : 0;
-}
-
-TcpRing::TcpRing(TcpRingOptions options) : options_(std::move(options)) {
-  if (options_.size < 1 || options_.rank < 0 || options_.rank >= options_.size) {
-    throw std::invalid_argument(
-        fmt::format("TcpRing: rank {} of a ring of {}", options_.rank, options_.size));
-  }
-  if (options_.size == 1) return;
-  ServerOptions server;
-  server.bind_host = options_.bind_host;
-  server.port = options_.port;
-  server.secret = options_.secret;
-  server.connection.authenticate_frames = options_.authenticate_frames;
-  server.connection.type_carries_tensors = proto::carries_tensors;
-  server.connection.identity = rank_name(options_.rank);
-  // Bounds the blocking part: the left neighbour's hello. Chunks are read without blocking.
-  server.connection.io_timeout_ms = options_.timeout_ms;
-  server.connection.idle_timeout_ms = options_.timeout_ms;
-  // The ring's own keepalives find a lost neighbour within timeout_ms; the kernel's must not
-  // declare one lost sooner.
-  server.connection.liveness_timeout_ms = options_.timeout_ms;
-  server_ = std::make_unique<Server>(std::move(server),
-                                     [this](Connection& connection) { serve_left(connection); });
-}
+TcpRing::TcpRing(RingOptions options) : options_(std::move(options)), formation_(options_) {}
 
 TcpRing::~TcpRing() {
   // Leaving with frames still queued means leaving in the middle of a collective: the neighbours
@@ -64,24 +27,23 @@ TcpRing::~TcpRing() {
     const std::string message =
         fmt::format("{} stopped in the middle of a collective", rank_name(rank()));
     for (const Side side : {Side::kLeft, Side::kRight}) {
-      const Link& l = link(side);
+      const RingLink& l = link(side);
       if (l.settled() || l.head_started) continue;
       if (!failure_) failure_ = std::make_exception_ptr(CollectiveError(message));
       send_abort(side, message);
     }
   }
-  {
-    std::lock_guard lock(mutex_);
-    closing_ = true;
-  }
-  membership_.notify_all();
-  if (server_) server_->stop();  // serve_left returns, closing the left link
-  if (right_) right_->close();
+  formation_.close();
 }
 
-uint16_t TcpRing::port() const { return server_ ? server_->port() : options_.port; }
+uint16_t TcpRing::port() const { return formation_.port(); }
 
-std::string TcpRing::rank_name(int rank) const { return fmt::format("{}{}", options_.job, rank); }
+std::string TcpRing::describe_link(Side side) const {
+  if (!reads_memory(side)) return "tcp";
+  return shares_mailbox(side)
+             ? "shm (copied out of the sender's memory, announced through a shared mailbox)"
+             : "shm (copied out of the sender's memory, announced in frames)";
+}
 
 int TcpRing::left_rank() const { return (rank() + size() - 1) % size(); }
 
@@ -91,317 +53,28 @@ int TcpRing::right_rank() const { return (rank() + 1) % size(); }
 
 void TcpRing::connect(const HostPort& right) {
   if (size() == 1) return;
-  if (right_) throw std::logic_error("TcpRing::connect called twice");
-  const auto deadline =
-      SteadyClock::now() + std::chrono::milliseconds(std::max(options_.timeout_ms, 0));
-  ConnectionOptions options;
-  options.task_name = rank_name(right_rank());
-  options.io_timeout_ms = options_.timeout_ms;
-  options.idle_timeout_ms = options_.timeout_ms;
-  options.liveness_timeout_ms = options_.timeout_ms;
-  options.connect_timeout_ms = options_.timeout_ms;
-  options.authenticate_frames = options_.authenticate_frames;
-  options.type_carries_tensors = proto::carries_tensors;
-  options.identity = rank_name(options_.rank);
-  options.stop = options_.stop;
-  options.wait_report = options_.wait_report;
-  options.wait_report_interval_ms = options_.wait_report_interval_ms;
-  options.abandon_wait = [this] { return final_refusal(); };
-  try {
-    right_ = dtrain::connect(right.host, right.port, options_.secret, options);
-  } catch (const AuthError&) {
-    throw;
-  } catch (const TransportError& error) {
-    if (std::string refused = final_refusal(); !refused.empty()) throw CollectiveError(refused);
-    throw CollectiveError(fmt::format("{} did not join the ring: {}{}", rank_name(right_rank()),
-                                      error.what(), refusal_note()));
-  }
-  // Our challenge for the right neighbour, if we would read its memory.
-  const std::optional<Challenge> mine =
-      options_.transport == Transport::kTcp ? std::nullopt : std::optional(new_challenge());
-  MetaWriter hello;
-  hello.put(static_cast<int32_t>(size()))
-      .put(static_cast<int32_t>(rank()))
-      .put(options_.fingerprint)
-      .put(static_cast<uint8_t>(mine ? 1 : 0));
-  if (mine) put_challenge(hello, *mine);
-  Connection::Incoming answer;
-  try {
-    right_->send(proto::kRingHello, 0, hello.bytes(), {});
-    answer = right_->receive();
-  } catch (const TransportError&) {
-    // A right neighbour this rank refused as its left one (a ring of two) gives up and closes:
-    // the refusal is the cause, the closed connection only its echo.
-    std::string refused;
-    {
-      std::lock_guard lock(mutex_);
-      refused = final_refusal_;
-    }
-    if (!refused.empty()) throw CollectiveError(refused);
-    throw;
-  }
-  if (answer.type == proto::kRingRefused) {
-    throw CollectiveError(fmt::format("{} refused {}: {}", right_->peer(), rank_name(rank()),
-                                      MetaReader(answer.meta).rest_as_peer_text()));
-  }
-  if (answer.type != proto::kRingWelcome) {
-    throw FrameError(
-        fmt::format("{} answered the ring hello with frame type {}", right_->peer(), answer.type));
-  }
-  try {
-    MetaReader welcome(answer.meta);
-    if (welcome.get<uint8_t>() == 1 && mine) {
-      const MemoryOffer right = get_offer(welcome);  // the fields in order
-      const Challenge theirs = get_challenge(welcome);
-      connect_by_reference(right, *mine, theirs);
-    } else if (options_.transport == Transport::kShm) {
-      throw CollectiveError(shm_failure(right_rank(), welcome.rest_as_peer_text()));
-    }
-  } catch (const ShortMeta&) {
-    throw FrameError(
-        fmt::format("{} sent a malformed ring welcome or link answer", right_->peer()));
-  }
-  wait_for_left(deadline);
-}
-
-void TcpRing::connect_by_reference(const MemoryOffer& right, const Challenge& mine,
-                                   const Challenge& theirs) {
-  const std::string why = check_memory_offer(right, mine);
-  std::optional<MemoryProof> proof;  // holds its challenge until it has answered
-  std::unique_ptr<SharedMailbox> mailbox;
-  MetaWriter mode;
-  if (why.empty()) {
-    // We have just read the right neighbour's memory: it is on this host, and reads ours next.
-    proof.emplace(theirs, /*verifier_shares_host=*/true);
-    mailbox = create_mailbox();
-    mode.put(static_cast<uint8_t>(1));
-    put_offer(mode, proof->offer());
-    mode.put(mailbox ? mailbox->fd() : int32_t{-1});
-  } else {
-    mode.put(static_cast<uint8_t>(0)).put_string(why);
-  }
-  right_->send(proto::kRingLinkMode, 0, mode.bytes(), {});
-  std::string failure = why;
-  if (why.empty()) {
-    const Connection::Incoming ready = right_->receive();
-    if (ready.type != proto::kRingLinkReady) {
-      throw FrameError(
-          fmt::format("{} answered the link mode with frame type {}", right_->peer(), ready.type));
-    }
-    MetaReader answer(ready.meta);
-    const bool reads = answer.get<uint8_t>() == 1;
-    const bool shared = answer.get<uint8_t>() == 1;
-    if (shared && (!reads || !mailbox)) {
-      throw FrameError(
-          fmt::format("{} says it shares a mailbox that was never offered to it", right_->peer()));
-    }
-    if (reads) {
-      right_link_.by_reference = true;
-      right_link_.peer_pid = right.pid;
-      if (shared) right_link_.mailbox = std::move(mailbox);
-      return;
-    }
-    failure = answer.rest_as_peer_text();
-  }
-  if (options_.transport == Transport::kShm) {
-    throw CollectiveError(shm_failure(right_rank(), failure));
+  formation_.connect(right);
+  for (const Side side : {Side::kLeft, Side::kRight}) {
+    FormedLink formed = formation_.take(side);
+    RingLink& l = link(side);
+    l.connection = formed.connection;
+    l.by_reference = formed.by_reference;
+    l.peer_pid = formed.peer_pid;
+    l.mailbox = std::move(formed.mailbox);
   }
 }
 
-void TcpRing::wait_for_left(SteadyClock::time_point deadline) {
-  std::unique_lock lock(mutex_);
-  if (membership_.wait_until(lock, deadline,
-                             [&] { return left_ != nullptr || !left_failure_.empty(); })) {
-    if (left_ != nullptr) return;
-    throw CollectiveError(left_failure_);
-  }
-  lock.unlock();
-  throw CollectiveError(fmt::format("{} did not join the ring within {} s{}",
-                                    rank_name(left_rank()), options_.timeout_ms / 1000.0,
-                                    refusal_note()));
-}
-
-void TcpRing::give_up_forming() {
-  std::lock_guard lock(mutex_);
-  if (final_refusal_.empty() || !left_failure_.empty()) return;
-  left_failure_ = final_refusal_;
-  membership_.notify_all();
-}
-
-std::string TcpRing::final_refusal() {
-  std::lock_guard lock(mutex_);
-  return left_failure_.empty() ? std::string() : final_refusal_;
-}
-
-std::string TcpRing::refusal_note() {
-  std::lock_guard lock(mutex_);
-  return last_refusal_.empty() ? std::string()
-                               : fmt::format(" (this rank refused a peer: {})", last_refusal_);
-}
-
-void TcpRing::serve_left(Connection& connection) {
-  const Connection::Incoming hello = connection.receive();
-  if (hello.type != proto::kRingHello) {
-    throw FrameError(fmt::format("{} sent frame type {} where a ring hello was expected",
-                                 connection.peer(), hello.type));
-  }
-  MetaReader reader(hello.meta);
-  const auto ring_size = reader.get<int32_t>();
-  const auto peer_rank = reader.get<int32_t>();
-  const auto fingerprint = reader.get<uint64_t>();
-  const bool left_reads = reader.get<uint8_t>() == 1;
-  const std::optional<Challenge> theirs =
-      left_reads ? std::optional(get_challenge(reader)) : std::nullopt;
-  std::string refusal = refusal_for(ring_size, peer_rank, fingerprint, connection.peer());
-  const bool final = !refusal.empty();
-  if (refusal.empty() && !left_reads && options_.transport == Transport::kShm) {
-    refusal = shm_failure(
-        left_rank(), fmt::format("{} was started with --transport tcp", rank_name(left_rank())));
-  }
-  {
-    std::lock_guard lock(mutex_);
-    if (refusal.empty() && (left_ != nullptr || closing_)) {
-      refusal = fmt::format("{} already has its left neighbour", rank_name(rank()));
-    }
-    if (!refusal.empty()) last_refusal_ = refusal;
-    // Known at once, so that the echo of this refusal (the peer giving up and closing) is
-    // explained by it; acted on once the peer has been told (give_up_forming).
-    if (final && final_refusal_.empty()) {
-      final_refusal_ = fmt::format("{} refused its left neighbour: {}", rank_name(rank()), refusal);
-    }
-  }
-  if (!refusal.empty()) {
-    spdlog::warn("ring: refused {}: {}", connection.peer(), refusal);
-    MetaWriter reason;
-    reason.put_string(refusal);
-    // Sent before this rank gives up on the ring, so that the refused peer reads why rather than
-    // a closed connection when this process exits.
-    try {
-      connection.send(proto::kRingRefused, 0, reason.bytes(), {});
-    } catch (...) {
-      if (final) give_up_forming();
-      throw;
-    }
-    if (final) give_up_forming();
-    return;
-  }
-  connection.set_task_name(rank_name(left_rank()));
-  const bool offer_memory = left_reads && options_.transport != Transport::kTcp;
-  std::optional<MemoryProof> proof;  // holds the left neighbour's challenge until it has read it
-  std::optional<Challenge> mine;
-  MetaWriter welcome;
-  if (offer_memory) {
-    proof.emplace(*theirs, peer_shares_host(connection.stream()));
-    mine = new_challenge();
-    welcome.put(static_cast<uint8_t>(1));
-    put_offer(welcome, proof->offer());
-    put_challenge(welcome, *mine);
-  } else {
-    welcome.put(static_cast<uint8_t>(0))
-        .put_string(fmt::format("{} was started with --transport tcp",
-                                rank_name(left_reads ? rank() : left_rank())));
-  }
-  connection.send(proto::kRingWelcome, 0, welcome.bytes(), {});
-  if (offer_memory) {
-    const std::string failure = accept_by_reference(connection, *mine);
-    if (!failure.empty() && options_.transport == Transport::kShm) {
-      std::lock_guard lock(mutex_);
-      left_failure_ = shm_failure(left_rank(), failure);
-      membership_.notify_all();
-      return;
-    }
-  }
-  std::unique_lock lock(mutex_);
-  left_ = &connection;
-  membership_.notify_all();
-  // The connection lives as long as this handler: hold it open until the ring is destroyed.
-  membership_.wait(lock, [&] { return closing_; });
-}
-
-std::string TcpRing::accept_by_reference(Connection& connection, const Challenge& mine) {
-  const Connection::Incoming mode = connection.receive();
-  if (mode.type != proto::kRingLinkMode) {
-    throw FrameError(fmt::format("{} sent frame type {} where a link mode was expected",
-                                 connection.peer(), mode.type));
-  }
-  MetaReader answer(mode.meta);
-  if (answer.get<uint8_t>() == 0) return answer.rest_as_peer_text();  // it cannot read us
-  const MemoryOffer left = get_offer(answer);
-  const auto mailbox_fd = answer.get<int32_t>();
-  const std::string why = check_memory_offer(left, mine);
-  std::unique_ptr<SharedMailbox> mailbox;
-  if (why.empty() && mailbox_fd >= 0) mailbox = attach_mailbox(left, mailbox_fd);
-  MetaWriter ready;
-  ready.put(static_cast<uint8_t>(why.empty() ? 1 : 0))
-      .put(static_cast<uint8_t>(mailbox ? 1 : 0))
-      .put_string(why);
-  connection.send(proto::kRingLinkReady, 0, ready.bytes(), {});
-  if (why.empty()) {
-    left_link_.by_reference = true;
-    left_link_.peer_pid = left.pid;
-    left_link_.mailbox = std::move(mailbox);
-  }
-  return why;
-}
-
-// A link without a mailbox still moves chunks through memory, announcing them in frames: the
-// mailbox saves latency, it is not what makes the link work, so failing to share one is no error.
-std::unique_ptr<SharedMailbox> TcpRing::create_mailbox() const {
-  try {
-    return SharedMailbox::create(rank_name(right_rank()));
-  } catch (const TransportError& error) {
-    spdlog::info("ring: chunks to {} are announced in frames: {}", rank_name(right_rank()),
-                 error.what());
-    return nullptr;
-  }
-}
-
-std::unique_ptr<SharedMailbox> TcpRing::attach_mailbox(const MemoryOffer& left, int32_t fd) const {
-  try {
-    return SharedMailbox::attach(left.pid, fd, rank_name(left_rank()));
-  } catch (const TransportError& error) {
-    spdlog::info("ring: chunks from {} are announced in frames: {}", rank_name(left_rank()),
-                 error.what());
-    return nullptr;
-  }
-}
-
-std::string TcpRing::refusal_for(int ring_size, int peer_rank, uint64_t fingerprint,
-                                 std::string_view peer) const {
-  if (ring_size != size()) {
-    return fmt::format(
-        "{} runs a ring of {} ranks but {} was started with {}: every worker needs the same "
-        "worker list",
-        peer, ring_size, rank_name(rank()), size());
-  }
-  if (peer_rank != left_rank()) {
-    return fmt::format(
-        "{} says it is {} but {}'s left neighbour is {}: the workers are listed in another order "
-        "than those tasks were started with",
-        peer, rank_name(peer_rank), rank_name(rank()), rank_name(left_rank()));
-  }
-  if (fingerprint != options_.fingerprint) {
-    return fmt::format(
-        "{} ({}) runs another model or configuration (fingerprint {:016x}, {} has {:016x}): check "
-        "--model and the flags that shape the parameters",
-        peer, rank_name(peer_rank), fingerprint, rank_name(rank()), options_.fingerprint);
-  }
-  return {};
-}
-
-std::string TcpRing::shm_failure(int peer_rank, std::string_view why) const {
-  return fmt::format(
-      "--transport shm: {} and {} cannot move chunks through memory: {}; run them with "
-      "--transport tcp or auto",
-      rank_name(rank()), rank_name(peer_rank), why);
+Connection* TcpRing::reached(Side side) {
+  Connection* formed = link(side).connection;
+  return formed != nullptr ? formed : formation_.connection(side);
 }
 
 // ---- moving chunks -----------------------------------------------------------------------------
 
 void TcpRing::send(Side to, std::span<const float> data, ChunkTag tag) {
   throw_if_failed();
-  Link& l = link(to);
-  l.queue.push_back(Outgoing{data, tag, Kind::kChunk});
+  RingLink& l = link(to);
+  l.queue.push_back(RingLink::Outgoing{data, tag, RingLink::Kind::kChunk});
   if (l.by_reference) ++l.unread;
   // Start at once: the kernel takes what fits while the caller goes on with its next chunk.
   pump_sends(to);
@@ -436,7 +109,7 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
     bool sent[2] = {pump_sends(Side::kLeft), pump_sends(Side::kRight)};
     // A neighbour that read our chunks has taken them as surely as a socket that accepted them.
     for (const Side side : kSides) {
-      Link& l = link(side);
+      RingLink& l = link(side);
       if (!l.by_reference) continue;
       const uint64_t unread = l.unread;
       if (read_announcements(side) && side == from && reading) last_in = SteadyClock::now();
@@ -479,7 +152,8 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
     // Tell the neighbours we are alive and waiting, so that they do not blame us.
     if (now - last_keepalive > keepalive_every) {
       for (const Side side : kSides) {
-        if (link(side).idle()) link(side).queue.push_back(Outgoing{{}, {}, Kind::kKeepalive});
+        if (link(side).idle())
+          link(side).queue.push_back(RingLink::Outgoing{{}, {}, RingLink::Kind::kKeepalive});
       }
       last_keepalive = now;
       continue;
@@ -500,7 +174,7 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
 }
 
 bool TcpRing::pump_sends(Side side) {
-  Link& l = link(side);
+  RingLink& l = link(side);
   if (l.idle()) return false;
   if (l.mailbox) return pump_mailbox(side);
   Connection& to = connection(side);
@@ -508,11 +182,11 @@ bool TcpRing::pump_sends(Side side) {
   try {
     while (!l.idle()) {
       if (!l.head_started) {
-        const Outgoing& item = l.queue[l.head];
+        const RingLink::Outgoing& item = l.queue[l.head];
         l.send_meta.clear();
-        if (item.kind == Kind::kKeepalive) {
+        if (item.kind == RingLink::Kind::kKeepalive) {
           to.start_send(proto::kRingKeepalive, 0, {}, {});
-        } else if (item.kind == Kind::kRead) {
+        } else if (item.kind == RingLink::Kind::kRead) {
           to.start_send(proto::kRingChunkRead, 0, {}, {});
         } else if (l.by_reference) {
           l.send_meta.put(item.tag.op).put(item.tag.step).put(item.tag.chunk);
@@ -543,19 +217,19 @@ bool TcpRing::pump_sends(Side side) {
 }
 
 bool TcpRing::pump_mailbox(Side side) {
-  Link& l = link(side);
+  RingLink& l = link(side);
   Connection& to = connection(side);
   const uint64_t before = to.bytes_moved();
   bool posted = false;
   const auto pump = [&] {
     while (!l.idle()) {
-      const Outgoing& item = l.queue[l.head];
-      if (item.kind == Kind::kKeepalive) {
+      const RingLink::Outgoing& item = l.queue[l.head];
+      if (item.kind == RingLink::Kind::kKeepalive) {
         if (!l.head_started) to.start_send(proto::kRingKeepalive, 0, {}, {});
         l.head_started = true;
         if (!to.continue_send()) return;
         l.head_started = false;
-      } else if (item.kind == Kind::kRead) {
+      } else if (item.kind == RingLink::Kind::kRead) {
         l.mailbox->acknowledge();
         posted = true;
       } else {
@@ -569,7 +243,7 @@ bool TcpRing::pump_mailbox(Side side) {
     pump();
     // A neighbour asleep in poll() does not see the mailbox: a frame wakes it.
     if (posted && l.mailbox->peer_sleeping()) {
-      l.queue.push_back(Outgoing{{}, {}, Kind::kKeepalive});
+      l.queue.push_back(RingLink::Outgoing{{}, {}, RingLink::Kind::kKeepalive});
       pump();
     }
   } catch (const CollectiveError&) {
@@ -587,18 +261,12 @@ bool TcpRing::pump_mailbox(Side side) {
 }
 
 bool TcpRing::read_mailbox(Side side) {
-  Link& l = link(side);
+  RingLink& l = link(side);
   bool news = false;
   try {
     SharedMailbox::Record record;
     while (l.mailbox->try_take(record)) {
-      ChunkRef ref;
-      ref.tag.op = record.words[0];
-      ref.tag.step = static_cast<uint32_t>(record.words[1] >> 32);
-      ref.tag.chunk = static_cast<uint32_t>(record.words[1]);
-      ref.address = record.words[2];
-      ref.bytes = record.words[3];
-      l.refs.push_back(ref);
+      l.refs.push_back(chunk_ref(record));
       news = true;
     }
     const uint64_t acknowledged = l.mailbox->acknowledged();  // at most what we posted
@@ -620,7 +288,7 @@ void TcpRing::fail_corrupted(const FrameError& error) {
 }
 
 bool TcpRing::read_header(Side side) {
-  Link& l = link(side);
+  RingLink& l = link(side);
   Connection& conn = connection(side);
   if (!l.closed.empty()) return l.header_in;
   try {
@@ -663,7 +331,7 @@ void TcpRing::lost_while_reading(Side side, const TransportError& error) {
 }
 
 bool TcpRing::read_announcements(Side side) {
-  Link& l = link(side);
+  RingLink& l = link(side);
   Connection& conn = connection(side);
   // Frames can wait while the mailbox brings news: what matters now is there, and a neighbour
   // that posts has neither stopped nor closed its connection.
@@ -692,7 +360,7 @@ bool TcpRing::read_announcements(Side side) {
                            in->type),
                std::nullopt);
       }
-      ChunkRef ref;
+      RingLink::ChunkRef ref;
       try {
         MetaReader reader(in->meta);
         ref.tag.op = reader.get<uint64_t>();
@@ -714,13 +382,13 @@ bool TcpRing::read_announcements(Side side) {
 }
 
 bool TcpRing::receive_by_reference(Side from, std::span<float> into, ChunkTag tag) {
-  Link& l = link(from);
+  RingLink& l = link(from);
   read_announcements(from);
   if (l.ref_head == l.refs.size()) {
     if (!l.closed.empty()) fail_lost(from, l.closed);
     return false;
   }
-  const ChunkRef ref = l.refs[l.ref_head++];
+  const RingLink::ChunkRef ref = l.refs[l.ref_head++];
   if (l.ref_head == l.refs.size()) {
     l.refs.clear();  // keeps its capacity, as the send queues do
     l.ref_head = 0;
@@ -734,7 +402,7 @@ bool TcpRing::receive_by_reference(Side from, std::span<float> into, ChunkTag ta
   } catch (const TransportError& error) {
     fail_lost(from, error.what());
   }
-  l.queue.push_back(Outgoing{{}, {}, Kind::kRead});
+  l.queue.push_back(RingLink::Outgoing{{}, {}, RingLink::Kind::kRead});
   pump_sends(from);  // frees the neighbour's memory as early as the socket allows
   return true;
 }
@@ -751,7 +419,7 @@ void TcpRing::fail_mismatch(Side from, ChunkTag got, uint64_t got_bytes, ChunkTa
 
 bool TcpRing::pump_receive(Side from, std::span<float> into, ChunkTag tag) {
   if (link(from).by_reference) return receive_by_reference(from, into, tag);
-  Link& l = link(from);
+  RingLink& l = link(from);
   if (!read_header(from)) {
     if (!l.closed.empty()) fail_lost(from, l.closed);
     return false;
@@ -772,17 +440,17 @@ void TcpRing::wait_for_io(const Side* reading, SteadyClock::time_point until) {
   // A neighbour that posts to a mailbox wakes this rank only if it knows it sleeps; then looking
   // once more closes the window in which it posted without knowing.
   struct Sleeping {
-    Link* links[2];
+    RingLink* links[2];
     explicit Sleeping(TcpRing& ring) : links{&ring.left_link_, &ring.right_link_} {
-      for (Link* l : links)
+      for (RingLink* l : links)
         if (l->mailbox) l->mailbox->set_sleeping(true);
     }
     ~Sleeping() {
-      for (Link* l : links)
+      for (RingLink* l : links)
         if (l->mailbox) l->mailbox->set_sleeping(false);
     }
     bool news() const {
-      for (Link* l : links)
+      for (RingLink* l : links)
         if (l->mailbox && l->mailbox->has_news()) return true;
       return false;
     }
@@ -838,64 +506,12 @@ void TcpRing::fail(const std::string& message, std::optional<Side> broken) {
 }
 
 void TcpRing::send_abort(Side side, const std::string& message) {
-  Link& l = link(side);
-  Connection* to = side == Side::kLeft ? left_ : right_.get();
-  if (to == nullptr) return;
-  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(options_.timeout_ms);
-  // Only what is already on the wire must be finished: a frame cannot be cut short.
-  l.queue.resize(l.head_started ? l.head + 1 : l.head);
-  MetaWriter meta;
-  meta.put_string(message);
-  try {
-    while (!l.idle()) {
-      const uint64_t before = to->bytes_moved();
-      if (to->continue_send()) {
-        l.head_started = false;
-        ++l.head;
-        continue;
-      }
-      if (to->bytes_moved() != before) continue;
-      if (SteadyClock::now() > deadline) return;
-      TcpStream::wait_either(nullptr, &to->stream(), 100);
-    }
-    to->start_send(proto::kRingAbort, 0, meta.bytes(), {});
-    while (!to->continue_send()) {
-      if (SteadyClock::now() > deadline) return;
-      TcpStream::wait_either(nullptr, &to->stream(), 100);
-    }
-  } catch (const TransportError& error) {
-    // That neighbour is gone as well; the rank beyond it hears of the failure from its own side.
-    spdlog::debug("ring: could not pass the abort on to {}: {}", to->peer(), error.what());
-  }
-  l.queue.clear();
-  l.head = 0;
-  l.head_started = false;
+  if (Connection* to = reached(side)) link(side).send_abort(*to, message, options_.timeout_ms);
 }
 
 void TcpRing::drain(Side side) {
-  Link& l = link(side);
-  Connection* from = side == Side::kLeft ? left_ : right_.get();
-  if (from == nullptr || l.abort_seen) return;
-  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(options_.timeout_ms);
-  std::vector<float> sink;
-  try {
-    for (;;) {
-      const uint64_t before = from->bytes_moved();
-      if (l.header_in) {
-        sink.resize(l.incoming_bytes / sizeof(float));
-        if (from->try_receive_tensors(sink)) l.header_in = false;
-      } else if (const auto in = from->try_receive()) {
-        if (in->type == proto::kRingAbort) return;  // it has stopped and knows why
-        l.incoming_bytes = in->tensor_bytes;
-        l.header_in = in->tensor_bytes > 0;
-      }
-      if (from->bytes_moved() != before) continue;
-      if (SteadyClock::now() > deadline) return;
-      TcpStream::wait_either(&from->stream(), nullptr, 100);
-    }
-  } catch (const TransportError&) {
-    // That neighbour has gone too (or sent junk): nothing is waiting on us there any more.
-  }
+  Connection* from = reached(side);
+  if (from != nullptr && !link(side).abort_seen) link(side).drain(*from, options_.timeout_ms);
 }
 
 void TcpRing::throw_if_failed() const {

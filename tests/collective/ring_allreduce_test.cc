@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -18,8 +21,6 @@
 
 namespace dtrain {
 namespace {
-
-using testing::MemoryRing;
 
 // Runs an all-reduce of rank_values on every rank; returns each rank's result.
 std::vector<std::vector<float>> allreduce_all(
@@ -143,6 +144,30 @@ TEST(RingBroadcastTest, EveryRankEndsWithRankZerosValues) {
       for (int r = 0; r < n; ++r) EXPECT_TRUE(bitwise_equal(data[r], expected)) << n << " " << r;
     }
   }
+}
+
+// A global step past 2^53, which neither a float nor a double holds, a signalling NaN's bits and an
+// odd length: every rank ends with rank 0's bytes.
+TEST(RingBroadcastTest, BytesArriveBitForBitFromRankZero) {
+  constexpr int64_t kStep = (int64_t{1} << 53) + 1;
+  constexpr uint32_t kSignallingNan = 0x7fa00001;
+  MemoryRing ring(3);
+  std::vector<std::array<std::byte, 13>> data(3);
+  ring.run([&](int rank) {
+    std::array<std::byte, 13>& bytes = data[static_cast<size_t>(rank)];
+    bytes.fill(std::byte{0x5a});
+    if (rank == 0) {
+      std::memcpy(bytes.data(), &kStep, sizeof kStep);
+      std::memcpy(bytes.data() + 8, &kSignallingNan, sizeof kSignallingNan);
+      bytes[12] = std::byte{0xff};
+    }
+    Communicator(ring.links(rank), {.max_chunk_bytes = 4}).broadcast_bytes(bytes);
+  });
+  for (int r = 1; r < 3; ++r) EXPECT_EQ(data[static_cast<size_t>(r)], data[0]) << "rank " << r;
+  int64_t step = 0;
+  std::memcpy(&step, data[2].data(), sizeof step);
+  EXPECT_EQ(step, kStep);
+  EXPECT_EQ(data[2][12], std::byte{0xff});
 }
 
 // Ranks 1..n-1 enter the barrier first; rank 0 waits until all of them are blocked in it, checks

@@ -22,6 +22,7 @@
 #include "cluster/local_launcher.h"
 #include "collective/communicator.h"
 #include "collective/reduction_check.h"
+#include "collective/ring_connector.h"
 #include "comm/loopback.h"
 #include "support/tamper_relay.h"
 
@@ -34,9 +35,9 @@ using ::testing::Not;
 // n rings on 127.0.0.1, one per rank, formed and driven from one thread per rank.
 class LoopbackRing {
  public:
-  explicit LoopbackRing(int n, const std::function<void(TcpRingOptions&)>& adjust = {}) {
+  explicit LoopbackRing(int n, const std::function<void(RingOptions&)>& adjust = {}) {
     for (int r = 0; r < n; ++r) {
-      TcpRingOptions options;
+      RingOptions options;
       options.size = n;
       options.rank = r;
       options.bind_host = "127.0.0.1";
@@ -86,8 +87,8 @@ void expect_no_errors(const std::vector<std::string>& errors) {
 }
 
 // Sets every rank's transport.
-std::function<void(TcpRingOptions&)> over(Transport transport) {
-  return [transport](TcpRingOptions& options) { options.transport = transport; };
+std::function<void(RingOptions&)> over(Transport transport) {
+  return [transport](RingOptions& options) { options.transport = transport; };
 }
 
 // The ranks of this process can read each other's memory, so kAuto moves chunks by reference,
@@ -146,7 +147,7 @@ TEST_P(TcpRingTransportTest, HalvingDoublingMatchesDoublePrecisionForEveryLength
 // mailbox, by the keepalive a neighbour sends when it posts to a rank that said it sleeps.
 TEST_P(TcpRingTransportTest, RanksThatSleepAtOnceAreWokenForEveryChunk) {
   constexpr int kRanks = 3;
-  LoopbackRing group(kRanks, [](TcpRingOptions& options) {
+  LoopbackRing group(kRanks, [](RingOptions& options) {
     options.transport = GetParam();
     options.spin_us = 0;
   });
@@ -169,10 +170,48 @@ TEST_P(TcpRingTransportTest, RanksThatSleepAtOnceAreWokenForEveryChunk) {
 // between two collectives) is caught as a malformed frame would be: each rank stops with an error
 // naming the neighbour whose counters make no sense, instead of reading from wherever they point;
 // and at once, each telling both neighbours, rather than one side waiting out the timeout.
+// What a strategy does: connect_ring() with each rank's own port and its right neighbour's, and
+// nothing but RingLinks afterwards.
+TEST(TcpRingTest, ConnectRingFormsTheRingFromItsOptionsAlone) {
+  const int n = 3;
+  const std::vector<uint16_t> ports = pick_free_ports(n);
+  std::vector<std::vector<float>> results(n);
+  std::vector<std::string> links(n);
+  std::vector<std::jthread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      RingOptions options;
+      options.size = n;
+      options.rank = r;
+      options.bind_host = "127.0.0.1";
+      options.port = ports[static_cast<size_t>(r)];
+      options.right = {"127.0.0.1", ports[static_cast<size_t>((r + 1) % n)]};
+      options.secret = std::string(testing::kLoopbackSecret);
+      options.timeout_ms = 20'000;
+      options.transport = Transport::kTcp;
+      try {
+        const std::unique_ptr<RingLinks> ring = connect_ring(options);
+        results[static_cast<size_t>(r)] = testing::rank_values(r, 1001);
+        Communicator(*ring).allreduce(results[static_cast<size_t>(r)]);
+        links[static_cast<size_t>(r)] =
+            ring->describe_link(Side::kLeft) + "/" + ring->describe_link(Side::kRight);
+      } catch (const std::exception& error) {
+        links[static_cast<size_t>(r)] = error.what();
+      }
+    });
+  }
+  threads.clear();  // joins
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(links[static_cast<size_t>(r)], "tcp/tcp") << "rank " << r;
+    testing::expect_matches_sum(results[static_cast<size_t>(r)], testing::exact_sum(n, 1001), n,
+                                1.0, "connect_ring");
+  }
+}
+
 TEST(TcpRingTest, AMailboxScribbledOverStopsEveryRankNamingTheNeighbour) {
   constexpr int kRanks = 3;
   constexpr auto kTimeout = std::chrono::seconds(60);
-  LoopbackRing group(kRanks, [&](TcpRingOptions& options) {
+  LoopbackRing group(kRanks, [&](RingOptions& options) {
     options.transport = Transport::kAuto;
     options.timeout_ms = static_cast<int>(std::chrono::milliseconds(kTimeout).count());
   });
@@ -239,7 +278,7 @@ class TcpRingFailureTest
     : public ::testing::TestWithParam<std::tuple<AllreduceAlgorithm, Transport>> {
  protected:
   AllreduceAlgorithm algorithm() const { return std::get<0>(GetParam()); }
-  std::function<void(TcpRingOptions&)> transport() const { return over(std::get<1>(GetParam())); }
+  std::function<void(RingOptions&)> transport() const { return over(std::get<1>(GetParam())); }
 };
 
 // Rank 2 goes away (its sockets close, as when its process is killed) while the others are in an
@@ -264,7 +303,7 @@ TEST_P(TcpRingFailureTest, LostRankStopsEveryOtherRankNamingIt) {
 // Rank 2 is connected but never takes part (a hung process): its right neighbour gives up after
 // the timeout, and the abort carries its name to the others.
 TEST_P(TcpRingFailureTest, StuckRankIsNamedAfterTheTimeout) {
-  LoopbackRing group(4, [&](TcpRingOptions& options) {
+  LoopbackRing group(4, [&](RingOptions& options) {
     transport()(options);
     options.timeout_ms = 1'000;
   });
@@ -303,7 +342,7 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, TcpRingFailureTest,
 // A rank started with --transport tcp cannot join a neighbour that requires memory, and both say
 // why, naming the flag.
 TEST(TcpRingTest, ShmRankRefusesANeighbourOnTcpNamingTheFlag) {
-  LoopbackRing group(2, [](TcpRingOptions& options) {
+  LoopbackRing group(2, [](RingOptions& options) {
     options.transport = options.rank == 0 ? Transport::kShm : Transport::kTcp;
     options.timeout_ms = 5'000;
   });
@@ -343,7 +382,7 @@ TEST_P(TcpRingTransportTest, ANeighbourThatLeftOwingNothingIsNotALoss) {
 }
 
 TEST(TcpRingTest, RankWithAnotherFingerprintIsRefusedByName) {
-  LoopbackRing group(2, [](TcpRingOptions& options) {
+  LoopbackRing group(2, [](RingOptions& options) {
     if (options.rank == 1) options.fingerprint = 8;
     options.timeout_ms = 5'000;
   });
@@ -382,7 +421,7 @@ TEST(TcpRingTest, AForgedAbortIsCaughtByItsTagAndItsTextNeverShown) {
 }
 
 TEST(TcpRingTest, RingThatCannotFormMentionsThePeerItRefused) {
-  LoopbackRing group(2, [](TcpRingOptions& options) {
+  LoopbackRing group(2, [](RingOptions& options) {
     if (options.rank == 1) options.fingerprint = 8;
     options.timeout_ms = 2'000;
   });
@@ -400,7 +439,7 @@ TEST(TcpRingTest, RingThatCannotFormMentionsThePeerItRefused) {
 
 TEST(TcpRingTest, RankWithAnotherSecretFailsAuthentication) {
   testing::LogCapture log;  // the refused handshakes are logged, not printed
-  LoopbackRing group(2, [](TcpRingOptions& options) {
+  LoopbackRing group(2, [](RingOptions& options) {
     if (options.rank == 1) options.secret = "not the cluster secret";
     options.timeout_ms = 5'000;
   });

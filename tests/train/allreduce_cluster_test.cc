@@ -1,9 +1,10 @@
 // All-reduce training end to end: real dtrain processes over loopback (the local launcher, or
-// worker tasks started one by one). Every worker ends with bitwise identical parameters, with one
-// buffer or with fusion buckets; two workers compute what local training on the combined batch
-// computes; a resumed run continues from the chief's checkpoint on every worker; a killed worker
-// fails the others by name, and a worker with another model is refused by name. First, the cut of
-// the fusion buckets, as a pure function.
+// worker tasks started one by one). Every worker ends with bitwise identical parameters, through
+// memory or over TCP; two workers compute what local training on the combined batch computes; a
+// resumed run continues from the chief's checkpoint on every worker; a killed worker fails the
+// others by name, and a worker with another model is refused by name. What needs no process (Adam
+// and fusion buckets, stopping together at a target or early) is tested on threads in
+// allreduce_strategy_test.cc.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -40,68 +41,6 @@ using testing::Match;
 using testing::ProcessResult;
 using testing::run_dtrain;
 
-// ---- fusion buckets ----
-
-ParamSet layout_of(const std::string& model_name) {
-  ModelConfig config;
-  config.name = model_name;
-  return ParamSet(make_model(config)->param_specs());
-}
-
-// Where tensor i's extent ends: the next tensor's start, or the arena's end (its padding is its).
-size_t extent_end(const ParamSet& layout, size_t i) {
-  return i + 1 < layout.count() ? layout.offset(i + 1) : layout.flat().size();
-}
-
-TEST(FusionBuckets, ZeroMeansOneBucketOverTheWholeArena) {
-  const ParamSet layout = layout_of("mnist_inference");
-  EXPECT_EQ(fusion_buckets(layout, 0),
-            (std::vector<ArenaSlice>{{.begin = 0, .size = layout.flat().size()}}));
-}
-
-TEST(FusionBuckets, ALargeTensorIsCutAndItsLastPieceSharedWithTheNext) {
-  // softmax: w (784 x 10 = 7840 floats), then b (10 floats and its padding).
-  const ParamSet layout = layout_of("softmax");
-  ASSERT_EQ(layout.count(), 2u);
-  ASSERT_EQ(layout.offset(1), 7840u);
-  const size_t arena = layout.flat().size();
-  // 4 KiB = 1024 floats: seven whole pieces of w, then w's last 672 floats together with b.
-  std::vector<ArenaSlice> expected;
-  for (size_t begin = 0; begin < 7168; begin += 1024) expected.push_back({begin, 1024});
-  expected.push_back({7168, arena - 7168});
-  EXPECT_EQ(fusion_buckets(layout, 4096), expected);
-}
-
-TEST(FusionBuckets, BucketsCoverTheArenaInOrderAndKeepTensorsThatFitWhole) {
-  for (const std::string model : {"softmax", "mlp", "mnist_inference", "lenet"}) {
-    const ParamSet layout = layout_of(model);
-    for (const size_t bytes : {size_t{4}, size_t{1000}, size_t{4096}, size_t{40'000},
-                               size_t{1'000'000}, size_t{1} << 30}) {
-      SCOPED_TRACE(fmt::format("{}, fusion_bytes {}", model, bytes));
-      const std::vector<ArenaSlice> buckets = fusion_buckets(layout, bytes);
-      size_t next = 0;
-      for (const ArenaSlice& bucket : buckets) {
-        EXPECT_EQ(bucket.begin, next);
-        EXPECT_GT(bucket.size, 0u);
-        EXPECT_LE(bucket.size * sizeof(float), bytes);
-        next = bucket.begin + bucket.size;
-      }
-      EXPECT_EQ(next, layout.flat().size());
-      // A tensor whose extent fits in a bucket lies within one.
-      for (size_t i = 0; i < layout.count(); ++i) {
-        const size_t begin = layout.offset(i), end = extent_end(layout, i);
-        if ((end - begin) * sizeof(float) > bytes) continue;
-        EXPECT_TRUE(std::any_of(
-            buckets.begin(), buckets.end(),
-            [&](const ArenaSlice& b) { return b.begin <= begin && end <= b.begin + b.size; }))
-            << "tensor " << layout.spec(i).name << " is split";
-      }
-    }
-  }
-}
-
-// ---- processes ----
-
 std::string secret_env() { return testing::secret_env(testing::kSecret); }
 
 // The flags every process of these tests shares: a small model on one thread, quiet.
@@ -136,14 +75,6 @@ std::string identical_parameters(const ProcessResult& r, int workers) {
   return crcs.empty() ? "" : crcs.begin()->second;
 }
 
-// The fusion buckets each worker reported in its start-up line.
-std::vector<int> bucket_counts(const std::string& out) {
-  std::vector<int> counts;
-  for (const Match& line : all_matches(out, R"(allreduce training of .* ([0-9]+) fusion bucket)"))
-    counts.push_back(std::stoi(line[1]));
-  return counts;
-}
-
 using testing::newest_checkpoint;
 
 TEST(AllreduceCluster, TwoWorkersMatchLocalTrainingOnTheCombinedBatch) {
@@ -172,22 +103,6 @@ TEST(AllreduceCluster, TwoWorkersMatchLocalTrainingOnTheCombinedBatch) {
       newest_checkpoint(half_batch_dir.path()), 100);
 }
 
-TEST(AllreduceCluster, ThreeWorkersWithAdamAndFusionBucketsEndBitwiseIdentical) {
-  // mlp starts from random weights that rank 0 draws and broadcasts, and Adam keeps two slots per
-  // parameter; 64 KiB buckets cut hid_w (306 KiB) into pieces.
-  const ProcessResult r =
-      run_dtrain(launch(3, {"--model", "mlp", "--optimizer", "adam", "--threads", "1",
-                            "--batch_size", "30", "--train_steps", "100", "--fusion_bytes", "65536",
-                            "--data_dir", testing::mnist_dir().string(), "--log_every", "50"}));
-  ASSERT_EQ(r.exit_code, 0) << all_output(r);
-  identical_parameters(r, 3);
-  const std::vector<int> buckets = bucket_counts(r.out);
-  ASSERT_EQ(buckets.size(), 3u) << r.out;
-  for (const int n : buckets) EXPECT_GT(n, 1) << r.out;
-  EXPECT_EQ(testing::count_lines_containing(r.out, "global_step=100, local_step=100"), 3) << r.out;
-  EXPECT_EQ(testing::count_lines_containing(r.out, ": test accuracy = 0."), 3) << r.out;
-}
-
 // The same run through memory and over TCP: the same parameters to the bit, and each worker says
 // which way its chunks went.
 TEST(AllreduceCluster, ChunksThroughMemoryTrainBitForBitAsOverTcp) {
@@ -204,21 +119,6 @@ TEST(AllreduceCluster, ChunksThroughMemoryTrainBitForBitAsOverTcp) {
     EXPECT_EQ(testing::count_lines_containing(r.out, line), 2) << r.out;
   }
   EXPECT_EQ(crc[0], crc[1]);
-}
-
-TEST(AllreduceCluster, FusionBucketsAverageBitForBitLikeOneBuffer) {
-  // With two ranks each element's average is (a + b) / 2 whichever rank reduces it, so cutting
-  // the arena into buckets must change nothing: a bucket left out, reduced twice or misplaced
-  // would show in the parameters.
-  const std::vector<std::string> flags = concat(softmax_flags(), {"--train_steps", "100"});
-  DtrainProcess one_buffer(launch(2, flags));
-  const ProcessResult fused = run_dtrain(launch(2, concat(flags, {"--fusion_bytes", "4096"})));
-  const ProcessResult whole = one_buffer.wait();
-  ASSERT_EQ(fused.exit_code, 0) << all_output(fused);
-  ASSERT_EQ(whole.exit_code, 0) << all_output(whole);
-  EXPECT_EQ(bucket_counts(fused.out), (std::vector<int>{8, 8})) << fused.out;
-  EXPECT_EQ(bucket_counts(whole.out), (std::vector<int>{1, 1})) << whole.out;
-  EXPECT_EQ(identical_parameters(fused, 2), identical_parameters(whole, 2));
 }
 
 TEST(AllreduceCluster, ResumedRunContinuesFromTheChiefsCheckpointOnEveryWorker) {
@@ -242,52 +142,6 @@ TEST(AllreduceCluster, ResumedRunContinuesFromTheChiefsCheckpointOnEveryWorker) 
   EXPECT_THAT(second.out, HasSubstr("worker=1: training elapsed time"));
   EXPECT_EQ(testing::count_lines_containing(second.out, "(40 local steps, "), 2) << second.out;
   EXPECT_EQ(identical_parameters(second, 2), identical_parameters(whole, 2));
-}
-
-TEST(AllreduceCluster, TargetAccuracyStopsEveryWorkerAtTheSameStep) {
-  const ProcessResult r =
-      run_dtrain(launch(2, concat(softmax_flags(), {"--epochs", "3", "--eval_every", "20",
-                                                    "--target_accuracy", "0.85"})));
-  ASSERT_EQ(r.exit_code, 0) << all_output(r);
-  std::map<int, int> steps;
-  for (const Match& line :
-       all_matches(r.out, R"(worker=([0-9]): target accuracy 0.85 reached at step ([0-9]+))"))
-    steps[std::stoi(line[1])] = std::stoi(line[2]);
-  ASSERT_EQ(steps.size(), 2u) << r.out;
-  EXPECT_EQ(steps[0], steps[1]);
-  EXPECT_LT(steps[0], 3 * 275) << "stopped only at the end of the epochs";
-  EXPECT_EQ(steps[0] % 20, 0);
-  identical_parameters(r, 2);
-}
-
-TEST(AllreduceCluster, EarlyStoppingStopsEveryWorkerAtTheSameStepAndEachTestsTheBestWeights) {
-  // The rate jumps to 20 after step 40 (a piecewise schedule): the validation loss soars, and a
-  // patience of 2 runs out two evaluations after the best.
-  const ProcessResult r = run_dtrain(
-      launch(2, concat(softmax_flags(),
-                       {"--train_steps", "400", "--eval_every", "20", "--early_stopping_patience",
-                        "2", "--moving_average_decay", "0", "--lr_schedule", "piecewise",
-                        "--lr_boundaries", "40", "--lr_values", "0.5,20"})));
-  ASSERT_EQ(r.exit_code, 0) << all_output(r);
-  std::map<int, int> stopped, best;
-  std::map<int, std::string> tested;
-  for (const Match& line : all_matches(r.out, R"(worker=([0-9]): early stopping at step ([0-9]+))"))
-    stopped[std::stoi(line[1])] = std::stoi(line[2]);
-  for (const Match& line :
-       all_matches(r.out, R"(worker=([0-9]): restored the weights of step ([0-9]+))"))
-    best[std::stoi(line[1])] = std::stoi(line[2]);
-  for (const Match& line : all_matches(r.out, R"(worker=([0-9]): test accuracy = ([0-9.]+))"))
-    tested[std::stoi(line[1])] = line[2];
-  ASSERT_EQ(stopped.size(), 2u) << r.out;
-  EXPECT_EQ(stopped[0], stopped[1]);
-  EXPECT_LE(stopped[0], 80) << r.out;
-  ASSERT_EQ(best.size(), 2u) << r.out;
-  EXPECT_EQ(best[0], best[1]);
-  EXPECT_EQ(best[0] + 40, stopped[0]) << r.out;
-  ASSERT_EQ(tested.size(), 2u) << r.out;
-  EXPECT_EQ(tested[0], tested[1]) << "both tested the same, best, weights";
-  EXPECT_GT(std::stod(tested[0]), 0.8) << r.out;
-  identical_parameters(r, 2);
 }
 
 // Worker tasks started by hand with `dtrain task`, on free loopback ports, so that the test can

@@ -1,0 +1,276 @@
+// AllreduceStrategy: listening, joining the ring, the step's all-reduces and the agreements that
+// keep the replicas in step (state, stop, halt). What every worker must agree on is hashed into
+// the ring's fingerprint.
+#include "train/allreduce_strategy.h"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "cluster/bind_address.h"
+#include "comm/crc32c.h"
+#include "nn/model_zoo.h"
+#include "tensor/ops.h"
+#include "train/fault_injection.h"
+#include "train/fusion_buckets.h"
+#include "train/training_loop.h"
+
+namespace dtrain {
+namespace {
+
+constexpr size_t kUpdateChunkFloats = 8192;  // 32 KiB of each arena: L1-sized
+
+// FNV-1a, 64 bits: the same value on every platform and compiler, unlike std::hash.
+uint64_t fnv1a(std::string_view text) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+template <typename T>
+uint32_t crc_of(std::span<const T> values, uint32_t crc = 0) {
+  return crc32c(std::as_bytes(values), crc);
+}
+
+// What every worker must agree on: anything that changes the parameters' trajectory (layout,
+// optimizer, schedule, the data and its order) or the sequence and lengths of the collectives
+// (steps, evaluations that may stop the run, buckets, chunks). Threads, towers, logging and
+// checkpointing are each worker's own business. The ring refuses a neighbour whose fingerprint
+// differs, by name, instead of letting it train something else or desynchronise the collectives.
+std::string agreed_settings(const TrainConfig& c, const AllreduceClusterConfig& config,
+                            const Model& model, const ParamSet& layout, const TrainingInput& input,
+                            int64_t total_steps) {
+  // The whole architecture, activations and dropout included, not just the parameters' shapes.
+  std::string text = fmt::format("model {} spec {} l2 {};", c.model.name,
+                                 model_spec_json(c.model).dump(), model.l2());
+  for (const ParamSpec& spec : layout.specs())
+    text += fmt::format(" {}[{}]", spec.name, fmt::join(spec.shape, ","));
+  const OptimizerConfig& o = c.optimizer;
+  text += fmt::format(
+      "; optimizer {} momentum {} nesterov {} beta1 {} beta2 {} epsilon {}; batch {} lr {} "
+      "decay {} per {} staircase {} schedule {} alpha {} boundaries {} values {} warmup {}; steps "
+      "{} seed {}; moving average {} eval on it {}; eval every {} target {} patience {}; fusion {} "
+      "chunk {}",
+      o.name, o.momentum, o.use_nesterov, o.beta1, o.beta2, o.epsilon, c.batch_size,
+      c.learning_rate, c.lr_decay_rate, c.lr_decay_steps, c.lr_staircase,
+      lr_decay_name(c.lr_schedule), c.lr_alpha, fmt::join(c.lr_boundaries, ","),
+      fmt::join(c.lr_values, ","), c.lr_warmup_steps, total_steps, c.seed, c.moving_average_decay,
+      c.eval_moving_average, c.eval_every,
+      c.target_accuracy ? fmt::format("{}", *c.target_accuracy) : "none", c.early_stopping_patience,
+      config.fusion_bytes, config.chunk_bytes);
+  // The examples themselves, not the folder's name (streamed files: their names and sizes).
+  text += fmt::format("; train data {} examples crc {:08x} shuffle buffer {}",
+                      input.train_examples(), input.fingerprint(), c.shuffle_buffer);
+  return text;
+}
+
+}  // namespace
+
+AllreduceStrategy::AllreduceStrategy(const TrainConfig& train, const AllreduceClusterConfig& config,
+                                     TrainingState& state, const TrainingInput& input,
+                                     std::unique_ptr<RingConnector> connector, std::ostream& out)
+    : c_(train),
+      config_(config),
+      out_(out),
+      rank_(worker_rank(config.cluster.cluster, config.cluster.task)),
+      workers_(training_workers(config.cluster.cluster)),
+      connector_(std::move(connector)) {
+  // A global step takes one batch from every worker: an epoch is a shard's batches of them.
+  const int64_t batches_per_epoch = input.train_examples() / (int64_t{train.batch_size} * size());
+  total_steps_ = total_global_steps(train, batches_per_epoch);
+  for (const ArenaSlice& slice : fusion_buckets(state.grads(), config.fusion_bytes))
+    buckets_.push_back(state.grads().flat().subspan(slice.begin, slice.size));
+  settings_ = agreed_settings(train, config, state.model(), state.params(), input, total_steps_);
+  fingerprint_ = fnv1a(settings_);
+  const ClusterSpec& cluster = config.cluster.cluster;
+  const HostPort& own = cluster.address(config.cluster.task);
+  const BindAddress bind = bind_address_for(own, config.cluster.bind_host);
+  fmt::print(out_, "worker={}: listening on {}:{} ({})\n", rank_, bind.host, own.port, bind.why);
+  const TaskId& right = workers_[static_cast<size_t>((rank_ + 1) % size())];
+  connector_->listen(
+      RingOptions{.size = size(),
+                  .rank = rank_,
+                  .bind_host = bind.host,
+                  .port = own.port,
+                  .right = cluster.address(right),
+                  .secret = config.secret,
+                  .authenticate_frames = config.cluster.authenticate_frames,
+                  .fingerprint = fingerprint_,
+                  .timeout_ms = config.collective_timeout_ms,
+                  .spin_us = ring_spin_us(workers_on_host(own.host), config.transport),
+                  .job = rank_prefix(),
+                  .transport = config.transport,
+                  .stop = train.stop,
+                  .wait_report = [this](const std::string& line) {
+                    fmt::print(out_, "{}: {}\n", name(), line);
+                    out_ << std::flush;
+                  }});
+}
+
+AllreduceStrategy::~AllreduceStrategy() = default;
+
+void AllreduceStrategy::abort(std::string_view why) {
+  const std::string reason = fmt::format("{} stopped: {}", name(), why);
+  if (ring_) {
+    ring_->abort(reason);
+  } else {
+    connector_->abort(reason);
+  }
+}
+
+WorkerPlace AllreduceStrategy::place() const {
+  return {.rank = rank_, .workers = size(), .chief = chief(), .distributed = true};
+}
+
+std::string AllreduceStrategy::describe() const {
+  return fmt::format("allreduce, {} workers", size());
+}
+
+int64_t AllreduceStrategy::start(TrainingState& state, const Restore& restore) {
+  print_start_line(state);
+  ring_ = connector_->connect();
+  connector_.reset();
+  communicator_ = std::make_unique<Communicator>(
+      *ring_, CollectiveOptions{.max_chunk_bytes = config_.chunk_bytes});
+  print_links();
+  if (chief()) {
+    state.initialize(c_.seed);
+    if (const auto step = restore()) state.step = *step;
+  }
+  share_state(state);
+  return state.step;
+}
+
+// The steady state: no allocation; the buckets are views of the gradient arena, all-reduced in
+// place, and the all-reduce leaves the same bits on every rank, so every rank's optimizer makes
+// the same update.
+float AllreduceStrategy::step(TrainingState& state, GradientComputer& computer, const Batch& batch,
+                              float lr, int64_t local_step, bool /*keep_gradient*/) {
+  const float loss = computer.compute(state.params(), batch, state.grads());
+  inject_nonfinite_gradient(c_, local_step, state.grads());
+  for (const std::span<float> bucket : buckets_)
+    communicator_->allreduce(bucket, ReduceOp::kAverage);
+  // A NaN or an infinity on any rank reaches every rank's average, and the ranks hold the same
+  // bits, so each one decides alike to skip the update without a word to the others.
+  if (!all_finite(state.grads().flat())) {
+    ++skipped_steps_;
+    fmt::print(out_,
+               "worker={}: skipped the update of step {}: the averaged gradient holds a NaN or "
+               "an infinity ({} skipped so far); the parameters are unchanged\n",
+               rank_, state.step, skipped_steps_);
+    out_ << std::flush;
+    ++state.step;
+    return loss;
+  }
+  // The update and the moving average in one pass, a cache-sized chunk at a time: the average
+  // reads each chunk of new parameters while it is still in cache.
+  const size_t values = state.params().flat().size();
+  for (size_t begin = 0; begin < values; begin += kUpdateChunkFloats)
+    state.apply(lr, state.step, begin, std::min(values, begin + kUpdateChunkFloats));
+  ++state.step;
+  return loss;
+}
+
+// Rank 0 evaluated (the replicas are identical, so its accuracy is everyone's, and so are the
+// best weights, which every rank keeps); every rank must leave the loop at the same step, since a
+// rank that left alone would leave the others waiting in their next all-reduce.
+StopVerdict AllreduceStrategy::agree_to_stop(StopVerdict verdict) {
+  std::array<float, 5> shared = {static_cast<float>(verdict.accuracy),
+                                 static_cast<float>(verdict.loss), verdict.stop ? 1.0f : 0.0f,
+                                 verdict.early ? 1.0f : 0.0f, verdict.improved ? 1.0f : 0.0f};
+  communicator_->broadcast(shared);
+  return {.stop = shared[2] != 0,
+          .accuracy = shared[0],
+          .loss = shared[1],
+          .early = shared[3] != 0,
+          .improved = shared[4] != 0};
+}
+
+// A 12-byte all-reduce a step (about 10 us on loopback): which of the signals reached any rank.
+int AllreduceStrategy::agree_to_halt(int own_signal) {
+  for (size_t i = 0; i < kHaltSignals.size(); ++i)
+    halt_votes_[i] = own_signal == kHaltSignals[i] ? 1.0f : 0.0f;
+  communicator_->allreduce(halt_votes_, ReduceOp::kSum);
+  for (size_t i = 0; i < kHaltSignals.size(); ++i)
+    if (halt_votes_[i] > 0) return kHaltSignals[i];
+  return 0;
+}
+
+std::string AllreduceStrategy::counters() const {
+  return fmt::format("{} updates skipped for a non-finite gradient", skipped_steps_);
+}
+
+void AllreduceStrategy::print_summary(std::ostream& out, const RunFigures& f) const {
+  // Replicas that drifted apart by one bit show here: the tests compare it across workers.
+  fmt::print(out, "worker={}: parameters crc32c = 0x{:08X}\n", rank_, params_crc_);
+  if (!chief()) return;
+  const int64_t steps = f.last_step - f.first_step;
+  const double s = f.train_seconds;
+  fmt::print(out, "aggregate: {} global steps in {:.3f} s, {:.1f} examples/sec over {} workers\n",
+             steps, s, s > 0 ? steps * f.batch_size * size() / s : 0.0, size());
+}
+
+void AllreduceStrategy::finish(TrainingState& state, bool /*reached_end*/) {
+  params_crc_ = crc_of(std::span<const float>(state.params().flat()));
+}
+
+// How many workers of the cluster share this task's host (all of them, under the launcher).
+int AllreduceStrategy::workers_on_host(const std::string& host) const {
+  int here = 0;
+  for (const TaskId& worker : workers_)
+    here += config_.cluster.cluster.address(worker).host == host;
+  return here;
+}
+
+// The ring names ranks "<prefix><rank>"; with no chief job that is the task's own name.
+std::string AllreduceStrategy::rank_prefix() const {
+  return config_.cluster.cluster.has_job(kChiefJob) ? "rank" : std::string(kWorkerJob);
+}
+
+std::string AllreduceStrategy::name() const { return name_of(rank_); }
+
+std::string AllreduceStrategy::name_of(int rank) const {
+  return fmt::format("{}{}", rank_prefix(), rank);
+}
+
+// Which way chunks travel on each link: the honest answer to "is this run using memory or TCP?"
+void AllreduceStrategy::print_links() {
+  if (size() == 1) return;
+  fmt::print(out_, "worker={}: transport to {} (left): {}; to {} (right): {}\n", rank_,
+             name_of((rank_ + size() - 1) % size()), ring_->describe_link(Side::kLeft),
+             name_of((rank_ + 1) % size()), ring_->describe_link(Side::kRight));
+}
+
+void AllreduceStrategy::print_start_line(const TrainingState& state) {
+  const std::string role =
+      config_.cluster.task.to_string() != fmt::format("{}:{}", kWorkerJob, rank_)
+          ? fmt::format(" ({})", config_.cluster.task.to_string())
+          : "";
+  size_t largest_bucket = 0;
+  for (const std::span<float> bucket : buckets_)
+    largest_bucket = std::max(largest_bucket, bucket.size_bytes());
+  fmt::print(out_,
+             "{}{}: allreduce training of {} ({} parameters), batch {} on slice {} of {}, {} "
+             "global steps, {} fusion bucket(s) of {:.1f} KiB at most, fingerprint {:016x}{}\n",
+             name(), role, state.model().name(), state.params().num_values(), c_.batch_size, rank_,
+             size(), total_steps_, buckets_.size(), largest_bucket / 1024.0, fingerprint_,
+             chief() ? " (chief)" : "");
+  out_ << std::flush;
+}
+
+// Rank 0's parameters, optimizer slots, moving average and global step, on every rank.
+void AllreduceStrategy::share_state(TrainingState& state) {
+  communicator_->broadcast(state.params().flat());
+  for (ParamSet& slot : state.optimizer().slots()) communicator_->broadcast(slot.flat());
+  if (MovingAverage* average = state.moving_average())
+    communicator_->broadcast(average->shadow().flat());
+  communicator_->broadcast_bytes(std::as_writable_bytes(std::span(&state.step, 1)));
+}
+
+}  // namespace dtrain
