@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cluster/cluster_secret.h"
 #include "data/data_options.h"
 #include "train/evaluate.h"
 
@@ -41,10 +42,6 @@ DataOptions given_data_options(const CLI::App& cmd, const DataOptions& flags, Da
 void set_command_line(int argc, char** argv);
 // The arguments after the subcommand's name.
 std::vector<std::string> train_arguments();
-// args less every option named in `names`, in both "--name value" and "--name=value" forms.
-std::vector<std::string> without_options(const std::vector<std::string>& args,
-                                         const std::vector<std::string>& names);
-
 // --moving_average and --raw_weights (which exclude each other), setting *weights when given;
 // without either it keeps its value (kAsTrained: the weights the training run evaluated).
 void add_weights_flags(CLI::App* cmd, const std::shared_ptr<CheckpointWeights>& weights,
@@ -55,14 +52,6 @@ void add_weights_flags(CLI::App* cmd, const std::shared_ptr<CheckpointWeights>& 
 // would destroy the run that the output is made from.
 void refuse_output_over_checkpoint(std::string_view flag, const std::filesystem::path& output,
                                    const std::filesystem::path& checkpoint);
-
-// The cluster secret: the contents of secret_file (one trailing newline dropped) when given, else
-// $DTRAIN_SECRET; empty when neither is set. Throws UsageError for an unreadable or empty file, a
-// file its group or others may read or write, or a secret shorter than 16 bytes (naming where it
-// came from).
-std::string cluster_secret(const std::string& secret_file);
-// A fresh random secret for one local cluster run (64 hex digits).
-std::string new_cluster_secret();
 
 // Where MNIST lives unless --data_dir says otherwise: $DTRAIN_DATA_DIR, else ~/.cache/dtrain/mnist.
 std::string default_data_dir();

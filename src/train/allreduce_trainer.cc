@@ -28,44 +28,27 @@ void validate(const AllreduceClusterConfig& config) {
         "leave out --ps_hosts (or the \"ps\" job), or use --strategy async|sync",
         config.cluster.cluster.num_tasks(kPsJob)));
   }
-  if (config.fusion_bytes != 0 && config.fusion_bytes < sizeof(float)) {
-    throw UsageError(
-        fmt::format("--fusion_bytes {}: must be 0 (one buffer) or at least {} (one float)",
-                    config.fusion_bytes, sizeof(float)));
-  }
-  if (config.collective_timeout_ms < 1000) {
-    throw UsageError(fmt::format("--collective_timeout {} ms: must be at least 1 s",
-                                 config.collective_timeout_ms));
-  }
 }
 
 }  // namespace
 
-int run_allreduce_task(const TrainConfig& train, const AllreduceClusterConfig& config,
-                       std::ostream& out) {
-  validate_train_config(train);
+void begin_allreduce_task(const AllreduceClusterConfig& config) {
   validate(config);
   if (worker_rank(config.cluster.cluster, config.cluster.task) < 0) {
     throw UsageError(
         fmt::format("task {} does not train; the allreduce strategy runs worker and chief tasks",
                     config.cluster.task.to_string()));
   }
-  const TrainingInput input(train);
-  TrainingState state(train);
-  AllreduceStrategy strategy(train, config, state, input, tcp_ring_connector(), out);
-  try {
-    const TrainResult result = run_training_loop(train, input, state, strategy, out);
-    return result.halt_signal != 0 ? 128 + result.halt_signal : 0;
-  } catch (const StopRequested& stopped) {
-    strategy.abort(stopped.what());
-    fmt::print(out, "{}{}: {}\n", config.cluster.task.job, config.cluster.task.index,
-               stopped.what());
-    out << std::flush;
-    return 128 + stopped.signal();
-  } catch (const std::exception& error) {
-    strategy.abort(error.what());
-    throw;
-  }
+}
+
+TaskStrategy make_allreduce_strategy(const TrainConfig& train, const AllreduceClusterConfig& config,
+                                     TrainingState& state, const TrainingInput& input,
+                                     std::ostream& out) {
+  auto strategy =
+      std::make_unique<AllreduceStrategy>(train, config, state, input, tcp_ring_connector(), out);
+  AllreduceStrategy* worker = strategy.get();
+  auto abort = [worker](const std::exception& why) { worker->abort(why.what()); };
+  return {std::move(strategy), abort};
 }
 
 }  // namespace dtrain

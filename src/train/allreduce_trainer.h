@@ -5,18 +5,25 @@
 #include <ostream>
 
 #include "train/allreduce_strategy.h"
+#include "train/task_strategy.h"
 #include "train/train_config.h"
+#include "train/training_input.h"
+#include "train/training_state.h"
 
 namespace dtrain {
 
-// Runs the worker config.cluster.task names, printing its start-up line, step lines and, at the
-// end, its test accuracy, training time and the CRC32C of its parameters. Returns the process exit
-// code. Throws UsageError for inconsistent flags or a task that does not train, CollectiveError
-// when the ring fails (naming the worker at fault), Error otherwise; a worker that fails tells the
-// others before it throws, so they stop at once instead of after the timeout.
-// REQUIRES: train.train_steps or train.epochs set as for train_local; every worker of the cluster
-// started with the same training flags (those that differ are refused by the ring's fingerprint).
-int run_allreduce_task(const TrainConfig& train, const AllreduceClusterConfig& config,
-                       std::ostream& out);
+// Checks the cluster before anything is loaded: a secret, no ps tasks, this task a worker. Throws
+// UsageError naming what is wrong.
+void begin_allreduce_task(const AllreduceClusterConfig& config);
+
+// The strategy of the worker config.cluster.task names, over state and input, printing its
+// start-up line, step lines and, at the end, its test accuracy, training time and the CRC32C of
+// its parameters; whoever holds it keeps train, config, state, input and out alive. Its abort tells
+// the other workers, so they stop at once instead of after the timeout.
+// REQUIRES: begin_allreduce_task(config) passed; every worker of the cluster started with the same
+// training flags (those that differ are refused by the ring's fingerprint).
+TaskStrategy make_allreduce_strategy(const TrainConfig& train, const AllreduceClusterConfig& config,
+                                     TrainingState& state, const TrainingInput& input,
+                                     std::ostream& out);
 
 }  // namespace dtrain

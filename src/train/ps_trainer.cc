@@ -37,16 +37,8 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 SyncOptions resolve_sync(const PsClusterConfig& config) {
   SyncOptions sync = config.sync;
   const int workers = static_cast<int>(training_workers(config.cluster.cluster).size());
+  check_sync_options(sync, workers);
   if (sync.total_num_replicas == 0) sync.total_num_replicas = workers;
-  if (sync.total_num_replicas != workers) {
-    throw UsageError(fmt::format(
-        "--total_num_replicas {}: the cluster has {} training workers; give {} or leave it out",
-        sync.total_num_replicas, workers, workers));
-  }
-  if (sync.replicas_to_aggregate < 0 || sync.replicas_to_aggregate > workers) {
-    throw UsageError(fmt::format("--replicas_to_aggregate {}: must be in 1..{} (the workers)",
-                                 sync.replicas_to_aggregate, workers));
-  }
   if (sync.replicas_to_aggregate == 0) sync.replicas_to_aggregate = workers;
   return sync;
 }
@@ -80,7 +72,9 @@ std::optional<PsRestoredState> restored_shards(const TrainConfig& train, const P
   return restored;
 }
 
-int run_ps(const TrainConfig& train, const PsClusterConfig& config, std::ostream& out) {
+}  // namespace
+
+int run_ps_service(const TrainConfig& train, const PsClusterConfig& config, std::ostream& out) {
   const int ps = config.cluster.task.index;
   const auto model = make_model(train.model);
   const ParamSet layout(model->param_specs());
@@ -124,6 +118,8 @@ int run_ps(const TrainConfig& train, const PsClusterConfig& config, std::ostream
   out << std::flush;
   return 128 + train.stop->signal();
 }
+
+namespace {
 
 // One worker of the ps strategies. A step is compute (on this worker's slice of the global batch)
 // then one push-pull, which sends the gradient shard by shard and receives each shard's values
@@ -385,39 +381,51 @@ class PsStrategy final : public Strategy {
 
 }  // namespace
 
-int run_ps_task(const TrainConfig& train, const PsClusterConfig& config, std::ostream& out) {
+void check_sync_options(const SyncOptions& sync, int workers) {
+  if (sync.total_num_replicas != 0 && sync.total_num_replicas != workers) {
+    throw UsageError(fmt::format(
+        "--total_num_replicas {}: the cluster has {} training workers; give {} or leave it out",
+        sync.total_num_replicas, workers, workers));
+  }
+  if (sync.replicas_to_aggregate < 0 || sync.replicas_to_aggregate > workers) {
+    throw UsageError(fmt::format("--replicas_to_aggregate {}: must be in 1..{} (the workers)",
+                                 sync.replicas_to_aggregate, workers));
+  }
+}
+
+bool begin_ps_task(const PsClusterConfig& config) {
   if (config.secret.empty()) {
     throw UsageError(
         "no cluster secret: set DTRAIN_SECRET or give --secret_file (every task of the cluster "
         "needs the same one)");
   }
-  const TaskId& task = config.cluster.task;
   if (config.cluster.cluster.tasks("ps").empty()) {
     throw UsageError("the ps strategies need at least one ps task (--ps_hosts, or a \"ps\" job)");
   }
-  validate_train_config(train);
   blas_set_threads(1);
-  if (task.job == "ps") return run_ps(train, config, out);
+  const TaskId& task = config.cluster.task;
+  if (task.job == "ps") return true;
   if (worker_rank(config.cluster.cluster, task) < 0) {
     throw UsageError(
         fmt::format("task {} does not train; the ps strategies run ps, worker and "
                     "chief tasks",
                     task.to_string()));
   }
-  const TrainingInput input(train);
-  TrainingState state(train);
-  PsStrategy strategy(train, config, state, out);
-  try {
-    const TrainResult result = run_training_loop(train, input, state, strategy, out);
-    return result.halt_signal != 0 ? 128 + result.halt_signal : 0;
-  } catch (const StopRequested& stopped) {
-    fmt::print(out, "{}{}: {}\n", task.job, task.index, stopped.what());
-    out << std::flush;
-    return 128 + stopped.signal();
-  } catch (const Error& error) {
-    strategy.report_failure(error.what());
-    throw;
-  }
+  return false;
+}
+
+TaskStrategy make_ps_worker_strategy(const TrainConfig& train, const PsClusterConfig& config,
+                                     TrainingState& state, std::ostream& out) {
+  auto strategy = std::make_unique<PsStrategy>(train, config, state, out);
+  PsStrategy* worker = strategy.get();
+  // A signal is no failure: the ps tasks hear of it as the worker leaving.
+  auto abort = [worker](const std::exception& why) {
+    if (dynamic_cast<const Error*>(&why) != nullptr &&
+        dynamic_cast<const StopRequested*>(&why) == nullptr) {
+      worker->report_failure(why.what());
+    }
+  };
+  return {std::move(strategy), abort};
 }
 
 }  // namespace dtrain

@@ -13,7 +13,9 @@
 #include "ps/partition.h"
 #include "ps/ps_service.h"
 #include "ps/shard_store.h"
+#include "train/task_strategy.h"
 #include "train/train_config.h"
+#include "train/training_state.h"
 
 namespace dtrain {
 
@@ -42,8 +44,24 @@ struct PsClusterConfig {
   Transport transport = Transport::kAuto;
 };
 
-// Runs the task config.cluster.task names. Returns the process exit code. Throws UsageError for
-// inconsistent flags, TransportError when a peer is lost, Error otherwise.
-int run_ps_task(const TrainConfig& train, const PsClusterConfig& config, std::ostream& out);
+// Throws UsageError naming the flag when the sync counts do not fit a cluster of this many
+// training workers: --total_num_replicas other than the workers, --replicas_to_aggregate outside
+// 0..workers (0: all of them).
+void check_sync_options(const SyncOptions& sync, int workers);
+
+// Checks what every task of a ps cluster needs (a secret, at least one ps task) before anything
+// is loaded, and sets this process up for one. Returns whether config.cluster.task is a ps task.
+// Throws UsageError naming what is wrong, a task that does not train among them.
+bool begin_ps_task(const PsClusterConfig& config);
+
+// A ps task (config.cluster.task is "ps"): serves its shards until every worker is done, and
+// returns the process exit code. REQUIRES: begin_ps_task(config) passed.
+int run_ps_service(const TrainConfig& train, const PsClusterConfig& config, std::ostream& out);
+
+// The strategy of the worker config.cluster.task names, over state, printing to out; whoever
+// holds it keeps train, config, state and out alive. Its abort tells the ps tasks that this worker
+// failed. REQUIRES: begin_ps_task(config) returned false.
+TaskStrategy make_ps_worker_strategy(const TrainConfig& train, const PsClusterConfig& config,
+                                     TrainingState& state, std::ostream& out);
 
 }  // namespace dtrain

@@ -99,11 +99,6 @@ struct TrainResult {
   int halt_signal = 0;
 };
 
-// Throws UsageError naming the first flag of config that is out of range, and the strategy when a
-// flag means nothing under it. Every strategy's entry calls it before loading anything, and the
-// local launcher before it starts a task, so a bad value is one error, not one per task.
-void validate_train_config(const TrainConfig& config);
-
 // The learning-rate schedule a run follows: its flags, with a decay_steps of 0 made one epoch of
 // global steps (exponential) or the run's total steps (cosine).
 LrSchedule lr_schedule_of(const TrainConfig& config, int64_t global_steps_per_epoch,

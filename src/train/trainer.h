@@ -1,5 +1,5 @@
-// The single-process strategies' entry (`local` and `towers`): MNIST from config.data_dir, the
-// training loop with a LocalStrategy, resuming from config.train_dir.
+// The single-process strategies (`local` and `towers`) in one call, for tests and tools that hold a
+// TrainConfig: the CLI's runs go through the composition root (plan/run.h) instead.
 #pragma once
 
 #include <ostream>
@@ -9,7 +9,8 @@
 namespace dtrain {
 
 // Trains as config says, printing step lines and the closing lines to out. Resumes from the newest
-// valid checkpoint in config.train_dir when there is one. Throws UsageError for a bad setting.
+// valid checkpoint in config.train_dir when there is one.
+// REQUIRES: validate_train_config(config) passed (plan/run_plan.h).
 TrainResult train_local(const TrainConfig& config, std::ostream& out);
 
 }  // namespace dtrain

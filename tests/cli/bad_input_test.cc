@@ -92,24 +92,9 @@ TEST(BadInputTest, UnknownAllreduceAlgorithmListsTheKnownOnes) {
   EXPECT_THAT(r.err, HasSubstr("--algorithm: tree not in {auto,ring,halving_doubling}"));
 }
 
-// --rendezvous is where ranks that a launcher numbered meet; anywhere else it would be ignored, so
-// it is refused by name.
-TEST(BadInputTest, RendezvousOutsideALauncherIsRefusedByName) {
-  ProcessResult local = run_dtrain({"train", "--rendezvous", "localhost:29500"});
-  EXPECT_EQ(local.exit_code, 2) << local.err;
-  EXPECT_THAT(local.err, HasSubstr("--rendezvous: no launcher gives this task a rank"));
-  ProcessResult placed = run_dtrain({"task", "--rendezvous", "localhost:29500", "--worker_hosts",
-                                     "localhost:2222", "--job_name", "worker"});
-  EXPECT_EQ(placed.exit_code, 2) << placed.err;
-  EXPECT_THAT(placed.err, HasSubstr("--rendezvous: this task's place comes from --ps_hosts"));
-}
-
-// --transport means the same under every distributed strategy; a process of its own has no peer
-// to move payloads to, so there it is refused rather than ignored.
-TEST(BadInputTest, TransportUnderALocalStrategyIsRefusedAndABadOneListsTheChoices) {
-  ProcessResult local = run_dtrain({"train", "--strategy", "local", "--transport", "shm"});
-  EXPECT_EQ(local.exit_code, 2) << local.err;
-  EXPECT_THAT(local.err, HasSubstr("--transport: means nothing under --strategy local"));
+// A bad --transport lists the choices (under train, its refusal under a local strategy is in
+// tests/plan/flags_test.cc).
+TEST(BadInputTest, ABadTransportListsTheChoices) {
   for (const char* bench : {"allreduce", "ps"}) {
     ProcessResult bad = run_dtrain({"bench", bench, "--transport", "rdma"});
     EXPECT_EQ(bad.exit_code, 2) << bad.err;

@@ -160,24 +160,6 @@ TEST(Launchers, FlagsOfTheLocalLauncherAreRefusedWithTheReason) {
   }
 }
 
-// Under a launcher `train` refuses, before the ranks meet, what would make each rank a job of its
-// own, and a missing secret is one line saying how to make one.
-TEST(Launchers, TrainUnderALauncherRefusesALocalStrategyAndAMissingSecretByName) {
-  std::vector<std::string> flags = task_flags();
-  flags[0] = "train";
-  for (const ProcessResult& r : run_torchrun_style(2, concat(flags, {"--strategy", "local"}))) {
-    EXPECT_EQ(r.exit_code, 2) << all_output(r);
-    EXPECT_THAT(r.err, HasSubstr("--strategy local: trains in one process, but torchrun (RANK, "
-                                 "WORLD_SIZE) starts 2 of them"));
-  }
-  DtrainProcess::Options options;
-  options.extra_env = {"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "DTRAIN_SECRET="};
-  const ProcessResult r = DtrainProcess(flags, options).wait();
-  EXPECT_EQ(r.exit_code, 2) << all_output(r);
-  EXPECT_EQ(count_lines_containing(r.err, ""), 1) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("export DTRAIN_SECRET=$(openssl rand -hex 32)"));
-}
-
 TEST(Launchers, OpenMpisMpirunStartsThreeRanksWithOnePs) {
   if (!on_path("mpirun")) GTEST_SKIP() << "mpirun is not installed (Debian package openmpi-bin)";
   DtrainProcess mpirun(concat(task_flags(), {"--ps", "1"}), mpirun_options(3));

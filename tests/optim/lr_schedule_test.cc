@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "plan/run_plan.h"
 #include "train/recipes.h"
 #include "train/train_config.h"
 

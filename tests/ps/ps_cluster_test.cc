@@ -531,36 +531,5 @@ TEST(PsCluster, WorkerWithTheWrongSecretFailsNamingAuthentication) {
   EXPECT_THAT(ps_result.out, HasSubstr("ps0: stopped by SIGTERM"));
 }
 
-TEST(PsCluster, TaskIndexOutsideItsJobIsAUsageErrorNamingTheFlag) {
-  const ProcessResult r = run_dtrain({"task", "--job_name", "worker", "--task_index", "5",
-                                      "--ps_hosts", "localhost:1", "--worker_hosts", "localhost:2"},
-                                     {secret_env(kSecret)});
-  EXPECT_EQ(r.exit_code, 2) << all_output(r);
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("--task_index"));
-  EXPECT_EQ(r.out, "");
-}
-
-// One task of a cluster refuses what only the local launcher acts on (it would be ignored) and a
-// timeout below a second, each with one line naming the flag.
-TEST(PsCluster, TaskRefusesLauncherFlagsAndBadTimeoutsNamingTheFlag) {
-  const std::vector<std::string> task = {
-      "task",       "--job_name",  "worker",         "--task_index", "0",
-      "--ps_hosts", "localhost:1", "--worker_hosts", "localhost:2"};
-  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"--max_restarts", "2"}, "--max_restarts: this process is one task of the cluster"},
-      {{"--workers", "3"}, "--workers: this process is one task"},
-      {{"--ps", "2"}, "--ps: this process is one task"},
-      {{"--liveness_timeout", "0"}, "--liveness_timeout 0: must be at least 1 second"},
-  };
-  for (const auto& [flags, culprit] : cases) {
-    const ProcessResult r = run_dtrain(concat(task, flags), {secret_env(kSecret)});
-    EXPECT_EQ(r.exit_code, 2) << all_output(r);
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_THAT(r.err, HasSubstr(culprit));
-    EXPECT_EQ(r.out, "");
-  }
-}
-
 }  // namespace
 }  // namespace dtrain

@@ -41,8 +41,6 @@ using testing::Match;
 using testing::ProcessResult;
 using testing::run_dtrain;
 
-std::string secret_env() { return testing::secret_env(testing::kSecret); }
-
 // The flags every process of these tests shares: a small model on one thread, quiet.
 std::vector<std::string> model_flags(const std::string& model, int log_every = 0) {
   return {"--model",     model,
@@ -212,35 +210,6 @@ TEST(AllreduceCluster, WorkerWithAnotherModelIsRefusedNamingIt) {
   const ProcessResult first = worker0->wait();
   EXPECT_NE(first.exit_code, 0) << all_output(first);
   EXPECT_EQ(testing::count_lines_containing(first.out, "parameters crc32c"), 0) << first.out;
-}
-
-TEST(AllreduceCluster, StrategyAndClusterMustAgree) {
-  const std::vector<std::string> data = {"--data_dir", testing::mnist_dir().string()};
-  // A ps task in the cluster.
-  ProcessResult r =
-      run_dtrain(concat({"task", "--strategy", "allreduce", "--job_name", "worker", "--task_index",
-                         "0", "--ps_hosts", "localhost:9001", "--worker_hosts", "localhost:9002"},
-                        data),
-                 {secret_env()});
-  EXPECT_EQ(r.exit_code, 2) << all_output(r);
-  EXPECT_THAT(r.err, HasSubstr("--strategy allreduce: the cluster has 1 ps task"));
-  // --ps for the local launcher.
-  r = run_dtrain(concat({"train", "--strategy", "allreduce", "--ps", "1"}, data));
-  EXPECT_EQ(r.exit_code, 2) << all_output(r);
-  EXPECT_THAT(r.err, HasSubstr("--ps 1: the allreduce strategy has no ps tasks"));
-  // A bad value is one error from the launcher, not one per task.
-  r = run_dtrain(concat({"train", "--strategy", "allreduce", "--fusion_bytes", "2"}, data));
-  EXPECT_EQ(r.exit_code, 2) << all_output(r);
-  EXPECT_EQ(r.err,
-            "dtrain: error: --fusion_bytes 2: must be 0 (one buffer) or at least 4 (one "
-            "float)\n");
-  // A ps strategy in a cluster of workers only.
-  r = run_dtrain(concat({"task", "--strategy", "sync", "--job_name", "worker", "--task_index", "0",
-                         "--worker_hosts", "localhost:9002"},
-                        data),
-                 {secret_env()});
-  EXPECT_EQ(r.exit_code, 2) << all_output(r);
-  EXPECT_THAT(r.err, HasSubstr("--strategy sync: the cluster has no ps tasks"));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "collective/memory_ring.h"
+#include "plan/run_plan.h"
 #include "support/process.h"
 #include "support/ps_cluster.h"
 #include "support/temp_dir.h"

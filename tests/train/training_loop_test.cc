@@ -18,6 +18,7 @@
 #include "ckpt/param_set_checkpoint.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
+#include "plan/run_plan.h"
 #include "train/recipes.h"
 
 namespace dtrain {

@@ -1,0 +1,444 @@
+// The flag table, and the refusals derived from it.
+#include "plan/flags.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "plan/flag_checks.h"
+#include "plan/run_plan.h"
+
+namespace dtrain {
+namespace {
+
+using namespace flag_checks;  // NOLINT: the table names a check per row
+
+constexpr StrategySet kTowersAndClusters = strategy_bit(StrategyKind::kTowers) | kClusterStrategies;
+constexpr StrategySet kSyncOnly = strategy_bit(StrategyKind::kSync);
+constexpr StrategySet kAllreduceOnly = strategy_bit(StrategyKind::kAllreduce);
+constexpr StrategySet kOneProcess =
+    strategy_bit(StrategyKind::kLocal) | strategy_bit(StrategyKind::kTowers);
+
+std::vector<FlagSpec> make_table() {
+  using F = FlagValues;
+  return {
+      {.name = "--model",
+       .field = &F::model,
+       .help = "softmax | mlp | mnist_inference | lenet, or a Keras Sequential .json file",
+       .show_default = true},
+      {.name = "--strategy",
+       .field = &F::strategy,
+       .help = "local | towers | async | sync | allreduce (async and sync: parameter servers; "
+               "allreduce: workers average gradients over a ring)",
+       .show_default = true,
+       .choices = {"local", "towers", "async", "sync", "allreduce"}},
+      {.name = "--hidden_units",
+       .field = &F::hidden_units,
+       .help = "Hidden units of the mlp model",
+       .show_default = true,
+       .check = check_model},
+      {.name = "--batch_size",
+       .field = &F::batch_size,
+       .help = "Examples per step (per worker)",
+       .show_default = true,
+       .check = check_batch_size},
+      {.name = "--learning_rate",
+       .field = &F::learning_rate,
+       .help = "Initial learning rate (default: the model's recipe)",
+       .check = check_learning_rate},
+      {.name = "--lr_decay_rate",
+       .field = &F::lr_decay_rate,
+       .help = "Exponential schedule: decay per --lr_decay_steps, staircase (1: none)",
+       .check = check_lr_decay_rate},
+      {.name = "--lr_schedule",
+       .field = &F::lr_schedule,
+       .help = "exponential (--lr_decay_rate per --lr_decay_steps), cosine (to --lr_alpha of "
+               "--learning_rate over --lr_decay_steps) or piecewise (--lr_values changing at "
+               "--lr_boundaries); formulas in docs/training.md",
+       .show_default = true,
+       .choices = {"exponential", "cosine", "piecewise"},
+       .check = check_lr_schedule},
+      {.name = "--lr_decay_steps",
+       .field = &F::lr_decay_steps,
+       .help = "Exponential: steps per --lr_decay_rate (default: one epoch); cosine: steps to "
+               "reach --lr_alpha (default: the whole run)"},
+      {.name = "--lr_alpha",
+       .field = &F::lr_alpha,
+       .help = "Cosine: the final learning rate as a fraction of --learning_rate",
+       .show_default = true},
+      {.name = "--lr_boundaries",
+       .field = &F::lr_boundaries,
+       .help = "Piecewise: global steps where the rate changes, e.g. 1000,2000",
+       .delimiter = ','},
+      {.name = "--lr_values",
+       .field = &F::lr_values,
+       .help = "Piecewise: the rates, one more than boundaries, e.g. 0.1,0.01,0.001",
+       .delimiter = ','},
+      {.name = "--lr_warmup_steps",
+       .field = &F::lr_warmup_steps,
+       .help = "Linear warmup: the rate rises from 0 over these first global steps (any "
+               "--lr_schedule)",
+       .show_default = true},
+      {.name = "--optimizer",
+       .field = &F::optimizer,
+       .help = "sgd | momentum | adam (default: the model's recipe)",
+       .check = check_optimizer},
+      {.name = "--moving_average_decay",
+       .field = &F::moving_average_decay,
+       .help = "Evaluate on an exponential moving average of the weights with this decay (0: off)",
+       .check = check_moving_average_decay},
+      {.name = "--l2",
+       .field = &F::l2,
+       .help = "L2 regularisation coefficient on weights (default: the model's)",
+       .check = check_l2},
+      {.name = "--train_steps",
+       .field = &F::train_steps,
+       .help = "Global step to stop at (overrides --epochs)",
+       .check = check_train_steps},
+      {.name = "--epochs",
+       .field = &F::epochs,
+       .help = "Epochs to train (default: the model's recipe)",
+       .check = check_epochs},
+      {.name = "--data_dir",
+       .field = &F::data_dir,
+       .help = "MNIST folder (default $DTRAIN_DATA_DIR or ~/.cache/dtrain/mnist)"},
+      {.name = "--train_data",
+       .field = &F::train_data,
+       .help = "Your training data: comma-separated files or globs (IDX, TFRecord of "
+               "tf.train.Example, CSV; .gz/.zlib compressed or not); needs --test_data",
+       .check = check_data_pair},
+      {.name = "--test_data", .field = &F::test_data, .help = "Your test data, as --train_data"},
+      {.name = "--label_column", .field = std::monostate{}, .check = check_label_column},
+      {.name = "--shuffle_buffer",
+       .field = &F::shuffle_buffer,
+       .help = "Stream the --train_data files through a shuffle buffer of this many examples "
+               "(tf.data's shuffle) instead of holding them in memory (0: in memory)",
+       .show_default = true,
+       .check = check_shuffle_buffer},
+      {.name = "--train_dir",
+       .field = &F::train_dir,
+       .help = "Checkpoints, metrics.jsonl and TensorBoard event files; a run resumes from its "
+               "newest checkpoint, and refuses one of other settings (see --resume, "
+               "--overwrite)"},
+      {.name = "--resume",
+       .field = &F::resume,
+       .help = "Go on from --train_dir's checkpoint although settings that change the result "
+               "(learning rate, batch size, data, ...) differ from its run's",
+       .is_switch = true},
+      {.name = "--overwrite",
+       .field = &F::overwrite,
+       .help = "Delete --train_dir's checkpoints (and metrics.jsonl) and start afresh",
+       .is_switch = true},
+      {.name = "--logdir",
+       .field = &F::logdir,
+       .help = "TensorBoard event files (default: --train_dir): the chief's, and each "
+               "worker's in worker_<N>/"},
+      {.name = "--summary_steps",
+       .field = &F::summary_steps,
+       .help = "Histograms of every variable and averaged gradient every N global steps, in "
+               "the event files (0: none)",
+       .show_default = true,
+       .check = check_summary_steps},
+      {.name = "--validation_size",
+       .field = &F::validation_size,
+       .help = "Training examples held out as the validation set that --eval_every, "
+               "--target_accuracy and --early_stopping_patience judge (default 5000 of MNIST, "
+               "none of --train_data)",
+       .show_default = true,
+       .check = check_validation_size},
+      {.name = "--seed",
+       .field = &F::seed,
+       .help = "Seed of initialisation and shuffling",
+       .show_default = true},
+      {.name = "--threads",
+       .field = &F::threads,
+       .help = "Compute threads that split every large matrix product (default: the cores "
+               "this process may use)",
+       .show_default = true,
+       .check = check_threads},
+      {.name = "--towers",
+       .field = &F::towers,
+       .help = "Model replicas on separate threads (--strategy towers)",
+       .show_default = true,
+       .strategies = kTowersAndClusters,
+       .hint_under = strategy_bit(StrategyKind::kLocal),
+       .hint = "{0} {1}: needs --strategy towers",
+       .check = check_towers},
+      {.name = "--log_every",
+       .field = &F::log_every,
+       .help = "Print a step line every N steps, at least once an epoch (0: never)",
+       .show_default = true,
+       .check = check_log_every},
+      {.name = "--log_secs",
+       .field = &F::log_secs,
+       .help = "Print a step line also when S seconds have passed since the last (0: by "
+               "steps alone)",
+       .show_default = true,
+       .check = check_log_secs},
+      {.name = "--save_steps",
+       .field = &F::save_steps,
+       .help = "Checkpoint every N steps (0: at the end only)",
+       .show_default = true,
+       .check = check_save_steps},
+      {.name = "--save_secs",
+       .field = &F::save_secs,
+       .help = "Checkpoint every S seconds (0: off)",
+       .check = check_save_secs},
+      {.name = "--shutdown_timeout",
+       .field = &F::shutdown_timeout,
+       .help = "On SIGTERM, SIGHUP or SIGINT: stop at the next step, the chief checkpoints, and "
+               "every task exits within this many seconds (a second signal: at once)",
+       .show_default = true,
+       .check = check_shutdown_timeout},
+      {.name = "--keep_checkpoints",
+       .field = &F::keep_checkpoints,
+       .help = "Checkpoints kept (0: all)",
+       .show_default = true},
+      {.name = "--eval_every",
+       .field = &F::eval_every,
+       .help = "Evaluate the validation set (--validation_size) every N steps (0: never); the "
+               "test set is evaluated once, at the end",
+       .show_default = true,
+       .check = check_evaluation},
+      {.name = "--target_accuracy",
+       .field = &F::target_accuracy,
+       .help = "Stop once validation accuracy reaches this",
+       .check = check_target_accuracy},
+      {.name = "--early_stopping_patience",
+       .field = &F::early_stopping_patience,
+       .help = "Stop after N evaluations (--eval_every) without a lower validation loss, keep "
+               "the best weights in train_dir/best/ and evaluate them on the test set (0: off)",
+       .show_default = true},
+      {.name = "--no_progress",
+       .field = &F::progress,
+       .help = "No progress bar even on a terminal",
+       .is_switch = true,
+       .negates = true},
+      {.name = "--progress_through_launcher",
+       .field = &F::progress_through_launcher,
+       .is_switch = true,
+       .hidden = true},
+      {.name = "--inject_nonfinite_at",
+       .field = &F::inject_nonfinite_at,
+       .help = "Fault injection: put a NaN into this task's gradient at these of its own "
+               "steps (from 1), to watch it be refused",
+       .delimiter = ',',
+       .strategies = kClusterStrategies,
+       .hint_under = kOneProcess,
+       .hint =
+           "{0}: the {2} strategy has nobody to refuse the gradient; use --strategy async, sync "
+           "or allreduce",
+       .check = check_inject_nonfinite_at},
+      {.name = "--ps",
+       .field = &F::ps,
+       .help = "ps tasks the local launcher starts; under mpirun, srun or torchrun-style "
+               "variables, ranks 0..P-1 (--strategy async|sync)",
+       .show_default = true,
+       .strategies = kPsStrategies,
+       .hint_under = kAllreduceOnly,
+       .hint =
+           "{0} {1}: the allreduce strategy has no ps tasks (the workers average their gradients "
+           "among themselves); leave --ps out",
+       .launcher_only = true,
+       .check = check_ps_count,
+       .when = CheckWhen::kLocalLauncher},
+      {.name = "--workers",
+       .field = &F::workers,
+       .help = "Workers the local launcher starts (--strategy async|sync|allreduce)",
+       .show_default = true,
+       .strategies = kClusterStrategies,
+       .launcher_only = true,
+       .check = check_workers,
+       .when = CheckWhen::kLocalLauncher},
+      {.name = "--max_restarts",
+       .field = &F::max_restarts,
+       .help = "Crashed tasks the local launcher starts again (ps strategies: that task, "
+               "which reconnects; allreduce: the whole group, from the newest checkpoint)",
+       .show_default = true,
+       .strategies = kClusterStrategies,
+       .launcher_only = true,
+       .check = check_max_restarts,
+       .when = CheckWhen::kLocalLauncher},
+      {.name = "--ps_hosts",
+       .field = &F::ps_hosts,
+       .help = "Cluster: ps tasks, host:port,host:port"},
+      {.name = "--worker_hosts",
+       .field = &F::worker_hosts,
+       .help = "Cluster: workers, host:port,... (without --ps_hosts: an all-reduce ring)"},
+      {.name = "--job_name",
+       .field = &F::job_name,
+       .help = "Cluster: this task's job, ps or worker"},
+      {.name = "--rendezvous",
+       .field = &F::rendezvous,
+       .help = "Under mpirun, srun or torchrun-style RANK/WORLD_SIZE: HOST:PORT where rank 0 "
+               "listens for the other ranks (default MASTER_ADDR:MASTER_PORT; under Slurm the "
+               "job's first node, port 29500)"},
+      {.name = "--bind",
+       .field = &F::bind,
+       .help = "Cluster: the address this task listens on (default: its own address in the "
+               "cluster spec when that is this host's, else every interface)",
+       .strategies = kClusterStrategies},
+      {.name = "--task_index",
+       .field = &F::task_index,
+       .help = "Cluster: this task's index in its job",
+       .show_default = true},
+      {.name = "--cluster",
+       .field = &F::cluster_file,
+       .help = "Cluster: a JSON file shaped like TF_CONFIG (TF_CONFIG itself is read too)"},
+      {.name = "--secret_file",
+       .field = &F::secret_file,
+       .help = "File holding the cluster secret (default: $DTRAIN_SECRET)"},
+      {.name = "--unauthenticated_frames",
+       .field = &F::unauthenticated_frames,
+       .help = "Cluster: skip the per-frame authentication tag (a CRC only) after the handshake; "
+               "every task must be given it, and each warns that its frames can be altered",
+       .is_switch = true,
+       .strategies = kClusterStrategies},
+      {.name = "--sync_replicas",
+       .field = &F::sync_replicas,
+       .help = "Synchronous updates: aggregate --replicas_to_aggregate gradients per step",
+       .is_switch = true,
+       .strategies = kPsStrategies},
+      {.name = "--replicas_to_aggregate",
+       .field = &F::replicas_to_aggregate,
+       .help = "Sync: gradients averaged per step (default: all workers; fewer leaves backup "
+               "workers)",
+       .strategies = kSyncOnly,
+       .check = check_sync_counts,
+       .when = CheckWhen::kUnderItsStrategies},
+      {.name = "--total_num_replicas",
+       .field = &F::total_num_replicas,
+       .help = "Sync: workers that push (default: all workers)",
+       .strategies = kSyncOnly},
+      {.name = "--placement",
+       .field = &F::placement,
+       .help = "balanced | round_robin",
+       .show_default = true,
+       .choices = {"balanced", "round_robin"},
+       .strategies = kPsStrategies},
+      {.name = "--min_shard_bytes",
+       .field = &F::min_shard_bytes,
+       .help = "balanced: variables above this are split over the ps tasks",
+       .show_default = true,
+       .strategies = kPsStrategies},
+      {.name = "--peer_timeout",
+       .field = &F::peer_timeout,
+       .help = "Seconds to wait for a peer: to connect, for the chief, for a sync step",
+       .show_default = true,
+       .strategies = kPsStrategies,
+       .check = check_peer_timeout,
+       .when = CheckWhen::kUnderItsStrategies},
+      {.name = "--worker_timeout",
+       .field = &F::worker_timeout,
+       .help = "ps: seconds a lost worker (its connection closed before it was done) has to "
+               "come back before the ps goes on without it; also how long a ps waits, once "
+               "training is over, for a worker that never connected",
+       .show_default = true,
+       .strategies = kPsStrategies,
+       .check = check_worker_timeout,
+       .when = CheckWhen::kUnderItsStrategies},
+      {.name = "--liveness_timeout",
+       .field = &F::liveness_timeout,
+       .help = "ps strategies: seconds without any answer from a peer's host, heartbeats "
+               "included, before it is declared lost (a dead machine or a cut link)",
+       .show_default = true,
+       .strategies = kPsStrategies,
+       .check = check_liveness_timeout,
+       .when = CheckWhen::kUnderItsStrategies},
+      {.name = "--on_worker_loss",
+       .field = &F::on_worker_loss,
+       .help = "sync ps, when a lost worker leaves too few for a step: stop (fail, naming it) "
+               "or continue (fewer gradients per step)",
+       .show_default = true,
+       .choices = {"stop", "continue"},
+       .strategies = kPsStrategies},
+      {.name = "--step_delay_ms",
+       .field = &F::step_delay_ms,
+       .help = "Sleep before each step: a deliberate straggler, to try backup workers",
+       .check = check_step_delay_ms},
+      {.name = "--fusion_bytes",
+       .field = &F::fusion_bytes,
+       .help = "allreduce: all-reduce the gradients in buckets of at most this many bytes, "
+               "one after another (0: all of them in one buffer)",
+       .show_default = true,
+       .strategies = kAllreduceOnly,
+       .check = check_fusion_bytes,
+       .when = CheckWhen::kUnderItsStrategies},
+      {.name = "--collective_timeout",
+       .field = &F::collective_timeout,
+       .help = "allreduce: seconds to wait for the ring to form and for any message in it; a "
+               "lost or stuck worker fails every other, named, within this",
+       .show_default = true,
+       .strategies = kAllreduceOnly,
+       .check = check_collective_timeout,
+       .when = CheckWhen::kUnderItsStrategies},
+      {.name = "--transport",
+       .field = &F::transport,
+       .help = "How payloads move between tasks on the same host (all-reduce chunks; a "
+               "worker's gradients and values to and from a ps): auto (copied straight out of "
+               "or into the other task's memory where the kernel allows it, else TCP), tcp, or "
+               "shm (memory only; a pair that cannot is an error)",
+       .show_default = true,
+       .choices = {"auto", "tcp", "shm"},
+       .strategies = kClusterStrategies},
+  };
+}
+
+std::string strategy_list(StrategySet set) {
+  std::vector<std::string_view> names;
+  for (const StrategyKind kind : strategy_kinds()) {
+    if ((set & strategy_bit(kind)) != 0) names.push_back(strategy_name(kind));
+  }
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+}  // namespace
+
+std::span<const FlagSpec> flag_table() {
+  static const std::vector<FlagSpec> table = make_table();
+  return table;
+}
+
+const FlagSpec* find_flag(std::string_view name) {
+  for (const FlagSpec& flag : flag_table()) {
+    if (flag.name == name) return &flag;
+  }
+  return nullptr;
+}
+
+void refuse_flags_foreign_to(const RunPlan& plan, StrategyKind strategy,
+                             std::span<const std::string_view> meaningful_here) {
+  const StrategySet bit = strategy_bit(strategy);
+  for (const FlagSpec& flag : flag_table()) {
+    if ((flag.strategies & bit) != 0 || !plan.has(flag.name)) continue;
+    if (std::find(meaningful_here.begin(), meaningful_here.end(), flag.name) !=
+        meaningful_here.end()) {
+      continue;
+    }
+    if ((flag.hint_under & bit) != 0) {
+      throw UsageError(fmt::format(fmt::runtime(flag.hint), flag.name, plan.text_of(flag.name),
+                                   strategy_name(strategy)));
+    }
+    throw UsageError(fmt::format("{}: means nothing under --strategy {}; it applies to {}",
+                                 flag.name, strategy_name(strategy),
+                                 strategy_list(flag.strategies)));
+  }
+}
+
+void check_flags(const RunPlan& plan, CheckWhen when, StrategyKind strategy, int cluster_workers) {
+  for (const FlagSpec& flag : flag_table()) {
+    if (flag.check == nullptr || flag.when != when) continue;
+    if (when == CheckWhen::kUnderItsStrategies && (flag.strategies & strategy_bit(strategy)) == 0)
+      continue;
+    flag.check(plan, cluster_workers);
+  }
+}
+
+void check_flag(const RunPlan& plan, std::string_view name, int cluster_workers) {
+  const FlagSpec* flag = find_flag(name);
+  if (flag != nullptr && flag->check != nullptr) flag->check(plan, cluster_workers);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,117 @@
+// The local launcher's cluster: ports, the tasks' command lines, and the launch.
+#include "plan/local_cluster.h"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+
+#include "base/cpu.h"
+#include "cluster/cluster_secret.h"
+#include "cluster/local_launcher.h"
+#include "plan/flags.h"
+
+namespace dtrain {
+namespace {
+
+bool is_named(std::string_view arg, std::string_view name) {
+  return arg == name ||
+         (arg.starts_with(name) && arg.size() > name.size() && arg[name.size()] == '=');
+}
+
+// The user's arguments less those that choose the launch (--strategy and the launcher's own
+// flags, with their values) and --resume/--overwrite, which this process has acted on.
+std::vector<std::string> task_arguments(const std::vector<std::string>& args) {
+  std::vector<std::string_view> with_value = {"--strategy"};
+  for (const FlagSpec& flag : flag_table()) {
+    if (flag.launcher_only) with_value.push_back(flag.name);
+  }
+  std::vector<std::string> kept;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (std::find(with_value.begin(), with_value.end(), arg) != with_value.end()) {
+      ++i;  // its value
+      continue;
+    }
+    const bool dropped =
+        std::any_of(with_value.begin(), with_value.end(),
+                    [&](std::string_view name) { return is_named(arg, name) && arg != name; }) ||
+        is_named(arg, "--resume") || is_named(arg, "--overwrite");
+    if (!dropped) kept.push_back(arg);
+  }
+  return kept;
+}
+
+}  // namespace
+
+int launch_local_cluster(const RunPlan& plan, const RunEnvironment& environment,
+                         std::ostream& out) {
+  const FlagValues& f = plan.flags;
+  const bool allreduce = plan.strategy == StrategyKind::kAllreduce;
+  const int ps = allreduce ? 0 : f.ps;
+  check_flags(plan, CheckWhen::kLocalLauncher, plan.strategy);
+  check_flags(plan, CheckWhen::kUnderItsStrategies, plan.strategy, f.workers);
+  const std::vector<uint16_t> ports = pick_free_ports(ps + f.workers);
+  auto hosts = [&](int first, int n) {
+    std::vector<std::string> list;
+    for (int i = 0; i < n; ++i) list.push_back(fmt::format("localhost:{}", ports[first + i]));
+    return fmt::format("{}", fmt::join(list, ","));
+  };
+  const std::string ps_hosts = hosts(0, ps);
+  const std::string worker_hosts = hosts(ps, f.workers);
+  // The user's flags, less those that choose the launch, go to every task.
+  std::vector<std::string> common = {"task"};
+  for (std::string& arg : task_arguments(plan.arguments)) common.push_back(std::move(arg));
+  // This process settled --train_dir's checkpoint once for the cluster; a task restarted later
+  // must resume from what the run saved since, never wipe it again.
+  if (!f.train_dir.empty()) common.push_back("--resume");
+  if (plan.strategy == StrategyKind::kSync) common.push_back("--sync_replicas");
+  // Named again so that a task refuses a cluster with ps tasks rather than run async in it.
+  if (allreduce) common.insert(common.end(), {"--strategy", "allreduce"});
+  // The workers share this machine's cores unless told otherwise.
+  if (!plan.has("--threads")) {
+    common.insert(common.end(),
+                  {"--threads", std::to_string(std::max(1, available_cores() / f.workers))});
+  }
+  // The chief's progress bar comes through its pipe, and the relay draws it on this terminal.
+  if (environment.terminal && f.progress) common.push_back("--progress_through_launcher");
+  if (ps > 0) common.insert(common.end(), {"--ps_hosts", ps_hosts});
+  common.insert(common.end(), {"--worker_hosts", worker_hosts});
+
+  std::vector<LocalTask> tasks;
+  auto add = [&](const std::string& job, int index) {
+    LocalTask task{fmt::format("{}{}", job, index), common};
+    task.args.insert(task.args.end(), {"--job_name", job, "--task_index", std::to_string(index)});
+    tasks.push_back(std::move(task));
+  };
+  for (int i = 0; i < ps; ++i) add("ps", i);
+  for (int i = 0; i < f.workers; ++i) add("worker", i);
+
+  LaunchOptions options;
+  options.binary = "/proc/self/exe";
+  options.max_restarts = f.max_restarts;
+  options.restart = allreduce ? RestartPolicy::kGroup : RestartPolicy::kTask;
+  // The tasks stop by themselves within the same time; SIGKILL is for one that cannot.
+  options.grace = std::chrono::milliseconds(plan.config.shutdown_timeout_ms);
+  options.extra_env.push_back("DTRAIN_SECRET=" + new_cluster_secret());
+  options.terminal = environment.terminal;
+  if (allreduce) {
+    fmt::print(out, "dtrain train: strategy allreduce, {} workers on this machine ({})\n",
+               f.workers, worker_hosts);
+  } else {
+    fmt::print(out,
+               "dtrain train: strategy {}, {} ps and {} workers on this machine (ps {}, workers "
+               "{})\n",
+               strategy_name(plan.strategy), ps, f.workers, ps_hosts, worker_hosts);
+  }
+  out << std::flush;
+  const LaunchResult result = run_local_cluster(tasks, options, out);
+  for (const std::string& line : result.failed) std::cerr << "dtrain: " << line << "\n";
+  if (result.interrupted) std::cerr << "dtrain: interrupted; every task has been stopped\n";
+  return result.exit_code;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,345 @@
+// The composition root: plan → cluster → strategy → the training loop → exit code.
+#include "plan/run.h"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "base/error.h"
+#include "cluster/cluster_secret.h"
+#include "cluster/cluster_source.h"
+#include "cluster/rendezvous.h"
+#include "data/data_files.h"
+#include "plan/flags.h"
+#include "plan/local_cluster.h"
+#include "train/allreduce_trainer.h"
+#include "train/local_strategy.h"
+#include "train/ps_trainer.h"
+#include "train/training_loop.h"
+
+namespace dtrain {
+namespace {
+
+using StrategyFactory = std::function<TaskStrategy(TrainingState&, const TrainingInput&)>;
+
+// The one loop of every strategy, and the one rule for its exit code: 128 + the signal that
+// stopped it. A run that fails or is stopped tells its peers through the strategy's abort.
+int train_with(const TrainConfig& config, const std::string& name, const StrategyFactory& make,
+               std::ostream& out) {
+  const TrainingInput input(config);
+  TrainingState state(config);
+  TaskStrategy built = make(state, input);
+  try {
+    const TrainResult result = run_training_loop(config, input, state, *built.strategy, out);
+    return result.halt_signal != 0 ? 128 + result.halt_signal : 0;
+  } catch (const StopRequested& stopped) {
+    if (built.abort) built.abort(stopped);
+    fmt::print(out, "{}: {}\n", name, stopped.what());
+    out << std::flush;
+    return 128 + stopped.signal();
+  } catch (const std::exception& error) {
+    if (built.abort) built.abort(error);
+    throw;
+  }
+}
+
+std::shared_ptr<const StopRequest> handle_signals(const RunEnvironment& environment,
+                                                  const TrainConfig& config,
+                                                  const std::string& who) {
+  if (!environment.handle_signals) return nullptr;
+  return environment.handle_signals(std::chrono::milliseconds(config.shutdown_timeout_ms), who);
+}
+
+ClusterFlags cluster_flags_of(const RunPlan& plan) {
+  const FlagValues& f = plan.flags;
+  return {.ps_hosts = f.ps_hosts,
+          .worker_hosts = f.worker_hosts,
+          .job_name = f.job_name,
+          .task_index = f.task_index,
+          .cluster_file = f.cluster_file,
+          .rendezvous = f.rendezvous,
+          .ps_hosts_given = plan.has("--ps_hosts"),
+          .worker_hosts_given = plan.has("--worker_hosts"),
+          .job_name_given = plan.has("--job_name"),
+          .rendezvous_given = plan.has("--rendezvous")};
+}
+
+struct LaunchedCluster {
+  ClusterConfig config;
+  int ranks_on_host = 1;  // the ranks that split this host's cores
+};
+
+// Under a launcher that gives ranks rather than addresses (mpirun, srun, torchrun): the ranks meet
+// at the rendezvous; --ps P makes the first P of them ps tasks. nullopt for a world of one task,
+// which `train` runs in this process. Train and task read a launcher's ranks alike, but a world of
+// one is an error for task.
+std::optional<LaunchedCluster> join_launched_cluster(const RunPlan& plan, const LaunchEnv& env,
+                                                     const RunEnvironment& environment,
+                                                     std::ostream& out) {
+  const FlagValues& f = plan.flags;
+  const std::string_view command = plan.command == Command::kTask ? "dtrain task" : "dtrain train";
+  if (env.world_size == 1) {
+    if (plan.command == Command::kTask) {
+      throw UsageError(fmt::format(
+          "{}=1: a cluster needs at least two tasks; to train in one process, run dtrain train",
+          env.world_size_variable));
+    }
+    fmt::print(out, "{}: {} starts 1 task ({}=1): training in this process\n", command, env.source,
+               env.world_size_variable);
+    out << std::flush;
+    return std::nullopt;
+  }
+  if (plan.has("--strategy") && !is_distributed(plan.strategy)) {
+    throw UsageError(fmt::format(
+        "--strategy {}: trains in one process, but {} starts {} of them; use --strategy allreduce "
+        "(or async|sync with --ps P), or start one process without the launcher",
+        strategy_name(plan.strategy), env.source, env.world_size));
+  }
+  // It bounds the rendezvous too, whatever the strategy.
+  check_flag(plan, "--peer_timeout");
+  std::string secret = cluster_secret(f.secret_file, environment.env);
+  if (secret.empty()) {
+    throw UsageError(fmt::format(
+        "no cluster secret: the {} ranks {} starts need the same one: run `export "
+        "DTRAIN_SECRET=$(openssl rand -hex 32)` before launching (on several hosts pass it on, "
+        "e.g. mpirun -x DTRAIN_SECRET), or give --secret_file FILE",
+        env.world_size, env.source));
+  }
+  const int ps = plan.has("--ps") ? f.ps : 0;
+  if (plan.has("--ps") && (ps < 1 || ps >= env.world_size)) {
+    throw UsageError(
+        fmt::format("--ps {}: must leave at least one of the {} ranks a worker, and be at least 1",
+                    ps, env.world_size));
+  }
+  if (ps > 0 && plan.strategy == StrategyKind::kAllreduce) {
+    throw UsageError(fmt::format(
+        "--ps {}: the allreduce strategy has no ps tasks; leave --ps out to make every rank an "
+        "all-reduce worker",
+        ps));
+  }
+  if (ps == 0 && (is_ps(plan.strategy) || f.sync_replicas)) {
+    throw UsageError(fmt::format(
+        "{}: under {}, say how many of the ranks are ps tasks with --ps P (ranks 0..P-1)",
+        f.sync_replicas ? std::string("--sync_replicas")
+                        : fmt::format("--strategy {}", strategy_name(plan.strategy)),
+        env.source));
+  }
+  fmt::print(out, "{}: rank {} of {} (local rank {}) from {}; rendezvous at {} ({})\n", command,
+             env.rank, env.world_size, env.local_rank, env.source, env.rendezvous.to_string(),
+             env.rendezvous_source);
+  out << std::flush;
+  RendezvousOptions options;
+  options.address = env.rendezvous;
+  options.source = env.rendezvous_source;
+  options.rank = env.rank;
+  options.world_size = env.world_size;
+  options.secret = std::move(secret);
+  options.authenticate_frames = !f.unauthenticated_frames;
+  options.timeout_ms = f.peer_timeout * 1000;
+  options.bind = f.bind;
+  const std::vector<HostPort> ranks = rendezvous(options);
+  LaunchedCluster launched{cluster_of_ranks(ranks, env.rank, ps),
+                           ranks_on_host_of(ranks, env.rank)};
+  fmt::print(out, "{}: rank {} is {} of {}\n", command, env.rank, launched.config.task.to_string(),
+             launched.config.cluster.to_string());
+  out << std::flush;
+  return launched;
+}
+
+// A cluster with ps tasks runs the ps strategies and one without runs allreduce; a strategy the
+// user names must agree with the cluster.
+StrategyKind strategy_of_cluster(const RunPlan& plan, const ClusterSpec& cluster) {
+  const int ps = cluster.num_tasks(kPsJob);
+  const std::string named = fmt::format("--strategy {}", strategy_name(plan.strategy));
+  if (plan.strategy == StrategyKind::kAllreduce && ps > 0) {
+    throw UsageError(fmt::format(
+        "--strategy allreduce: the cluster has {} ps task(s) ({}); all-reduce runs on the workers "
+        "alone: leave out --ps_hosts (or the \"ps\" job), or use --strategy async|sync",
+        ps, cluster.to_string()));
+  }
+  const bool sync = plan.strategy == StrategyKind::kSync || plan.flags.sync_replicas;
+  if ((is_ps(plan.strategy) || sync) && ps == 0) {
+    throw UsageError(fmt::format(
+        "{}: the cluster has no ps tasks ({}); give --ps_hosts (or a \"ps\" job), or use "
+        "--strategy allreduce",
+        is_ps(plan.strategy) ? named : std::string("--sync_replicas"), cluster.to_string()));
+  }
+  if (ps == 0) return StrategyKind::kAllreduce;
+  return sync ? StrategyKind::kSync : StrategyKind::kAsync;
+}
+
+// One task of a cluster is started (and restarted) by whatever runs the cluster; the flags that
+// size and supervise the local launcher's cluster would be silently ignored there.
+void refuse_launcher_flags(const RunPlan& plan, bool launched) {
+  for (const FlagSpec& flag : flag_table()) {
+    if (!flag.launcher_only || !plan.has(flag.name)) continue;
+    if (launched && flag.name == "--ps") continue;  // which ranks are ps tasks
+    if (launched) {
+      throw UsageError(fmt::format(
+          "{}: the launcher that started this task decides {} (its world size, its restarts); "
+          "leave it out",
+          flag.name, flag.name == "--workers" ? "the workers" : "restarts"));
+    }
+    throw UsageError(fmt::format(
+        "{}: this process is one task of the cluster its flags or TF_CONFIG describe, and {} "
+        "belongs to the local launcher (dtrain train --strategy async|sync|allreduce without a "
+        "cluster); leave it out, and let whatever starts the tasks restart them",
+        flag.name, flag.name));
+  }
+}
+
+AllreduceClusterConfig allreduce_config(const RunPlan& plan, ClusterConfig cluster,
+                                        const EnvLookup& env) {
+  const FlagValues& f = plan.flags;
+  AllreduceClusterConfig c;
+  c.cluster = std::move(cluster);
+  c.secret = cluster_secret(f.secret_file, env);
+  c.fusion_bytes = f.fusion_bytes;
+  c.collective_timeout_ms = f.collective_timeout * 1000;
+  c.transport = parse_transport(f.transport);
+  return c;
+}
+
+PsClusterConfig ps_config(const RunPlan& plan, StrategyKind kind, ClusterConfig cluster,
+                          const EnvLookup& env) {
+  const FlagValues& f = plan.flags;
+  PsClusterConfig c;
+  c.cluster = std::move(cluster);
+  c.secret = cluster_secret(f.secret_file, env);
+  c.placement = parse_placement(f.placement);
+  c.min_shard_bytes = f.min_shard_bytes;
+  c.sync.sync_replicas = kind == StrategyKind::kSync;
+  c.sync.replicas_to_aggregate = f.replicas_to_aggregate;
+  c.sync.total_num_replicas = f.total_num_replicas;
+  c.peer_timeout_ms = f.peer_timeout * 1000;
+  c.worker_timeout_ms = f.worker_timeout * 1000;
+  c.liveness_timeout_ms = f.liveness_timeout * 1000;
+  c.on_worker_loss =
+      f.on_worker_loss == "continue" ? WorkerLossPolicy::kContinue : WorkerLossPolicy::kStop;
+  c.transport = parse_transport(f.transport);
+  return c;
+}
+
+// This process is one task of a cluster: its flags, TF_CONFIG, a --cluster file or a launcher's
+// ranks (`launched`) say where, `source` which.
+int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, bool launched,
+             const std::string& source, const RunEnvironment& environment, std::ostream& out) {
+  refuse_launcher_flags(plan, launched);
+  cluster.bind_host = plan.flags.bind;
+  cluster.authenticate_frames = !plan.flags.unauthenticated_frames;
+  if (plan.flags.unauthenticated_frames) {
+    spdlog::warn(
+        "{}: --unauthenticated_frames: frames after the handshake carry a CRC only, so anyone "
+        "on the network path can alter, replay or drop them undetected",
+        cluster.task.to_string());
+  }
+  if (plan.has("--strategy") && !is_distributed(plan.strategy)) {
+    throw UsageError(fmt::format(
+        "--strategy {}: runs in one process; a cluster ({}) trains with --strategy async, sync "
+        "or allreduce",
+        strategy_name(plan.strategy), cluster.cluster.to_string()));
+  }
+  const StrategyKind kind = strategy_of_cluster(plan, cluster.cluster);
+  // Under a launcher --peer_timeout also bounds the rendezvous, whatever the strategy.
+  static constexpr std::string_view kRendezvousFlags[] = {"--peer_timeout"};
+  refuse_flags_foreign_to(plan, kind,
+                          launched ? std::span<const std::string_view>(kRendezvousFlags)
+                                   : std::span<const std::string_view>());
+  check_flags(plan, CheckWhen::kUnderItsStrategies, kind);
+  const std::string name = fmt::format("{}{}", cluster.task.job, cluster.task.index);
+  if (!config.train_dir.empty()) {
+    if (plan.resume == ResumeMode::kOverwrite) {
+      throw UsageError(
+          "--overwrite: a task of a cluster, restarted later with the same flags, would delete "
+          "the checkpoints it should recover from; empty the --train_dir before starting the "
+          "cluster instead (dtrain train --overwrite does that for a cluster on this machine)");
+    }
+    settle_checkpoint(config, plan.resume, name, out);
+  }
+  // Its first line says where its place came from (a launcher's ranks have said so already).
+  const std::string place =
+      launched ? ""
+               : fmt::format("{}: {} of {}, from {}\n", name, cluster.task.to_string(),
+                             cluster.cluster.to_string(), source);
+  const std::shared_ptr<const StopRequest> stop = handle_signals(environment, config, name);
+  config.stop = stop.get();
+  if (kind == StrategyKind::kAllreduce) {
+    const AllreduceClusterConfig c = allreduce_config(plan, std::move(cluster), environment.env);
+    out << place << std::flush;
+    begin_allreduce_task(c);
+    return train_with(
+        config, name,
+        [&](TrainingState& state, const TrainingInput& input) {
+          return make_allreduce_strategy(config, c, state, input, out);
+        },
+        out);
+  }
+  const PsClusterConfig c = ps_config(plan, kind, std::move(cluster), environment.env);
+  out << place << std::flush;
+  if (begin_ps_task(c)) return run_ps_service(config, c, out);
+  return train_with(
+      config, name,
+      [&](TrainingState& state, const TrainingInput&) {
+        return make_ps_worker_strategy(config, c, state, out);
+      },
+      out);
+}
+
+}  // namespace
+
+int run_plan(const RunPlan& plan, const RunEnvironment& environment, std::ostream& out) {
+  TrainConfig config = plan.config;
+  // The chief draws it (train/training_loop.h), under the local launcher through its pipe.
+  config.progress_bar =
+      plan.flags.progress && (environment.terminal || plan.flags.progress_through_launcher);
+  ClusterSource found = find_cluster_source(cluster_flags_of(plan), environment.env);
+  bool launched = false;
+  if (found.launcher) {
+    if (std::optional<LaunchedCluster> l =
+            join_launched_cluster(plan, *found.launcher, environment, out)) {
+      found.cluster = std::move(l->config);
+      launched = true;
+      // Ranks on one host share its cores unless told otherwise.
+      if (!plan.has("--threads")) config.threads = std::max(1, config.threads / l->ranks_on_host);
+    } else if (plan.has("--rendezvous")) {
+      throw UsageError(
+          "--rendezvous: belongs to a task under a launcher (mpirun, srun, torchrun-style "
+          "variables), and none gives this process a rank; leave it out");
+    }
+  }
+  if (found.cluster) {
+    return run_task(plan, std::move(config), std::move(*found.cluster), launched, found.source,
+                    environment, out);
+  }
+  if (plan.command == Command::kTask) {
+    throw UsageError(
+        "dtrain task needs a cluster: --ps_hosts/--worker_hosts/--job_name/--task_index, "
+        "TF_CONFIG, --cluster FILE, or a launcher's ranks (mpirun, srun, torchrun-style RANK and "
+        "WORLD_SIZE) with a rendezvous");
+  }
+  refuse_flags_foreign_to(plan, plan.strategy);
+  if (is_distributed(plan.strategy)) {
+    // A missing data file is one error here rather than one from every task.
+    if (!config.train_data.empty()) {
+      expand_data_paths(config.train_data);
+      expand_data_paths(config.test_data);
+    }
+    if (!config.train_dir.empty()) settle_checkpoint(config, plan.resume, "dtrain train", out);
+    return launch_local_cluster(plan, environment, out);
+  }
+  if (!config.train_dir.empty()) settle_checkpoint(config, plan.resume, "dtrain train", out);
+  const std::shared_ptr<const StopRequest> stop =
+      handle_signals(environment, config, "dtrain train");
+  config.stop = stop.get();
+  return train_with(
+      config, "dtrain train",
+      [&](TrainingState&, const TrainingInput&) {
+        return TaskStrategy{std::make_unique<LocalStrategy>(config), nullptr};
+      },
+      out);
+}
+
+}  // namespace dtrain
