@@ -14,6 +14,7 @@
 #include "base/cpu.h"
 #include "base/error.h"
 #include "collective/ring_protocol.h"
+#include "comm/connect.h"
 
 namespace dtrain {
 

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "comm/connect.h"
 #include "ps/shard_store.h"
 
 namespace dtrain {

@@ -31,6 +31,7 @@
 #include "base/error.h"
 #include "ckpt/checkpoint_manager.h"
 #include "cluster/local_launcher.h"
+#include "comm/connect.h"
 #include "comm/connection.h"
 #include "comm/frame.h"
 #include "comm/tcp_stream.h"
