@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "nn/keras_json.h"
+#include "nn/keras_json_writer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

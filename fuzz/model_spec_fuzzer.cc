@@ -19,6 +19,7 @@
 #include "base/checked_math.h"
 #include "base/error.h"
 #include "nn/keras_json.h"
+#include "nn/keras_json_writer.h"
 #include "nn/model_plan.h"
 
 namespace {

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "export/onnx_export.h"
 #include "nn/keras_json.h"
+#include "nn/keras_json_writer.h"
 
 namespace dtrain::cli {
 namespace {

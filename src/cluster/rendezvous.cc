@@ -24,6 +24,7 @@
 #include "base/error.h"
 #include "base/peer_text.h"
 #include "cluster/bind_address.h"
+#include "comm/connect.h"
 #include "comm/connection.h"
 #include "comm/frame_format.h"
 #include "comm/server.h"

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "collective/ring_protocol.h"
+#include "comm/connect.h"
 #include "comm/meta_codec.h"
 
 namespace dtrain {

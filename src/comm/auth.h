@@ -1,5 +1,5 @@
 // Who may talk to a dtrain task: an HMAC-SHA256 mutual challenge-response keyed by the cluster
-// secret, run at the start of every connection (comm/connection.h runs the exchange):
+// secret, run at the start of every connection (comm/handshake.h runs the exchange):
 //
 //   client -> HELLO     nonce_c | params_c
 //   server -> CHALLENGE nonce_s | server_proof | params_s

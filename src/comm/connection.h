@@ -1,13 +1,14 @@
 // A connected, authenticated peer: frames out and in over one TCP connection (format in
 // comm/frame_format.h), with tensors sent from and received into the caller's memory. Blocking I/O
-// on a thread per connection, deliberately: a task has few peers and large payloads.
+// on a thread per connection, deliberately: a task has few peers and large payloads. The sending
+// half is comm/frame_writer.h, the check of received frames comm/frame_check.h, the handshake
+// comm/handshake.h; a client opens one with comm/connect.h.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -17,66 +18,18 @@
 #include <vector>
 
 #include "base/error.h"
-#include "base/stop_request.h"
 #include "comm/auth.h"
+#include "comm/connection_options.h"
 #include "comm/frame.h"
+#include "comm/frame_check.h"
 #include "comm/frame_format.h"
 #include "comm/frame_mac.h"
-#include "comm/peer_wait.h"
+#include "comm/frame_writer.h"
 #include "comm/tcp_stream.h"
 
 namespace dtrain {
 
-struct ConnectionOptions {
-  // Names the peer in errors and logs, e.g. "ps0"; the address is always shown too.
-  std::string task_name;
-  // A frame announcing a longer payload is refused before anything is allocated for it, and so is
-  // a meta block over max_meta_bytes (meta is buffered; tensors are not).
-  uint64_t max_payload_bytes = uint64_t{1} << 30;
-  uint64_t max_meta_bytes = uint64_t{16} << 20;
-  // A send, or a frame once its first byte has arrived, fails with TransportError when no byte
-  // moves for this long: a dead or partitioned peer. Negative: never.
-  int io_timeout_ms = 30'000;
-  // How long receive() waits for the next frame to begin. Negative: forever (a quiet peer may just
-  // be idle).
-  int idle_timeout_ms = -1;
-  // A peer whose kernel acknowledges nothing for this long, not even the keepalive probes of a
-  // quiet connection, is lost: its host died or the network is cut (TcpStream::
-  // set_liveness_timeout). connect() also gives up one attempt after this long and tries again,
-  // so that a link that comes back is used at once. Negative: the kernel's defaults (minutes).
-  int liveness_timeout_ms = 10'000;
-  // connect(): total time for connect-with-retry before giving up.
-  int connect_timeout_ms = 30'000;
-  // connect(): while it retries, a "still waiting for <task> at <address> (<last error>); N s
-  // left" line to wait_report every wait_report_interval_ms (none if empty); a stop request ends
-  // the wait with StopRequested (none if null).
-  std::function<void(const std::string&)> wait_report;
-  int wait_report_interval_ms = 10'000;
-  const StopRequest* stop = nullptr;
-  // connect(): a reason to stop retrying at once, as PeerWaitOptions::abandon (none if empty).
-  std::function<std::string()> abandon_wait;
-  // The whole handshake, either side, must finish within this.
-  int handshake_timeout_ms = 10'000;
-  // Who this end is, said in the handshake and bound to the connection ("worker 1", "ps 0"; empty
-  // for a tool): the other side reads it as peer_identity(). At most kMaxIdentityBytes of
-  // printable ASCII.
-  std::string identity;
-  // Every frame after the handshake carries a GMAC tag (comm/frame_mac.h) in place of the CRC.
-  // Both ends must agree, or the handshake fails saying so; off only by an explicit flag.
-  bool authenticate_frames = true;
-  // Which process this end is, said in the handshake beside the identity and, by a client, proved
-  // (comm/process_key.h). 0: this process's own key; tests that play several processes in one
-  // set their own number, from which a key is derived.
-  uint64_t incarnation = 0;
-  // The protocol's rule of which frame types may carry tensors: a frame of another type that
-  // declares tensor bytes is a FrameError, raised once its opening is authenticated and before it
-  // is returned. Null: any type may.
-  bool (*type_carries_tensors)(uint16_t type) = nullptr;
-};
-
-// A server's say, during the handshake, over a client that has proved the secret: "" admits it,
-// anything else is the reason it is refused (sent to it in a REFUSED frame, and thrown).
-using Admission = std::function<std::string(const HandshakeParams& client)>;
+class ServerHandshake;
 
 // States move forward only: kHandshaking -> kOpen -> kClosed, or kHandshaking -> kClosed.
 //
@@ -97,7 +50,8 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // The two ends of the handshake in comm/auth.h; `secret` is the cluster secret's raw bytes.
+  // The two ends of the handshake (comm/auth.h, run by comm/handshake.h); `secret` is the cluster
+  // secret's raw bytes.
   // Throw AuthError if the peer fails it or rejects us (a client refused by `admit` included),
   // TransportError / FrameError otherwise. REQUIRES: kHandshaking.
   void handshake_as_client(std::string_view secret);
@@ -109,7 +63,7 @@ class Connection {
   // handshake_timeout_ms itself. Throws as handshake_as_server.
   // REQUIRES: kHandshaking; the same secret and admit at every call.
   bool continue_handshake_as_server(std::string_view secret, const Admission& admit = {});
-  bool handshake_wants_write() const { return sending_; }
+  bool handshake_wants_write() const { return writer_.busy(); }
 
   // Sends one frame: the meta block, then each tensor's floats in order, gathered into a single
   // write straight from the caller's memory (nothing is copied; the CRC is chained over the
@@ -176,7 +130,7 @@ class Connection {
   const std::string& peer_identity() const { return peer_params_.identity; }
   // Which process the peer is (HandshakeParams::incarnation); a client's is proved.
   uint64_t peer_incarnation() const { return peer_params_.incarnation(); }
-  bool frames_authenticated() const { return send_mac_ != nullptr; }
+  bool frames_authenticated() const { return writer_.tagged(); }
 
   // "10.0.0.7:2222", or "ps0 (10.0.0.7:2222)" with a task name.
   const std::string& peer() const { return stream_->peer(); }
@@ -186,13 +140,6 @@ class Connection {
  private:
   enum class State { kHandshaking, kOpen, kClosed };
 
-  void send_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
-                  std::span<const std::span<const float>> tensors, const IoDeadline& deadline);
-  // Checks a frame against the limits, and lays it out in send_pieces_ with its CRC in the header,
-  // or, where frames are tagged, with the opening's tag after the meta and, if tag_tensors_now,
-  // the tensors' tag as the last piece.
-  void prepare_frame(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
-                     std::span<const std::span<const float>> tensors, bool tag_tensors_now);
   // The checks of a frame's opening, shared by receive_frame and try_receive: the header's (noting
   // the frame's type, request id, length and CRC), then the meta length's.
   void accept_header(std::span<const std::byte, frame_format::kHeaderBytes> header_bytes,
@@ -200,14 +147,6 @@ class Connection {
   PayloadLayout accept_meta_len(std::span<const std::byte, frame_format::kMetaLenBytes> meta_len);
   // The protocol's rule (ConnectionOptions::type_carries_tensors) for the frame just opened.
   void check_tensors_allowed() const;
-  // Once the meta block is in: starts the frame's check (CRC or tag) over its opening.
-  void absorb_opening(std::span<const std::byte, frame_format::kHeaderBytes> header_bytes,
-                      std::span<const std::byte, frame_format::kMetaLenBytes> meta_len);
-  // Where frames are tagged, once the opening's tag is in: checks it (FrameError if it fails) and
-  // starts the tensors' tag.
-  void check_opening();
-  // The next received bytes of the frame, into its CRC or tag.
-  void absorb(std::span<const std::byte> bytes);
   Incoming incoming() const;
   Incoming receive_frame(const IoDeadline& first_byte, const IoDeadline& rest,
                          uint64_t max_payload_bytes, bool handshake);
@@ -218,30 +157,23 @@ class Connection {
   // match.
   void finish_frame(const IoDeadline& deadline);
   bool try_finish_frame();
-  void check_frame();
-  // A handshake frame of type `type` carrying min_meta..max_meta bytes of meta; throws otherwise.
-  std::span<const std::byte> expect_handshake_frame(uint16_t type, size_t min_meta, size_t max_meta,
-                                                    const IoDeadline& deadline);
-  std::span<const std::byte> check_handshake_frame(const Incoming& in, uint16_t type,
-                                                   size_t min_meta, size_t max_meta) const;
-  void send_auth_failed_quietly(const IoDeadline& deadline);
-  // The server's side, one step at a time (continue_handshake_as_server).
-  struct ServerHandshake;
-  bool advance_server_handshake(ServerHandshake& h, std::string_view secret,
-                                const Admission& admit);
-  // Starts sending the server's last handshake frame; `failure`, if any, is thrown once it is out.
-  void answer(ServerHandshake& h, uint16_t type, std::span<const std::byte> meta,
-              std::optional<AuthError> failure);
   // try_receive's work, under the limits of the handshake or of the frames after it.
   std::optional<Incoming> try_receive_frame(uint64_t max_payload_bytes, bool handshake);
-  void start_handshake_frame(uint16_t type, std::span<const std::byte> meta);
-  // continue_send's work: writes what the socket takes; true once the frame is out.
-  bool pump_send();
-  HandshakeParams own_params() const;
-  // A peer whose setting for frame authentication differs from ours: what to tell the user.
-  std::string mismatched_frames_error(const HandshakeParams& peer) const;
   void open_after_handshake(const HandshakeParams& peer, const FrameKey* send_key,
                             const FrameKey* receive_key);
+
+  // ---- For comm/handshake.cc: the handshake's frames, under its limits (a peer that has not
+  // proved the secret may make us read only a tiny frame), in either mode.
+  friend class ClientHandshake;
+  friend class ServerHandshake;
+  void send_handshake_frame(uint16_t type, std::span<const std::byte> meta,
+                            const IoDeadline& deadline);
+  Incoming receive_handshake_frame(const IoDeadline& deadline);
+  std::optional<Incoming> try_receive_handshake_frame();
+  // Starts sending a handshake frame without blocking; pump_send() writes on.
+  void start_handshake_frame(uint16_t type, std::span<const std::byte> meta);
+  // continue_send's work: writes what the socket takes; true once the frame is out.
+  bool pump_send() { return writer_.pump(bytes_moved_); }
 
   // Throws the stored error if closed; else if the state is not `required`, std::logic_error.
   void check_state(State required, const char* call) const;
@@ -270,34 +202,16 @@ class Connection {
   std::unique_ptr<ServerHandshake> server_handshake_;  // while the server's side is under way
   // Set by the handshake: what the peer said, and the frames' keys when they are authenticated.
   HandshakeParams peer_params_;
-  std::unique_ptr<FrameMac> send_mac_;     // sender thread only
-  std::unique_ptr<FrameMac> receive_mac_;  // receiver thread only
-  uint64_t frames_sent_ = 0;               // sender thread only: the next frame's number
-  uint64_t frames_received_ = 0;           // receiver thread only
 
-  // Sender thread only: the frame being sent, its pieces reused so send() does not allocate.
-  std::vector<std::span<const std::byte>> send_pieces_;
-  std::array<std::byte, frame_format::kHeaderBytes> send_header_{};
-  std::array<std::byte, frame_format::kMetaLenBytes> send_meta_len_{};
-  uint64_t send_frame_number_ = 0;  // of the frame being sent, where frames are tagged
-  FrameTag send_opening_tag_{};
-  FrameTag send_tensor_tag_{};
-  std::vector<std::span<const std::byte>> send_batch_;  // send(): the pieces of one write
-  size_t send_piece_ = 0;   // start_send: the first piece not wholly written
-  size_t send_offset_ = 0;  // and the bytes of it that are
-  bool sending_ = false;    // start_send has a frame not yet wholly written
+  FrameWriter writer_;  // sender thread only (the handshake's thread before it)
 
   // Receiver thread only: the frame being received.
   std::vector<std::byte> meta_;     // reused; grows to the largest meta seen
   std::vector<std::byte> discard_;  // scratch for discard_tensors, allocated on first use
   bool frame_unconsumed_ = false;   // received; receive_tensors / discard_tensors not yet called
   uint64_t tensor_bytes_ = 0;
-  uint32_t receive_crc_ = 0;   // CRC-32C of the frame so far
-  uint32_t expected_crc_ = 0;  // from its header
-  uint64_t receive_frame_number_ = 0;
-  FrameTag receive_tag_{};  // the opening's tag, then the tensors', as each arrives
-  size_t tag_have_ = 0;
-  bool frame_checked_ = false;  // the frame's CRC or tag has been checked
+  FrameCheck check_;
+  uint32_t expected_crc_ = 0;  // from the frame's header
   uint16_t receive_type_ = 0;
   uint64_t receive_request_id_ = 0;
   uint64_t receive_payload_len_ = 0;
@@ -314,22 +228,5 @@ class Connection {
 
   uint64_t bytes_moved_ = 0;
 };
-
-// Connects to host:port with retry, then runs the client handshake. Retries with exponential
-// backoff (comm/peer_wait.h) for options.connect_timeout_ms, so tasks may start in any order,
-// saying so every options.wait_report_interval_ms; an attempt that gets no answer at all (a cut
-// link drops it) is given up after options.liveness_timeout_ms and made again; then throws
-// TransportError "could not reach <task> at host:port within N s (K attempts): <last error>".
-// Throws AuthError if the server fails the handshake or rejects us, StopRequested as soon as
-// options.stop is requested.
-std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, std::string_view secret,
-                                    const ConnectionOptions& options);
-// The same within a wait the caller owns (its deadline, reports, stop and give-up line), which
-// its own retries around this one share.
-std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, std::string_view secret,
-                                    const ConnectionOptions& options, PeerWait& wait);
-// The wait connect() makes for host:port from options.
-PeerWaitOptions connect_wait_options(const std::string& host, uint16_t port,
-                                     const ConnectionOptions& options);
 
 }  // namespace dtrain

@@ -1,7 +1,7 @@
 // Keras Sequential model JSON (model.to_json() of Keras 2 and Keras 3, TensorFlow.js
-// model.toJSON()) to a ModelSpec and back. Options at their Keras defaults are accepted however a
-// file spells them; any other layer class or option value is refused, naming the file, the layer
-// and the option.
+// model.toJSON()) to a ModelSpec; back with nn/keras_json_writer.h. Options at their Keras defaults
+// are accepted however a file spells them; any other layer class or option value is refused, naming
+// the file, the layer and the option.
 //
 // dtrain's own parameter names ride in an extra key of a layer's config that Keras never writes
 // and ignores on load:  "dtrain": {"kernel_name": "hid_w", "bias_name": "hid_b"}. Without it a
@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "nn/model_spec.h"
 
@@ -34,9 +35,12 @@ inline ModelSpec read_keras_json(const std::string& text, const std::string& sou
   return read_keras_json(std::string_view(text), source_name);
 }
 
-// The spec as Keras 3 writes a Sequential model (InputLayer with batch_shape, layers with
-// "module", "registered_name", initialisers as {"module": "keras.initializers", ...}), plus the
-// "dtrain" names where a layer has them. read_keras_json reads it back to an equal spec.
-nlohmann::ordered_json to_keras_json(const ModelSpec& spec);
+// Keras' preset initialisers ("GlorotUniform", ...): VarianceScaling with a fixed scale, mode and
+// distribution. Read by name; written by name where an initialiser is one of them.
+struct KerasPreset {
+  const char* class_name;
+  InitSpec init;
+};
+const std::vector<KerasPreset>& keras_presets();
 
 }  // namespace dtrain

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "nn/builtin_models.h"
 #include "nn/keras_json.h"
+#include "nn/keras_json_writer.h"
 
 namespace dtrain {
 namespace {

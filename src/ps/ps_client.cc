@@ -15,121 +15,12 @@
 #include <utility>
 
 #include "base/error.h"
+#include "comm/connect.h"
 #include "ps/shard_store.h"
 
 namespace dtrain {
 
 namespace proto = ps_protocol;
-
-namespace {
-
-// A thread that runs one posted job at a time; wait() returns when it is done and rethrows what
-// it threw.
-class JobThread {
- public:
-  JobThread() : thread_([this](std::stop_token stop) { loop(stop); }) {}
-  ~JobThread() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    changed_.notify_all();
-  }
-
-  void post(std::function<void()> job) {
-    {
-      std::lock_guard lock(mutex_);
-      job_ = std::move(job);
-      pending_ = true;
-    }
-    changed_.notify_all();
-  }
-
-  void wait() {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return !pending_; });
-    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
-  }
-
- private:
-  void loop(std::stop_token) {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      changed_.wait(lock, [&] { return pending_ || stopping_; });
-      if (pending_) {
-        auto job = std::move(job_);
-        lock.unlock();
-        std::exception_ptr error;
-        try {
-          job();
-        } catch (...) {
-          error = std::current_exception();
-        }
-        lock.lock();
-        error_ = error;
-        pending_ = false;
-        changed_.notify_all();
-      } else if (stopping_) {
-        return;
-      }
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::function<void()> job_;  // guarded by mutex_
-  bool pending_ = false;       // guarded by mutex_
-  bool stopping_ = false;      // guarded by mutex_
-  std::exception_ptr error_;   // guarded by mutex_
-  std::jthread thread_;        // last: started once the rest exists
-};
-
-}  // namespace
-
-class PsClient::Lane {
- public:
-  Lane(int ps, std::unique_ptr<Connection> connection)
-      : ps(ps), connection(std::move(connection)) {}
-  int ps;
-  std::unique_ptr<Connection> connection;
-  bool initialized = false;  // as of the last hello
-  PayloadPath path;          // as of the last hello
-  // As of the last hello: which ps process answered (a restarted ps has another) and the step of
-  // the checkpoint it restored, -1 for none.
-  uint64_t instance = 0;
-  int64_t restored_step = -1;
-  proto::MetaWriter meta;  // the sender's
-  JobThread sender, receiver;
-
-  // Reads the next reply, which must be of type `expected`; a kError reply becomes an Error with
-  // the ps's message.
-  Connection::Incoming expect(uint16_t expected) {
-    Connection::Incoming in = connection->receive();
-    if (in.type == proto::kError) {
-      proto::MetaReader r(in.meta);
-      throw Error(r.rest_as_peer_text());
-    }
-    if (in.type != expected) {
-      throw FrameError(fmt::format("bad reply from {}: type {} where {} was expected",
-                                   connection->peer(), in.type, expected));
-    }
-    return in;
-  }
-};
-
-namespace {
-
-ConnectionOptions connection_options(const PsClientOptions& options, int ps) {
-  ConnectionOptions connection = options.connection;
-  connection.task_name = fmt::format("ps{}", ps);
-  connection.type_carries_tensors = proto::carries_tensors;
-  if (!connection.wait_report) connection.wait_report = options.report;
-  // The ps binds this worker's pushes and done report to the connections that say it.
-  if (options.worker >= 0) connection.identity = proto::worker_identity(options.worker);
-  return connection;
-}
-
-}  // namespace
 
 PsClient::PsClient(const ParamSet& layout, const PartitionMap& map, PsClientOptions options)
     : map_(map),
@@ -146,7 +37,7 @@ PsClient::PsClient(const ParamSet& layout, const PartitionMap& map, PsClientOpti
   try {
     for (size_t p = 0; p < options_.ps.size(); ++p) {
       const int ps = static_cast<int>(p);
-      lanes_.push_back(std::make_unique<Lane>(ps, connect_retrying(ps, deadline)));
+      lanes_.push_back(std::make_unique<Lane>(ps, connect_to_ps_retrying(options_, ps, deadline)));
     }
     // The hello is a dialogue (a challenge, then the offer that answers it): each lane's
     // receiver thread holds all of it, and the senders have nothing to do.
@@ -237,52 +128,6 @@ void PsClient::report(const std::string& line) const {
   if (options_.report) options_.report(line);
 }
 
-PeerWait PsClient::wait_for(int ps, std::chrono::steady_clock::time_point deadline,
-                            const char* verb) const {
-  const HostPort& address = options_.ps[static_cast<size_t>(ps)];
-  PeerWaitOptions wait =
-      connect_wait_options(address.host, address.port, connection_options(options_, ps));
-  wait.verb = verb;
-  wait.timeout =
-      std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 deadline - std::chrono::steady_clock::now()));
-  return PeerWait(std::move(wait));
-}
-
-std::unique_ptr<Connection> PsClient::connect_once(int ps, PeerWait& wait) {
-  const HostPort& address = options_.ps[static_cast<size_t>(ps)];
-  return connect(address.host, address.port, options_.secret, connection_options(options_, ps),
-                 wait);
-}
-
-std::unique_ptr<Connection> PsClient::connect_retrying(
-    int ps, std::chrono::steady_clock::time_point deadline) {
-  std::unique_ptr<Connection> connection;
-  PeerWait wait = wait_for(ps, deadline, "connect to");
-  retrying(wait, [&] { connection = connect_once(ps, wait); });
-  return connection;
-}
-
-// connect() retries a refused connection by itself; this retries one that was accepted and then
-// broke: a dying ps's listening socket may accept a connection and then reset it, a restarting
-// one may be reached before it is ready, and a flooded one may drop it while it authenticates. A
-// wrong secret is final: no retry changes it. Both retry within the one wait, so that its lines
-// and its give-up state one clock.
-void PsClient::retrying(PeerWait& wait, const std::function<void()>& attempt) {
-  for (;;) {
-    try {
-      attempt();
-      return;
-    } catch (const AuthError&) {
-      throw;
-    } catch (const TransportError& error) {
-      if (wait.gave_up()) throw;
-      wait.failed(error.what());
-      if (!wait.pause()) wait.give_up();
-    }
-  }
-}
-
 void PsClient::reconnect(Lane& lane, const std::string& why,
                          std::chrono::steady_clock::time_point deadline, int losses) {
   const HostPort& address = options_.ps[static_cast<size_t>(lane.ps)];
@@ -298,9 +143,9 @@ void PsClient::reconnect(Lane& lane, const std::string& why,
   int64_t step = 0;
   const bool memory_before = lane.path.memory;
   const uint64_t instance_before = lane.instance;
-  PeerWait wait = wait_for(lane.ps, deadline, "reconnect to");
-  retrying(wait, [&] {
-    lane.connection = connect_once(lane.ps, wait);
+  PeerWait wait = ps_wait(options_, lane.ps, deadline, "reconnect to");
+  retry_connection(wait, [&] {
+    lane.connection = connect_to_ps(options_, lane.ps, wait);
     step = say_hello(lane);
   });
   if (lane.path.memory != memory_before) {

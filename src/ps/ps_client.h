@@ -22,36 +22,11 @@
 #include "comm/peer_wait.h"
 #include "nn/param_set.h"
 #include "ps/partition.h"
+#include "ps/ps_client_options.h"
+#include "ps/ps_lane.h"
 #include "ps/ps_protocol.h"
 
 namespace dtrain {
-
-struct PsClientOptions {
-  std::vector<HostPort> ps;  // addresses of ps0, ps1, ...
-  std::string secret;
-  ConnectionOptions connection;  // its task_name is set per ps
-  // This worker's id, 0..total_num_replicas-1, or -1 for a client that never pushes (a benchmark
-  // probe, an evaluator).
-  int worker = -1;
-  // Told of each lost ps and of its return, one line each (not one per step); may be empty.
-  std::function<void(const std::string&)> report;
-  // How payloads travel to a ps of this host (ps_protocol.h): kAuto through memory where the ps
-  // agrees and proves it can reach ours, else TCP; kTcp always TCP; kShm fails the connection
-  // (Error naming the flag, both tasks and why) where memory does not work.
-  Transport transport = Transport::kAuto;
-  // The chief's: its latest copy of the values (what its pulls and push-pulls write into). A ps
-  // that comes back without its variables (restarted, no checkpoint to restore) is re-seeded
-  // from it at the step it was last seen at, and the client says so. Null for the other workers,
-  // which wait for the chief to do that. The client reads it only while an operation is under
-  // way, which the caller's blocking already ensures is not while it is written.
-  const ParamSet* reseed_from = nullptr;
-};
-
-// Which way payloads travel to and from one ps task.
-struct PayloadPath {
-  bool memory = false;  // the ps copies them out of and into this process's buffers
-  std::string why_not;  // when memory was asked for and the connection stays on TCP
-};
 
 // What the pushes of one round did, over every shard.
 struct RoundOutcome {
@@ -119,7 +94,7 @@ class PsClient {
   PayloadPath payload_path(int ps) const;
 
  private:
-  class Lane;  // one ps connection with its sender thread
+  using Lane = PsLane;
 
   // Runs send(lane) on each lane's sender thread and receive(lane) on its receiver thread, every
   // lane at once, and waits for all; rethrows the first error. With by_caller, where every lane
@@ -127,17 +102,6 @@ class PsClient {
   // lane's requests and then reads each lane's replies itself instead.
   template <typename Send, typename Receive>
   void round(Send&& send, Receive&& receive, bool by_caller = false);
-  // A wait for ps `ps` until deadline, its lines to options.report; verb: "connect to",
-  // "reconnect to".
-  PeerWait wait_for(int ps, std::chrono::steady_clock::time_point deadline, const char* verb) const;
-  // One connection to ps `ps`, handshake done, within wait (connect() retries refusals).
-  std::unique_ptr<Connection> connect_once(int ps, PeerWait& wait);
-  // The same, retrying a connection that breaks before it is up, as reconnect() does.
-  std::unique_ptr<Connection> connect_retrying(int ps,
-                                               std::chrono::steady_clock::time_point deadline);
-  // Runs attempt until it succeeds, retrying TransportError but AuthError within wait; then
-  // throws wait's give-up error (one naming the ps, its address, one duration and the last error).
-  void retrying(PeerWait& wait, const std::function<void()>& attempt);
   // The chief's answer to a ps that came back without its variables: every shard of it from
   // options.reseed_from, at `step`, without optimizer slots.
   void reseed(Lane& lane, int64_t step);

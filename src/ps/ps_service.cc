@@ -24,7 +24,9 @@
 
 #include "base/error.h"
 #include "base/resident_memory.h"
+#include "ps/by_reference.h"
 #include "ps/ps_protocol.h"
+#include "ps/push_replier.h"
 #include "tensor/aligned.h"
 
 namespace dtrain {
@@ -44,113 +46,7 @@ std::string worker_name(int worker) {
   return worker >= 0 ? fmt::format("worker{}", worker) : std::string("a client");
 }
 
-void send_error(Connection& connection, const std::string& message) {
-  proto::MetaWriter meta;
-  meta.put_string(message);
-  connection.send(proto::kError, 0, meta.bytes(), {});
-}
-
 }  // namespace
-
-// A push's reply, to be sent once the shard's step is past computed_at_step (if wait) or at
-// once, in its turn.
-struct PsService::DeferredReply {
-  uint64_t request_id = 0;
-  uint32_t shard = 0;
-  uint8_t outcome = 0;
-  int64_t step = 0;  // the shard's step after the push
-  int64_t computed_at_step = 0;
-  bool wait = false;
-  bool want_values = false;
-  // Where the values go when they go by reference (values.bytes > 0): into process worker_pid.
-  ps_protocol::MemoryRef values;
-  int32_t worker_pid = 0;
-  std::chrono::steady_clock::time_point deadline;
-};
-
-// The sender of one connection's deferred replies, in the order they were deferred. The
-// connection's own thread sends its replies itself only while nothing is deferred (idle()), so
-// the connection always has one sender at a time.
-class PsService::Replier {
- public:
-  Replier(PsService& service, Connection& connection, size_t buffer_floats)
-      : service_(service),
-        connection_(connection),
-        buffer_(buffer_floats),
-        thread_([this](std::stop_token stop) { loop(stop); }) {}
-  ~Replier() {
-    thread_.request_stop();
-    changed_.notify_all();
-  }
-  Replier(const Replier&) = delete;
-  Replier& operator=(const Replier&) = delete;
-
-  bool idle() {
-    std::lock_guard lock(mutex_);
-    rethrow_failure();
-    return queue_.empty();
-  }
-  void defer(const DeferredReply& reply) {
-    {
-      std::lock_guard lock(mutex_);
-      rethrow_failure();
-      queue_.push_back(reply);
-    }
-    changed_.notify_all();
-  }
-  // Blocks until every deferred reply has been sent.
-  void drain() {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return queue_.empty() || failure_; });
-    rethrow_failure();
-  }
-
- private:
-  void loop(std::stop_token stop) {
-    std::unique_lock lock(mutex_);
-    while (!stop.stop_requested()) {
-      changed_.wait(lock, stop, [&] { return !queue_.empty(); });
-      if (queue_.empty()) continue;
-      const DeferredReply reply = queue_.front();  // stays queued until sent: idle() is false
-      lock.unlock();
-      try {
-        service_.send_push_reply(connection_, reply, buffer_, meta_, stop);
-      } catch (const PeerProcessGone&) {
-        // The worker's process has gone: its connection is ending by itself, and the connection's
-        // thread, reading, sees that end as it would over TCP. Closing it here would instead
-        // make the loss look like a failure of this task's.
-        lock.lock();
-        failure_ = std::current_exception();
-        changed_.notify_all();
-        return;
-      } catch (...) {
-        lock.lock();
-        failure_ = std::current_exception();
-        changed_.notify_all();
-        // Wakes the connection's thread, blocked in a read, so that the connection ends.
-        connection_.close();
-        return;
-      }
-      lock.lock();
-      queue_.pop_front();
-      changed_.notify_all();
-    }
-  }
-  // REQUIRES: mutex_ held.
-  void rethrow_failure() const {
-    if (failure_) std::rethrow_exception(failure_);
-  }
-
-  PsService& service_;
-  Connection& connection_;
-  FloatBuffer buffer_;  // the values of the reply being sent
-  proto::MetaWriter meta_;
-  std::mutex mutex_;
-  std::condition_variable_any changed_;
-  std::deque<DeferredReply> queue_;  // guarded by mutex_
-  std::exception_ptr failure_;       // guarded by mutex_
-  std::jthread thread_;              // last: it uses everything above
-};
 
 // Per connection, sized once for the largest shard held (values plus every slot).
 struct PsService::Scratch {
@@ -159,38 +55,25 @@ struct PsService::Scratch {
   proto::MetaWriter meta;
   int worker = -1;  // the training worker that said hello on this connection, if any
   // Sync mode, and connections whose payloads go through memory: own_replier, started once.
-  Replier* replier = nullptr;
-  std::optional<Replier> own_replier;
+  PushReplier* replier = nullptr;
+  std::optional<PushReplier> own_replier;
   // Payloads by reference: the challenge sent with the hello, until the worker's offer; then the
   // pid whose memory holds the worker's buffers (0: payloads travel in the frames).
   std::optional<Challenge> challenge;
   int32_t worker_pid = 0;
 };
 
-namespace {
-
-// The worker's process has gone while its memory was being copied. Its connection ends too, once
-// the kernel has closed its socket: reading on to that end (dropping the requests it had sent
-// already) makes the loss the one a closed connection reports, named and counted alike.
-[[noreturn]] void read_to_the_end(Connection& connection) {
-  for (;;) {
-    const Connection::Incoming in = connection.receive();  // throws at the end
-    if (in.tensor_bytes > 0) connection.discard_tensors();
-  }
-}
-
-}  // namespace
-
 PsService::PsService(PsServiceOptions options, const PsRestoredState* restored)
     : options_(std::move(options)),
       fingerprint_(partition_fingerprint(ParamSet(options_.specs), options_.map)),
       instance_(random_instance()),
-      arena_floats_(ParamSet(options_.specs).flat().size()) {
-  store_ = std::make_unique<ShardStore>(options_.specs, options_.map, options_.ps,
-                                        options_.optimizer, options_.sync);
+      arena_floats_(ParamSet(options_.specs).flat().size()),
+      store_(std::make_unique<ShardStore>(options_.specs, options_.map, options_.ps,
+                                          options_.optimizer, options_.sync)),
+      roster_(options_, *store_),
+      reply_context_{.store = *store_, .ps = options_.ps, .sync_wait_ms = options_.sync_wait_ms} {
   for (size_t shard : store_->shards())
     max_shard_size_ = std::max(max_shard_size_, store_->shard_size(shard));
-  workers_.resize(static_cast<size_t>(options_.sync.total_num_replicas));
   if (restored != nullptr) {
     initialize_from(restored->params, restored->slots, restored->step);
     restored_step_ = restored->step;
@@ -204,195 +87,11 @@ PsService::PsService(PsServiceOptions options, const PsRestoredState* restored)
 PsService::~PsService() { server_->stop(); }
 
 void PsService::run() {
-  const auto report_interval = std::chrono::milliseconds(options_.wait_report_interval_ms);
-  auto next_report = std::chrono::steady_clock::now() + report_interval;
-  std::unique_lock lock(workers_mutex_);
-  while (!all_workers_accounted_for() && !store_->aborted() && !stopped()) {
-    // Woken by every connection, loss and report; the slice bounds how late a worker's timeout
-    // is noticed, and a wait reported.
-    workers_changed_.wait_for(
-        lock, std::min<std::chrono::milliseconds>(std::chrono::milliseconds(500), report_interval));
-    check_lost_workers();
-    check_absent_workers();
-    if (const auto now = std::chrono::steady_clock::now(); now >= next_report) {
-      report_waits();
-      next_report = now + report_interval;
-    }
-  }
-  if (store_->aborted()) {
-    // Each waiting worker is being told why; it closes its connections once it has read it.
-    // Bounded, for a worker that does not.
-    workers_changed_.wait_for(lock, std::chrono::seconds(10), [&] {
-      return std::all_of(workers_.begin(), workers_.end(),
-                         [](const WorkerState& w) { return w.connections == 0; });
-    });
-  }
-  const std::string failed = store_->aborted() ? std::string() : all_workers_failed();
-  lock.unlock();
+  const std::string failed = roster_.wait();
   server_->stop();
   if (const auto reason = store_->aborted())
     throw Error(fmt::format("ps{}: {}", options_.ps, *reason));
   if (!failed.empty()) throw Error(fmt::format("ps{}: {}", options_.ps, failed));
-}
-
-std::string PsService::all_workers_failed() const {
-  if (store_->finished()) return {};
-  std::vector<std::string> why;
-  bool any_failed = false;
-  for (size_t worker = 0; worker < workers_.size(); ++worker) {
-    const WorkerState& w = workers_[worker];
-    if (!w.given_up) return {};
-    any_failed = any_failed || w.failure.has_value();
-    why.push_back(w.failure ? fmt::format("worker {} failed: {}", worker, *w.failure)
-                            : fmt::format("worker {} was lost and did not come back", worker));
-  }
-  if (!any_failed) return {};
-  return fmt::format("every worker ended before training finished, at step {}; {}; exiting",
-                     current_step(), fmt::join(why, "; "));
-}
-
-bool PsService::stopped() {
-  if (options_.stop == nullptr || !options_.stop->requested()) return false;
-  const auto now = std::chrono::steady_clock::now();
-  if (!stop_deadline_) {
-    // A second short of the process's own limit (cli/shutdown.h), to end in order.
-    stop_deadline_ =
-        now + std::chrono::milliseconds(std::max(0, options_.shutdown_timeout_ms - 1000));
-    store_->halt();
-    spdlog::info(
-        "ps{}: stopping ({}) at step {}: every worker is told to stop; waiting up to {} s for them "
-        "to leave",
-        options_.ps, signal_name(options_.stop->signal()), current_step(),
-        options_.shutdown_timeout_ms / 1000);
-  }
-  const bool none_connected = std::all_of(workers_.begin(), workers_.end(),
-                                          [](const WorkerState& w) { return w.connections == 0; });
-  return none_connected || now >= *stop_deadline_;
-}
-
-int64_t PsService::current_step() const {
-  return store_->shards().empty() ? 0 : store_->counters(store_->shards()[0]).step;
-}
-
-bool PsService::all_workers_accounted_for() const {
-  // Once training is over, a worker that was lost will not report: nothing to wait for. One
-  // never seen may still be starting, and is waited for (check_absent_workers bounds that), as
-  // its own report ends it quickly.
-  const bool finished = store_->finished();
-  return std::all_of(workers_.begin(), workers_.end(), [&](const WorkerState& w) {
-    return w.done || w.given_up || (finished && w.lost_since.has_value());
-  });
-}
-
-void PsService::worker_connected(int worker, const std::string& address) {
-  std::lock_guard lock(workers_mutex_);
-  WorkerState& w = workers_[static_cast<size_t>(worker)];
-  w.address = address;
-  if (w.lost_since || w.failure) {
-    spdlog::info("ps{}: worker {} is back", options_.ps, worker);
-    w.lost_since.reset();
-    w.failure.reset();
-    w.given_up = false;
-  }
-  ++w.connections;
-  w.seen = true;
-  workers_changed_.notify_all();
-}
-
-void PsService::report_waits() const {
-  const auto now = std::chrono::steady_clock::now();
-  std::vector<std::string> waits;
-  for (size_t worker = 0; worker < workers_.size(); ++worker) {
-    const WorkerState& w = workers_[worker];
-    if (w.done || w.given_up || w.connections > 0) continue;
-    if (w.lost_since) {
-      const double left =
-          std::chrono::duration<double>(std::chrono::milliseconds(options_.worker_timeout_ms) -
-                                        (now - *w.lost_since))
-              .count();
-      waits.push_back(fmt::format("worker {} (lost from {}; {:.0f} s left)", worker, w.address,
-                                  std::max(0.0, left)));
-    } else {
-      waits.push_back(fmt::format("worker {} (not connected yet)", worker));
-    }
-  }
-  if (waits.empty()) return;
-  spdlog::info("ps{}: still waiting for {}", options_.ps, fmt::join(waits, ", "));
-}
-
-void PsService::worker_disconnected(int worker) {
-  std::lock_guard lock(workers_mutex_);
-  WorkerState& w = workers_[static_cast<size_t>(worker)];
-  if (--w.connections == 0 && !w.done) {
-    w.lost_since = std::chrono::steady_clock::now();
-    spdlog::warn("ps{}: lost worker {} at step {}; waiting up to {} s for it to come back",
-                 options_.ps, worker, current_step(), options_.worker_timeout_ms / 1000);
-  }
-  workers_changed_.notify_all();
-}
-
-void PsService::check_lost_workers() {
-  const auto now = std::chrono::steady_clock::now();
-  const int total = static_cast<int>(workers_.size());
-  for (int worker = 0; worker < total; ++worker) {
-    WorkerState& w = workers_[static_cast<size_t>(worker)];
-    const bool timed_out = w.lost_since && now - *w.lost_since >= std::chrono::milliseconds(
-                                                                      options_.worker_timeout_ms);
-    if (w.given_up || !(timed_out || w.failure)) continue;
-    w.given_up = true;
-    const int left = static_cast<int>(std::count_if(
-        workers_.begin(), workers_.end(), [](const WorkerState& s) { return !s.given_up; }));
-    const int needed = store_->replicas_to_aggregate();
-    const int64_t step = current_step();
-    const std::string gone =
-        w.failure ? fmt::format("failed ({})", *w.failure)
-                  : fmt::format("did not come back within {} s", options_.worker_timeout_ms / 1000);
-    if (!options_.sync.sync_replicas || left >= needed) {
-      spdlog::warn("ps{}: worker {} {}; going on without it", options_.ps, worker, gone);
-    } else if (options_.on_worker_loss == WorkerLossPolicy::kContinue && left > 0) {
-      spdlog::warn(
-          "ps{}: worker {} {}; a step now takes {} gradients instead of {} (--on_worker_loss "
-          "continue), from step {}",
-          options_.ps, worker, gone, left, needed, step);
-      store_->lower_replicas(left);
-    } else {
-      const std::string reason = fmt::format(
-          "worker {} was lost at step {} and {}{}; a step needs {} gradients and {} workers are "
-          "left, so training stops (--on_worker_loss stop; give --on_worker_loss continue to go "
-          "on with fewer)",
-          worker, step, gone, w.failure ? "" : " (--worker_timeout)", needed, left);
-      spdlog::error("ps{}: {}", options_.ps, reason);
-      store_->abort(reason);
-    }
-  }
-}
-
-void PsService::check_absent_workers() {
-  if (!store_->finished()) return;
-  const auto now = std::chrono::steady_clock::now();
-  std::vector<int> absent;
-  for (size_t worker = 0; worker < workers_.size(); ++worker) {
-    const WorkerState& w = workers_[worker];
-    if (!w.seen && !w.done && !w.given_up) absent.push_back(static_cast<int>(worker));
-  }
-  if (absent.empty()) return;
-  const int64_t timeout_s = options_.worker_timeout_ms / 1000;
-  if (!finished_since_) {
-    finished_since_ = now;
-    spdlog::warn(
-        "ps{}: training finished at step {}; waiting up to {} s (--worker_timeout) for worker {}, "
-        "which never connected",
-        options_.ps, current_step(), timeout_s, fmt::join(absent, ", "));
-    return;
-  }
-  if (now - *finished_since_ < std::chrono::milliseconds(options_.worker_timeout_ms)) return;
-  for (int worker : absent) {
-    workers_[static_cast<size_t>(worker)].given_up = true;
-    spdlog::warn(
-        "ps{}: worker {} never connected within {} s of the end of training; ending "
-        "without it",
-        options_.ps, worker, timeout_s);
-  }
 }
 
 void PsService::initialize_from(const ParamSet& params, const std::vector<ParamSet>& slots,
@@ -415,7 +114,7 @@ void PsService::print_summary(std::ostream& out) const {
     total.duplicates += c.duplicates;
     total.rejected += c.rejected;
   }
-  const int64_t step = store_->shards().empty() ? 0 : current_step();
+  const int64_t step = store_->shards().empty() ? 0 : store_->reported_step();
   const ServerStats s = server_->stats();
   fmt::print(out,
              "ps{}: done at global step {}: {} shard updates applied, {} stale gradients dropped, "
@@ -436,7 +135,7 @@ void PsService::serve(Connection& connection) {
     PsService& service;
     int& worker;
     ~Presence() {
-      if (worker >= 0) service.worker_disconnected(worker);
+      if (worker >= 0) service.roster_.disconnected(worker);
     }
   } presence{*this, scratch.worker};
   for (;;) {
@@ -459,7 +158,7 @@ void PsService::serve(Connection& connection) {
       // is told why and the connection stays usable.
       spdlog::warn("ps{}: refused a request from {}: {}", options_.ps, connection.peer(),
                    error.what());
-      send_error(connection, fmt::format("ps{}: {}", options_.ps, error.what()));
+      send_ps_error(connection, fmt::format("ps{}: {}", options_.ps, error.what()));
     }
   }
 }
@@ -543,15 +242,15 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
   scratch.challenge.reset();
   if (!wants_memory && options_.transport == Transport::kShm) {
     const std::string refusal =
-        shm_failure(worker_name(worker),
+        shm_failure(options_.ps, worker_name(worker),
                     fmt::format("{} was started with --transport tcp", worker_name(worker)));
     spdlog::warn("ps{}: refused {}: {}", options_.ps, connection.peer(), refusal);
-    send_error(connection, refusal);
+    send_ps_error(connection, refusal);
     return;
   }
   if (worker >= 0 && scratch.worker < 0) {
     scratch.worker = worker;
-    worker_connected(worker, connection.address());
+    roster_.connected(worker, connection.address());
   }
   uint64_t next_sequence = 0;
   if (worker >= 0) {
@@ -560,7 +259,7 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
   }
   proto::MetaWriter& meta = scratch.meta;
   meta.clear();
-  const int64_t step = store_->shards().empty() ? 0 : current_step();
+  const int64_t step = store_->shards().empty() ? 0 : store_->reported_step();
   meta.put(static_cast<int32_t>(options_.ps))
       .put(static_cast<uint8_t>(store_->initialized()))
       .put(next_sequence)
@@ -590,9 +289,9 @@ void PsService::memory_offer(Connection& connection, const Connection::Incoming&
   scratch.challenge.reset();  // one offer per challenge
   const std::string why = check_memory_offer(offer, challenge);
   if (!why.empty() && options_.transport == Transport::kShm) {
-    const std::string refusal = shm_failure(worker_name(scratch.worker), why);
+    const std::string refusal = shm_failure(options_.ps, worker_name(scratch.worker), why);
     spdlog::warn("ps{}: refused {}: {}", options_.ps, connection.peer(), refusal);
-    send_error(connection, refusal);
+    send_ps_error(connection, refusal);
     return;
   }
   if (why.empty()) {
@@ -606,14 +305,7 @@ void PsService::memory_offer(Connection& connection, const Connection::Incoming&
 
 void PsService::start_replier(Connection& connection, Scratch& scratch) {
   if (scratch.replier == nullptr)
-    scratch.replier = &scratch.own_replier.emplace(*this, connection, max_shard_size_);
-}
-
-std::string PsService::shm_failure(std::string_view worker, std::string_view why) const {
-  return fmt::format(
-      "--transport shm: ps{} and {} cannot move payloads through memory: {}; run them with "
-      "--transport tcp or auto",
-      options_.ps, worker, why);
+    scratch.replier = &scratch.own_replier.emplace(reply_context_, connection, max_shard_size_);
 }
 
 void PsService::require_memory(const Connection& connection, const Scratch& scratch,
@@ -698,17 +390,9 @@ void PsService::pull(Connection& connection, bool with_slots, Scratch& scratch) 
       tensors.push_back(slot);
     }
     scratch.meta.clear();
-    proto::write(scratch.meta, shard_reply(static_cast<uint32_t>(shard), step));
+    proto::write(scratch.meta, shard_reply(*store_, static_cast<uint32_t>(shard), step));
     connection.send(with_slots ? proto::kState : proto::kValues, 0, scratch.meta.bytes(), tensors);
   }
-}
-
-proto::ShardReply PsService::shard_reply(uint32_t shard, int64_t step, uint8_t outcome) const {
-  return {.shard = shard,
-          .outcome = outcome,
-          .step = step,
-          .finished = static_cast<uint8_t>(store_->finished()),
-          .halting = static_cast<uint8_t>(store_->halting())};
 }
 
 void PsService::pull_by_reference(Connection& connection, const Connection::Incoming& in,
@@ -716,19 +400,8 @@ void PsService::pull_by_reference(Connection& connection, const Connection::Inco
   proto::MetaReader r(in.meta);
   const proto::MemoryRef arena = proto::read_ref(r);
   require_memory(connection, scratch, "a pull by reference");
-  if (arena.bytes != arena_floats_ * sizeof(float)) {
-    throw Error(fmt::format("{} sent a pull into an arena of {} bytes; the model's has {}",
-                            connection.peer(), arena.bytes, arena_floats_ * sizeof(float)));
-  }
-  for (size_t shard : store_->shards()) {
-    const uint64_t address = arena.address + options_.map.shards[shard].begin * sizeof(float);
-    const int64_t step = store_->read_to(shard, [&](std::span<const float> values) {
-      write_peer_memory(scratch.worker_pid, address, std::as_bytes(values), connection.peer());
-    });
-    scratch.meta.clear();
-    proto::write(scratch.meta, shard_reply(static_cast<uint32_t>(shard), step));
-    connection.send(proto::kValues, 0, scratch.meta.bytes(), {});
-  }
+  pull_into_worker_memory(*store_, options_.map, arena, arena_floats_, scratch.worker_pid,
+                          connection, scratch.meta);
 }
 
 void PsService::check_push(const Connection& connection, const proto::PushMeta& m,
@@ -764,16 +437,8 @@ void PsService::push_by_reference(Connection& connection, const Connection::Inco
   const proto::MemoryRef values = proto::read_ref(r);
   check_push(connection, m, scratch);
   require_memory(connection, scratch, "a push by reference");
-  const size_t bytes = store_->shard_size(m.shard) * sizeof(float);
-  if (grad.bytes != bytes || values.bytes != (m.want_values ? bytes : 0)) {
-    throw Error(fmt::format(
-        "{} sent a push by reference for shard {} of {} bytes, with {} bytes for its values; the "
-        "shard has {}",
-        connection.peer(), m.shard, grad.bytes, values.bytes, bytes));
-  }
-  read_peer_memory(scratch.worker_pid, grad.address,
-                   std::as_writable_bytes(std::span(scratch.buffer).first(bytes / sizeof(float))),
-                   connection.peer());
+  read_pushed_gradient(m, grad, values, scratch.worker_pid, connection,
+                       std::span(scratch.buffer).first(store_->shard_size(m.shard)));
   apply_push(connection, in.request_id, m, values, scratch);
 }
 
@@ -820,57 +485,8 @@ void PsService::apply_push(Connection& connection, uint64_t request_id, const pr
     return;
   }
   // The gradient is spent; its buffer takes the values.
-  send_push_reply(connection, reply, std::span(scratch.buffer).first(size), scratch.meta, {});
-}
-
-void PsService::send_push_reply(Connection& connection, const DeferredReply& reply,
-                                std::span<float> buffer, proto::MetaWriter& meta,
-                                const std::stop_token& stop) {
-  int64_t step = reply.step;
-  if (reply.wait) {
-    // In slices, so that a connection that ends (its peer gone, or the server stopping) stops
-    // its wait soon.
-    constexpr auto kSlice = std::chrono::milliseconds(200);
-    while (!stop.stop_requested() && connection.is_open()) {
-      const auto until = std::min(reply.deadline, std::chrono::steady_clock::now() + kSlice);
-      step = store_->wait_step_past(reply.shard, reply.computed_at_step, until);
-      if (step > reply.computed_at_step || store_->finished() || store_->halting() ||
-          store_->aborted() || std::chrono::steady_clock::now() >= reply.deadline) {
-        break;
-      }
-    }
-    if (stop.stop_requested() || !connection.is_open()) return;
-    std::optional<std::string> error = store_->aborted();
-    if (!error && step <= reply.computed_at_step && !store_->finished() && !store_->halting()) {
-      error = fmt::format(
-          "step {} of shard {} did not get its {} gradients within {} s: too few workers are "
-          "pushing",
-          reply.computed_at_step, reply.shard, store_->replicas_to_aggregate(),
-          options_.sync_wait_ms / 1000);
-    }
-    if (error) {
-      spdlog::warn("ps{}: refused a request from {}: {}", options_.ps, connection.peer(), *error);
-      send_error(connection, fmt::format("ps{}: {}", options_.ps, *error));
-      return;
-    }
-  }
-  std::span<const float> values[1];
-  size_t count = 0;
-  if (reply.want_values && reply.values.bytes > 0) {
-    // Never into a worker that has left this connection: it may have moved on.
-    if (!connection.is_open()) return;
-    step = store_->read_to(reply.shard, [&](std::span<const float> shard_values) {
-      write_peer_memory(reply.worker_pid, reply.values.address, std::as_bytes(shard_values),
-                        connection.peer());
-    });
-  } else if (reply.want_values) {
-    const auto shard_values = buffer.first(store_->shard_size(reply.shard));
-    step = store_->read(reply.shard, shard_values);
-    values[count++] = shard_values;
-  }
-  meta.clear();
-  proto::write(meta, shard_reply(reply.shard, step, reply.outcome));
-  connection.send(proto::kPushReply, reply.request_id, meta.bytes(), std::span(values, count));
+  send_push_reply(reply_context_, connection, reply, std::span(scratch.buffer).first(size),
+                  scratch.meta, {});
 }
 
 void PsService::send_counters(Connection& connection, uint16_t type, uint64_t request_id,
@@ -883,7 +499,7 @@ void PsService::send_counters(Connection& connection, uint16_t type, uint64_t re
     reply.duplicates += c.duplicates;
     reply.rejected += c.rejected;
   }
-  if (!store_->shards().empty()) reply.step = current_step();
+  if (!store_->shards().empty()) reply.step = store_->reported_step();
   scratch.meta.clear();
   scratch.meta.put(reply.step)
       .put(reply.applied)
@@ -906,12 +522,9 @@ void PsService::worker_failed(Connection& connection, const Connection::Incoming
     throw Error(fmt::format("{} reported a failure of worker {} but connected as \"{}\"",
                             connection.peer(), worker, connection.peer_identity()));
   }
-  spdlog::error("ps{}: worker {} failed at step {}: {}", options_.ps, worker, current_step(), why);
-  {
-    std::lock_guard lock(workers_mutex_);
-    workers_[static_cast<size_t>(worker)].failure = why;
-  }
-  workers_changed_.notify_all();
+  spdlog::error("ps{}: worker {} failed at step {}: {}", options_.ps, worker,
+                store_->reported_step(), why);
+  roster_.failed(worker, why);
 }
 
 void PsService::worker_done(Connection& connection, const Connection::Incoming& in,
@@ -933,14 +546,10 @@ void PsService::worker_done(Connection& connection, const Connection::Incoming& 
     // Stopped by a signal before the end: it may come back (a rescheduled pod), so it is as good
     // as lost when its connections close, not done.
     spdlog::info("ps{}: worker {} is stopping before the end of training, at step {}", options_.ps,
-                 worker, current_step());
+                 worker, store_->reported_step());
     return;
   }
-  {
-    std::lock_guard lock(workers_mutex_);
-    workers_[static_cast<size_t>(worker)].done = true;
-  }
-  workers_changed_.notify_all();
+  roster_.done(worker);
 }
 
 }  // namespace dtrain

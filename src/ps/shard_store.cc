@@ -37,22 +37,6 @@ bool finite_gradient(std::span<const float> grad) {
   return non_finite == 0;
 }
 
-int aggregate_count(const SyncOptions& sync) {
-  if (sync.total_num_replicas < 1) {
-    throw UsageError(
-        fmt::format("--total_num_replicas {}: need at least one worker", sync.total_num_replicas));
-  }
-  const int r =
-      sync.replicas_to_aggregate == 0 ? sync.total_num_replicas : sync.replicas_to_aggregate;
-  if (r < 1 || r > sync.total_num_replicas) {
-    throw UsageError(fmt::format(
-        "--replicas_to_aggregate {}: must be between 1 and --total_num_replicas {}, or a step "
-        "could never complete",
-        sync.replicas_to_aggregate, sync.total_num_replicas));
-  }
-  return r;
-}
-
 // The map's offsets come from a ParamSet of some layout; a map of another model would make every
 // push land in the wrong place, so its shards are checked against the specs once, here.
 void check_map_matches(const std::vector<ParamSpec>& specs, const PartitionMap& map) {
@@ -161,8 +145,6 @@ ShardStore::LocalShard& ShardStore::local(size_t shard) const {
   }
   return local_[local_of_[shard]];
 }
-
-namespace {}  // namespace
 
 bool usable_learning_rate(float lr) { return std::isfinite(lr) && lr >= 0; }
 
@@ -474,6 +456,10 @@ ShardCounters ShardStore::counters(size_t shard) const {
   ShardCounters counters = s.counters;
   counters.step = s.step;
   return counters;
+}
+
+int64_t ShardStore::reported_step() const {
+  return shards_.empty() ? 0 : counters(shards_[0]).step;
 }
 
 }  // namespace dtrain

@@ -19,17 +19,10 @@
 #include "nn/param_set.h"
 #include "optim/optimizer.h"
 #include "ps/partition.h"
+#include "ps/sync_options.h"
 #include "tensor/aligned.h"
 
 namespace dtrain {
-
-struct SyncOptions {
-  bool sync_replicas = false;  // --sync_replicas: false is async, the tutorials' default
-  // --total_num_replicas: the workers that push; worker ids are [0, total_num_replicas).
-  int total_num_replicas = 1;
-  // --replicas_to_aggregate R: gradients averaged into each sync step; 0 means total_num_replicas.
-  int replicas_to_aggregate = 0;
-};
 
 // A worker's sequence grows by one a round; how far past the next expected one a push may be,
 // and the highest a ps takes from a worker it has not heard from yet (far from wrapping).
@@ -183,6 +176,8 @@ class ShardStore {
   uint64_t next_sequence(size_t shard, int worker) const;
 
   ShardCounters counters(size_t shard) const;
+  // The step of this task's first shard (0 if it holds none): what its messages report.
+  int64_t reported_step() const;
 
  private:
   struct LocalShard;

@@ -15,6 +15,7 @@
 #include "data/proto/example.pb.h"
 #include "data/tfrecord.h"
 #include "nn/keras_json.h"
+#include "nn/keras_json_writer.h"
 #include "support/hostile_models.h"
 #include "support/process.h"
 #include "support/temp_dir.h"

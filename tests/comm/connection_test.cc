@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/connect.h"
 #include "comm/loopback.h"
 
 namespace dtrain {

@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "comm/auth.h"
+#include "comm/connect.h"
 #include "comm/connection.h"
 #include "comm/frame.h"
 #include "comm/frame_mac.h"

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/connect.h"
 #include "comm/frame.h"
 #include "comm/loopback.h"
 

@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "base/json_depth.h"
+#include "nn/keras_json_writer.h"
 #include "nn/model_spec.h"
 
 namespace dtrain {

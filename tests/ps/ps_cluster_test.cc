@@ -1,9 +1,9 @@
 // Parameter-server training end to end: real dtrain processes (the local launcher, or ps and
-// worker tasks started one by one) over loopback. Sync training equals local training on the
-// combined batch, and ends with the same parameters to the bit whether payloads move over TCP,
-// through memory, or some each way; backup workers leave a straggler behind, a ps survives hostile
-// connections while training goes on, Ctrl-C stops every task, and bad secrets, cluster flags or
-// --transport shm against a tcp peer fail cleanly.
+// worker tasks started one by one) over loopback. Sync training ends with the same parameters to
+// the bit whether payloads move over TCP, through memory, or some each way; backup workers leave a
+// straggler behind, a ps survives hostile connections while training goes on, Ctrl-C stops every
+// task, and bad secrets, cluster flags or --transport shm against a tcp peer fail cleanly. (That
+// sync training is local training on the combined batch is tests/train/ps_strategy_test.cc's.)
 #include "support/ps_cluster.h"
 
 #include <arpa/inet.h>
@@ -31,6 +31,7 @@
 #include "base/error.h"
 #include "ckpt/checkpoint_manager.h"
 #include "cluster/local_launcher.h"
+#include "comm/connect.h"
 #include "comm/connection.h"
 #include "comm/frame.h"
 #include "comm/tcp_stream.h"
@@ -62,39 +63,6 @@ using testing::run_dtrain;
 using testing::secret_env;
 using testing::softmax_flags;
 using testing::with_flag;
-
-// ---- 1. sync training is local training on the combined batch ----
-
-TEST(PsCluster, SyncTrainingOfTwoWorkersMatchesLocalTrainingOnTheCombinedBatch) {
-  testing::TempDir sync_dir, local_dir, half_batch_dir;
-  const std::vector<std::string> common = concat(softmax_flags(), {"--train_steps", "50"});
-  // The control runs beside the cluster: the whole batch, and half of it (which sync must not
-  // match).
-  DtrainProcess local(
-      concat({"train", "--batch_size", "100", "--train_dir", local_dir.path().string()}, common));
-  DtrainProcess half_batch(concat(
-      {"train", "--batch_size", "50", "--train_dir", half_batch_dir.path().string()}, common));
-  const ProcessResult sync =
-      run_dtrain(concat({"train", "--strategy", "sync", "--ps", "1", "--workers", "2",
-                         "--batch_size", "50", "--train_dir", sync_dir.path().string()},
-                        common));
-  ASSERT_EQ(sync.exit_code, 0) << all_output(sync);
-  const ProcessResult local_run = local.wait();
-  ASSERT_EQ(local_run.exit_code, 0) << all_output(local_run);
-  const ProcessResult half_run = half_batch.wait();
-  ASSERT_EQ(half_run.exit_code, 0) << all_output(half_run);
-
-  // Both runs see the same 100 examples per step in the same order, from the same zero
-  // initialisation at the same learning rate; they differ only in rounding. The ps averages two
-  // means of 50 (sum / 2 after each worker's mean) where the local trainer takes one mean of 100,
-  // and the local trainer folds the SGD update into its weight-gradient GEMM while the ps applies
-  // it as a separate pass: a few float ulps per step, compounding over 50 steps. Observed: at most
-  // 9e-8 on w and 4e-8 on b, against a tolerance of 1e-4, three orders of magnitude of margin for
-  // other kernels and summation orders; the control (batch 50, the same 50 steps) differs by 8e-2.
-  testing::expect_same_training_as_the_combined_batch(newest_checkpoint(sync_dir.path()),
-                                                      newest_checkpoint(local_dir.path()),
-                                                      newest_checkpoint(half_batch_dir.path()), 50);
-}
 
 // ---- 1b. payloads through memory ----
 

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "comm/connect.h"
 #include "comm/connection.h"
 #include "support/ps_cluster.h"
 #include "support/temp_dir.h"

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "comm/connect.h"
 #include "comm/loopback.h"
 #include "ps/ps_client.h"
 

@@ -1,0 +1,52 @@
+// What a ps task is given: its place in the job, the model's layout, the optimizer, sync mode,
+// its server, and how it treats workers that are lost or a stop (ps/ps_service.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/stop_request.h"
+#include "comm/peer_memory.h"
+#include "comm/server.h"
+#include "nn/param_set.h"
+#include "ps/partition.h"
+#include "ps/ps_protocol.h"
+#include "ps/shard_store.h"
+
+namespace dtrain {
+
+// What a sync ps does when a worker it needs is gone for longer than worker_timeout_ms.
+enum class WorkerLossPolicy {
+  kStop,      // fail every waiting worker and exit, naming the lost one (the default)
+  kContinue,  // lower R to the workers left, say so, and go on
+};
+
+struct PsServiceOptions {
+  int ps = 0;  // this task's index in the ps job
+  std::vector<ParamSpec> specs;
+  PartitionMap map;
+  OptimizerConfig optimizer;
+  SyncOptions sync;
+  ServerOptions server;  // bind address, port, secret, limits
+  // Sync: how long a worker's push waits for the other R-1 gradients of its step before the ps
+  // answers with an error naming the step (a silent hang is never the answer).
+  int sync_wait_ms = 600'000;
+  // A worker whose connection closed before it reported done is lost; after this long without it
+  // coming back, the ps stops waiting for it (and, in sync mode with too few workers left for a
+  // step, applies on_worker_loss).
+  int worker_timeout_ms = 60'000;
+  WorkerLossPolicy on_worker_loss = WorkerLossPolicy::kStop;
+  // Set by a signal: the task stops — it tells its workers in every reply, and run() returns once
+  // none is connected any more, or shutdown_timeout_ms after the request at the latest.
+  const StopRequest* stop = nullptr;
+  int shutdown_timeout_ms = 20'000;
+  // While a worker is not connected (not yet, or lost), run() says so this often: which, from
+  // where it was last connected, and the time left for a lost one.
+  int wait_report_interval_ms = 10'000;
+  // How payloads move between this task and a worker of its host (ps_protocol.h): kAuto through
+  // the worker's memory where it asks for that and the proof holds, over TCP otherwise; kTcp
+  // always over TCP; kShm refuses a worker with which memory does not work, naming the flag.
+  Transport transport = Transport::kAuto;
+};
+
+}  // namespace dtrain

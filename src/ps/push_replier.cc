@@ -1,0 +1,151 @@
+// The replies to pushes, sent by the connection's thread or, deferred, by its replier.
+#include "ps/push_replier.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "base/error.h"
+#include "comm/peer_memory.h"
+
+namespace dtrain {
+
+PushReplier::PushReplier(const PushReplyContext& context, Connection& connection,
+                         size_t buffer_floats)
+    : context_(context),
+      connection_(connection),
+      buffer_(buffer_floats),
+      thread_([this](std::stop_token stop) { loop(stop); }) {}
+
+PushReplier::~PushReplier() {
+  thread_.request_stop();
+  changed_.notify_all();
+}
+
+bool PushReplier::idle() {
+  std::lock_guard lock(mutex_);
+  rethrow_failure();
+  return queue_.empty();
+}
+
+void PushReplier::defer(const DeferredReply& reply) {
+  {
+    std::lock_guard lock(mutex_);
+    rethrow_failure();
+    queue_.push_back(reply);
+  }
+  changed_.notify_all();
+}
+
+void PushReplier::drain() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return queue_.empty() || failure_; });
+  rethrow_failure();
+}
+
+void PushReplier::loop(std::stop_token stop) {
+  std::unique_lock lock(mutex_);
+  while (!stop.stop_requested()) {
+    changed_.wait(lock, stop, [&] { return !queue_.empty(); });
+    if (queue_.empty()) continue;
+    const DeferredReply reply = queue_.front();  // stays queued until sent: idle() is false
+    lock.unlock();
+    try {
+      send_push_reply(context_, connection_, reply, buffer_, meta_, stop);
+    } catch (const PeerProcessGone&) {
+      // The worker's process has gone: its connection is ending by itself, and the connection's
+      // thread, reading, sees that end as it would over TCP. Closing it here would instead
+      // make the loss look like a failure of this task's.
+      lock.lock();
+      failure_ = std::current_exception();
+      changed_.notify_all();
+      return;
+    } catch (...) {
+      lock.lock();
+      failure_ = std::current_exception();
+      changed_.notify_all();
+      // Wakes the connection's thread, blocked in a read, so that the connection ends.
+      connection_.close();
+      return;
+    }
+    lock.lock();
+    queue_.pop_front();
+    changed_.notify_all();
+  }
+}
+
+void PushReplier::rethrow_failure() const {
+  if (failure_) std::rethrow_exception(failure_);
+}
+
+void send_ps_error(Connection& connection, const std::string& message) {
+  ps_protocol::MetaWriter meta;
+  meta.put_string(message);
+  connection.send(ps_protocol::kError, 0, meta.bytes(), {});
+}
+
+ps_protocol::ShardReply shard_reply(const ShardStore& store, uint32_t shard, int64_t step,
+                                    uint8_t outcome) {
+  return {.shard = shard,
+          .outcome = outcome,
+          .step = step,
+          .finished = static_cast<uint8_t>(store.finished()),
+          .halting = static_cast<uint8_t>(store.halting())};
+}
+
+void send_push_reply(const PushReplyContext& context, Connection& connection,
+                     const DeferredReply& reply, std::span<float> buffer,
+                     ps_protocol::MetaWriter& meta, const std::stop_token& stop) {
+  const ShardStore& store = context.store;
+  int64_t step = reply.step;
+  if (reply.wait) {
+    // In slices, so that a connection that ends (its peer gone, or the server stopping) stops
+    // its wait soon.
+    constexpr auto kSlice = std::chrono::milliseconds(200);
+    while (!stop.stop_requested() && connection.is_open()) {
+      const auto until = std::min(reply.deadline, std::chrono::steady_clock::now() + kSlice);
+      step = store.wait_step_past(reply.shard, reply.computed_at_step, until);
+      if (step > reply.computed_at_step || store.finished() || store.halting() || store.aborted() ||
+          std::chrono::steady_clock::now() >= reply.deadline) {
+        break;
+      }
+    }
+    if (stop.stop_requested() || !connection.is_open()) return;
+    std::optional<std::string> error = store.aborted();
+    if (!error && step <= reply.computed_at_step && !store.finished() && !store.halting()) {
+      error = fmt::format(
+          "step {} of shard {} did not get its {} gradients within {} s: too few workers are "
+          "pushing",
+          reply.computed_at_step, reply.shard, store.replicas_to_aggregate(),
+          context.sync_wait_ms / 1000);
+    }
+    if (error) {
+      spdlog::warn("ps{}: refused a request from {}: {}", context.ps, connection.peer(), *error);
+      send_ps_error(connection, fmt::format("ps{}: {}", context.ps, *error));
+      return;
+    }
+  }
+  std::span<const float> values[1];
+  size_t count = 0;
+  if (reply.want_values && reply.values.bytes > 0) {
+    // Never into a worker that has left this connection: it may have moved on.
+    if (!connection.is_open()) return;
+    step = store.read_to(reply.shard, [&](std::span<const float> shard_values) {
+      write_peer_memory(reply.worker_pid, reply.values.address, std::as_bytes(shard_values),
+                        connection.peer());
+    });
+  } else if (reply.want_values) {
+    const auto shard_values = buffer.first(store.shard_size(reply.shard));
+    step = store.read(reply.shard, shard_values);
+    values[count++] = shard_values;
+  }
+  meta.clear();
+  ps_protocol::write(meta, shard_reply(store, reply.shard, step, reply.outcome));
+  connection.send(ps_protocol::kPushReply, reply.request_id, meta.bytes(),
+                  std::span(values, count));
+}
+
+}  // namespace dtrain

@@ -1,0 +1,219 @@
+// The bookkeeping of a ps task's training workers, and PsService::run's wait over it.
+#include "ps/worker_roster.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "base/stop_request.h"
+
+namespace dtrain {
+
+WorkerRoster::WorkerRoster(const PsServiceOptions& options, ShardStore& store)
+    : options_(options),
+      store_(store),
+      workers_(static_cast<size_t>(options.sync.total_num_replicas)) {}
+
+std::string WorkerRoster::wait() {
+  const auto report_interval = std::chrono::milliseconds(options_.wait_report_interval_ms);
+  auto next_report = std::chrono::steady_clock::now() + report_interval;
+  std::unique_lock lock(mutex_);
+  while (!all_workers_accounted_for() && !store_.aborted() && !stopped()) {
+    // Woken by every connection, loss and report; the slice bounds how late a worker's timeout
+    // is noticed, and a wait reported.
+    changed_.wait_for(
+        lock, std::min<std::chrono::milliseconds>(std::chrono::milliseconds(500), report_interval));
+    check_lost_workers();
+    check_absent_workers();
+    if (const auto now = std::chrono::steady_clock::now(); now >= next_report) {
+      report_waits();
+      next_report = now + report_interval;
+    }
+  }
+  if (store_.aborted()) {
+    // Each waiting worker is being told why; it closes its connections once it has read it.
+    // Bounded, for a worker that does not.
+    changed_.wait_for(lock, std::chrono::seconds(10), [&] {
+      return std::all_of(workers_.begin(), workers_.end(),
+                         [](const WorkerState& w) { return w.connections == 0; });
+    });
+  }
+  return store_.aborted() ? std::string() : all_workers_failed();
+}
+
+std::string WorkerRoster::all_workers_failed() const {
+  if (store_.finished()) return {};
+  std::vector<std::string> why;
+  bool any_failed = false;
+  for (size_t worker = 0; worker < workers_.size(); ++worker) {
+    const WorkerState& w = workers_[worker];
+    if (!w.given_up) return {};
+    any_failed = any_failed || w.failure.has_value();
+    why.push_back(w.failure ? fmt::format("worker {} failed: {}", worker, *w.failure)
+                            : fmt::format("worker {} was lost and did not come back", worker));
+  }
+  if (!any_failed) return {};
+  return fmt::format("every worker ended before training finished, at step {}; {}; exiting",
+                     store_.reported_step(), fmt::join(why, "; "));
+}
+
+bool WorkerRoster::stopped() {
+  if (options_.stop == nullptr || !options_.stop->requested()) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (!stop_deadline_) {
+    // A second short of the process's own limit (cli/shutdown.h), to end in order.
+    stop_deadline_ =
+        now + std::chrono::milliseconds(std::max(0, options_.shutdown_timeout_ms - 1000));
+    store_.halt();
+    spdlog::info(
+        "ps{}: stopping ({}) at step {}: every worker is told to stop; waiting up to {} s for them "
+        "to leave",
+        options_.ps, signal_name(options_.stop->signal()), store_.reported_step(),
+        options_.shutdown_timeout_ms / 1000);
+  }
+  const bool none_connected = std::all_of(workers_.begin(), workers_.end(),
+                                          [](const WorkerState& w) { return w.connections == 0; });
+  return none_connected || now >= *stop_deadline_;
+}
+
+bool WorkerRoster::all_workers_accounted_for() const {
+  // Once training is over, a worker that was lost will not report: nothing to wait for. One
+  // never seen may still be starting, and is waited for (check_absent_workers bounds that), as
+  // its own report ends it quickly.
+  const bool finished = store_.finished();
+  return std::all_of(workers_.begin(), workers_.end(), [&](const WorkerState& w) {
+    return w.done || w.given_up || (finished && w.lost_since.has_value());
+  });
+}
+
+void WorkerRoster::connected(int worker, const std::string& address) {
+  std::lock_guard lock(mutex_);
+  WorkerState& w = workers_[static_cast<size_t>(worker)];
+  w.address = address;
+  if (w.lost_since || w.failure) {
+    spdlog::info("ps{}: worker {} is back", options_.ps, worker);
+    w.lost_since.reset();
+    w.failure.reset();
+    w.given_up = false;
+  }
+  ++w.connections;
+  w.seen = true;
+  changed_.notify_all();
+}
+
+void WorkerRoster::report_waits() const {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::string> waits;
+  for (size_t worker = 0; worker < workers_.size(); ++worker) {
+    const WorkerState& w = workers_[worker];
+    if (w.done || w.given_up || w.connections > 0) continue;
+    if (w.lost_since) {
+      const double left =
+          std::chrono::duration<double>(std::chrono::milliseconds(options_.worker_timeout_ms) -
+                                        (now - *w.lost_since))
+              .count();
+      waits.push_back(fmt::format("worker {} (lost from {}; {:.0f} s left)", worker, w.address,
+                                  std::max(0.0, left)));
+    } else {
+      waits.push_back(fmt::format("worker {} (not connected yet)", worker));
+    }
+  }
+  if (waits.empty()) return;
+  spdlog::info("ps{}: still waiting for {}", options_.ps, fmt::join(waits, ", "));
+}
+
+void WorkerRoster::disconnected(int worker) {
+  std::lock_guard lock(mutex_);
+  WorkerState& w = workers_[static_cast<size_t>(worker)];
+  if (--w.connections == 0 && !w.done) {
+    w.lost_since = std::chrono::steady_clock::now();
+    spdlog::warn("ps{}: lost worker {} at step {}; waiting up to {} s for it to come back",
+                 options_.ps, worker, store_.reported_step(), options_.worker_timeout_ms / 1000);
+  }
+  changed_.notify_all();
+}
+
+void WorkerRoster::check_lost_workers() {
+  const auto now = std::chrono::steady_clock::now();
+  const int total = static_cast<int>(workers_.size());
+  for (int worker = 0; worker < total; ++worker) {
+    WorkerState& w = workers_[static_cast<size_t>(worker)];
+    const bool timed_out = w.lost_since && now - *w.lost_since >= std::chrono::milliseconds(
+                                                                      options_.worker_timeout_ms);
+    if (w.given_up || !(timed_out || w.failure)) continue;
+    w.given_up = true;
+    const int left = static_cast<int>(std::count_if(
+        workers_.begin(), workers_.end(), [](const WorkerState& s) { return !s.given_up; }));
+    const int needed = store_.replicas_to_aggregate();
+    const int64_t step = store_.reported_step();
+    const std::string gone =
+        w.failure ? fmt::format("failed ({})", *w.failure)
+                  : fmt::format("did not come back within {} s", options_.worker_timeout_ms / 1000);
+    if (!options_.sync.sync_replicas || left >= needed) {
+      spdlog::warn("ps{}: worker {} {}; going on without it", options_.ps, worker, gone);
+    } else if (options_.on_worker_loss == WorkerLossPolicy::kContinue && left > 0) {
+      spdlog::warn(
+          "ps{}: worker {} {}; a step now takes {} gradients instead of {} (--on_worker_loss "
+          "continue), from step {}",
+          options_.ps, worker, gone, left, needed, step);
+      store_.lower_replicas(left);
+    } else {
+      const std::string reason = fmt::format(
+          "worker {} was lost at step {} and {}{}; a step needs {} gradients and {} workers are "
+          "left, so training stops (--on_worker_loss stop; give --on_worker_loss continue to go "
+          "on with fewer)",
+          worker, step, gone, w.failure ? "" : " (--worker_timeout)", needed, left);
+      spdlog::error("ps{}: {}", options_.ps, reason);
+      store_.abort(reason);
+    }
+  }
+}
+
+void WorkerRoster::check_absent_workers() {
+  if (!store_.finished()) return;
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<int> absent;
+  for (size_t worker = 0; worker < workers_.size(); ++worker) {
+    const WorkerState& w = workers_[worker];
+    if (!w.seen && !w.done && !w.given_up) absent.push_back(static_cast<int>(worker));
+  }
+  if (absent.empty()) return;
+  const int64_t timeout_s = options_.worker_timeout_ms / 1000;
+  if (!finished_since_) {
+    finished_since_ = now;
+    spdlog::warn(
+        "ps{}: training finished at step {}; waiting up to {} s (--worker_timeout) for worker {}, "
+        "which never connected",
+        options_.ps, store_.reported_step(), timeout_s, fmt::join(absent, ", "));
+    return;
+  }
+  if (now - *finished_since_ < std::chrono::milliseconds(options_.worker_timeout_ms)) return;
+  for (int worker : absent) {
+    workers_[static_cast<size_t>(worker)].given_up = true;
+    spdlog::warn(
+        "ps{}: worker {} never connected within {} s of the end of training; ending "
+        "without it",
+        options_.ps, worker, timeout_s);
+  }
+}
+
+void WorkerRoster::failed(int worker, std::string why) {
+  {
+    std::lock_guard lock(mutex_);
+    workers_[static_cast<size_t>(worker)].failure = std::move(why);
+  }
+  changed_.notify_all();
+}
+
+void WorkerRoster::done(int worker) {
+  {
+    std::lock_guard lock(mutex_);
+    workers_[static_cast<size_t>(worker)].done = true;
+  }
+  changed_.notify_all();
+}
+
+}  // namespace dtrain

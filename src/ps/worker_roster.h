@@ -1,0 +1,82 @@
+// A ps task's view of its training workers: which are connected, lost (since when, from where),
+// given up, failed or done; what a sync ps does when too few are left for a step; and the wait,
+// in PsService::run, until each one is accounted for.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ps/ps_service_options.h"
+#include "ps/shard_store.h"
+
+namespace dtrain {
+
+// Thread-safe: the connections' threads report, run()'s thread waits.
+class WorkerRoster {
+ public:
+  // REQUIRES: options and store outlive the roster.
+  WorkerRoster(const PsServiceOptions& options, ShardStore& store);
+  WorkerRoster(const WorkerRoster&) = delete;
+  WorkerRoster& operator=(const WorkerRoster&) = delete;
+
+  // A connection said hello as `worker` (which comes back, if it was lost), from `address`.
+  void connected(int worker, const std::string& address);
+  // One of its connections ended; with the last one, the worker is lost until it comes back or
+  // worker_timeout_ms passes.
+  void disconnected(int worker);
+  // It said it failed (kWorkerFailed), with why: given up at once.
+  void failed(int worker, std::string why);
+  // It reported the end of training.
+  void done(int worker);
+
+  // Blocks until every training worker (0..total_num_replicas-1) has reported done, been given
+  // up as lost, or was lost and training has finished — or, once a stop is requested, until no
+  // worker is connected. Gives up on lost workers on the way, applying on_worker_loss (which may
+  // abort the store), and says every wait_report_interval_ms who is still waited for. Returns,
+  // where no step failed and every worker ended before the end of training, why (one line naming
+  // each); else empty.
+  std::string wait();
+
+ private:
+  // Each training worker's state as this task sees it.
+  struct WorkerState {
+    int connections = 0;  // open connections that said hello as this worker
+    bool seen = false;    // said hello at least once
+    bool done = false;
+    bool given_up = false;
+    std::optional<std::chrono::steady_clock::time_point> lost_since;
+    std::optional<std::string> failure;  // why it said it failed (kWorkerFailed)
+    std::string address;                 // of its last connection
+  };
+
+  // REQUIRES: mutex_ held (so for every function below). Gives up on workers lost longer than
+  // worker_timeout_ms, and on failed ones at once.
+  void check_lost_workers();
+  // Where training has not finished, no worker is left, and some said they failed: why (one line
+  // naming each worker), for run() to end with. Else empty.
+  std::string all_workers_failed() const;
+  // Once training is finished, a worker that never connected is waited for up to
+  // worker_timeout_ms (saying so), then given up: a ps never waits silently.
+  void check_absent_workers();
+  bool all_workers_accounted_for() const;
+  // One line naming the workers still waited for, if any.
+  void report_waits() const;
+  // A stop was requested, and no worker is connected any more or the shutdown timeout is near;
+  // the first call that sees the request halts the store.
+  bool stopped();
+
+  const PsServiceOptions& options_;
+  ShardStore& store_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<WorkerState> workers_;  // guarded by mutex_
+  // When wait() first saw training finished, guarded by mutex_.
+  std::optional<std::chrono::steady_clock::time_point> finished_since_;
+  std::optional<std::chrono::steady_clock::time_point> stop_deadline_;  // guarded by mutex_
+};
+
+}  // namespace dtrain

@@ -1,0 +1,53 @@
+// What a task of the ps strategies is given beyond the TrainConfig: the cluster and its secret,
+// the placement of the shards, sync mode, and the waits and transports between tasks.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "cluster/cluster_spec.h"
+#include "comm/peer_memory.h"
+#include "ps/partition.h"
+#include "ps/ps_service_options.h"
+#include "ps/sync_options.h"
+
+namespace dtrain {
+
+struct PsClusterConfig {
+  ClusterConfig cluster;  // the whole cluster and this task
+  std::string secret;     // the cluster secret, raw bytes
+  Placement placement = Placement::kBalanced;
+  size_t min_shard_bytes = 64 * 1024;
+  // Shards longer than this travel as several frames, so push and pull overlap (ps/partition.h).
+  size_t max_shard_bytes = 1 << 20;
+  // sync_replicas, replicas_to_aggregate; total_num_replicas 0 means the number of workers.
+  SyncOptions sync;
+  // How long a task waits for its peers: connecting, the chief's initialisation, a sync step.
+  int peer_timeout_ms = 600'000;
+  // How often a task still waiting for a peer says so: whom, where, the last error, the time left.
+  int wait_report_interval_ms = 10'000;
+  // How long a ps waits for a lost worker to come back, and what a sync ps does when one does not
+  // and too few are left for a step.
+  int worker_timeout_ms = 60'000;
+  // A peer whose host answers nothing, heartbeats included, for this long is lost (comm/
+  // connection.h): workers then reconnect to a ps, and a ps counts the worker as gone.
+  int liveness_timeout_ms = 10'000;
+  WorkerLossPolicy on_worker_loss = WorkerLossPolicy::kStop;
+  // How gradients and values travel between a worker and a ps of one host (--transport;
+  // ps/ps_protocol.h): through memory or over TCP.
+  Transport transport = Transport::kAuto;
+};
+
+// The sync options with defaults resolved against the cluster, checked: UsageError naming the
+// flag otherwise.
+// Throws UsageError naming the flag when the sync counts do not fit a cluster of this many
+// training workers: --total_num_replicas other than the workers, --replicas_to_aggregate outside
+// 0..workers (0: all of them).
+void check_sync_options(const SyncOptions& sync, int workers);
+
+// The sync options with their defaults resolved against the cluster, checked.
+SyncOptions resolve_sync(const PsClusterConfig& config);
+// The partition every task of the cluster computes alike (ps/partition.h).
+PartitionMap partition_for(const ParamSet& layout, const PsClusterConfig& config);
+
+}  // namespace dtrain

@@ -1,0 +1,232 @@
+// The ps strategies' worker: compute, then one push-pull per step.
+#include "train/ps_strategy.h"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <chrono>
+#include <csignal>
+
+#include "base/error.h"
+#include "comm/crc32c.h"
+#include "tensor/ops.h"
+#include "train/fault_injection.h"
+
+namespace dtrain {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+PsStrategy::PsStrategy(const TrainConfig& train, const PsClusterConfig& config,
+                       const TrainingState& state, std::ostream& out)
+    : c_(train),
+      config_(config),
+      out_(out),
+      sync_(resolve_sync(config)),
+      rank_(worker_rank(config.cluster.cluster, config.cluster.task)),
+      workers_(static_cast<int>(training_workers(config.cluster.cluster).size())),
+      chief_(is_chief(config.cluster.cluster, config.cluster.task)),
+      map_(partition_for(state.params(), config)) {}
+
+std::string PsStrategy::describe() const {
+  return fmt::format("{} ps, {} ps task(s), {} workers{}", sync_.sync_replicas ? "sync" : "async",
+                     config_.cluster.cluster.num_tasks(kPsJob), workers_,
+                     sync_.sync_replicas
+                         ? fmt::format(", {} gradients per step", sync_.replicas_to_aggregate)
+                         : "");
+}
+
+int64_t PsStrategy::global_steps_per_epoch(int64_t batches_per_epoch) const {
+  return sync_.sync_replicas ? batches_per_epoch : batches_per_epoch * workers_;
+}
+
+int64_t PsStrategy::batch_index_at(int64_t step) const {
+  return sync_.sync_replicas ? step : step / workers_;
+}
+
+int64_t PsStrategy::start(TrainingState& state, const Restore& restore) {
+  print_start_line(state);
+  PsClientOptions options;
+  options.ps = config_.cluster.cluster.tasks("ps");
+  options.secret = config_.secret;
+  options.connection.connect_timeout_ms = config_.peer_timeout_ms;
+  options.connection.liveness_timeout_ms = config_.liveness_timeout_ms;
+  options.connection.authenticate_frames = config_.cluster.authenticate_frames;
+  options.connection.wait_report_interval_ms = config_.wait_report_interval_ms;
+  options.connection.stop = c_.stop;
+  options.worker = rank_;
+  // The chief keeps the newest values it was sent: with them it re-seeds a ps that comes back
+  // without a checkpoint to restore, so that a killed ps does not end a run under default flags.
+  if (chief_) options.reseed_from = &state.params();
+  options.transport = config_.transport;
+  options.report = [this](const std::string& line) {
+    fmt::print(out_, "{}: {}\n", name(), line);
+    out_ << std::flush;
+  };
+  client_.emplace(state.params(), map_, options);
+  fmt::print(out_, "{}: connected to {} ps task(s) as worker {}\n", name(), options.ps.size(),
+             rank_);
+  print_payload_paths(options.ps.size());
+  bool restored = false;
+  if (chief_) {
+    restored = initialize_or_restore(state, restore);
+  } else {
+    wait_for_chief();
+  }
+  client_->pull(state.params());
+  // A restored chief keeps the checkpoint's moving average; otherwise it starts from the values
+  // every worker has just pulled.
+  if (!restored && state.moving_average() != nullptr) state.moving_average()->reset(state.params());
+  state.step = client_->global_step();
+  return state.step;
+}
+
+float PsStrategy::step(TrainingState& state, GradientComputer& computer, const Batch& batch,
+                       float lr, int64_t local_step, bool /*keep_gradient*/) {
+  const float loss = computer.compute(state.params(), batch, state.grads());
+  inject_nonfinite_gradient(c_, local_step, state.grads());
+  push_pull_if_finite(state, lr, local_step);
+  state.step = client_->global_step();
+  if (MovingAverage* average = state.moving_average()) average->update(state.params(), state.step);
+  return loss;
+}
+
+void PsStrategy::report_failure(const std::string& why) {
+  if (client_) client_->report_failure(why);
+}
+
+void PsStrategy::before_checkpoint(TrainingState& state) {
+  client_->pull_state(state.params(), state.optimizer().slots());
+}
+
+int PsStrategy::agree_to_halt(int own_signal) {
+  if (own_signal != 0) return own_signal;
+  return client_->halting() ? SIGTERM : 0;
+}
+
+void PsStrategy::finish(TrainingState& state, bool reached_end) {
+  if (chief_) {
+    client_->pull_state(state.params(), state.optimizer().slots());
+  } else {
+    client_->pull(state.params());
+  }
+  params_crc_ = crc32c(std::as_bytes(std::span<const float>(state.params().flat())));
+  done_ = client_->worker_done(reached_end);
+}
+
+std::vector<std::pair<std::string, double>> PsStrategy::run_scalars() {
+  if (!chief_) return {};
+  const ps_protocol::DoneReply c = client_->counters();
+  return {{"ps/stale_gradients", static_cast<double>(c.stale_dropped)},
+          {"ps/duplicate_pushes", static_cast<double>(c.duplicates)},
+          {"ps/non_finite_gradients", static_cast<double>(c.rejected)}};
+}
+
+std::string PsStrategy::counters() const {
+  return fmt::format("{} rounds with a stale gradient, {} with a non-finite one", stale_rounds_,
+                     nonfinite_rounds_);
+}
+
+void PsStrategy::print_summary(std::ostream& out, const RunFigures& f) const {
+  // The values this worker last pulled, to the bit: what tests compare across runs and
+  // transports.
+  fmt::print(out, "worker={}: parameters crc32c = 0x{:08X}\n", rank_, params_crc_);
+  if (!chief_) return;
+  const int64_t per_step = sync_.sync_replicas ? sync_.replicas_to_aggregate : 1;
+  const int64_t steps = done_.step - f.first_step;
+  const double s = f.train_seconds;
+  fmt::print(out,
+             "aggregate: {} global steps in {:.3f} s, {:.1f} examples/sec over {} workers; ps "
+             "tasks dropped {} stale gradients and {} duplicate pushes, and rejected {} "
+             "non-finite gradients\n",
+             steps, s, s > 0 ? steps * per_step * f.batch_size / s : 0.0, workers_,
+             done_.stale_dropped, done_.duplicates, done_.rejected);
+}
+
+std::string PsStrategy::name() const { return fmt::format("worker{}", rank_); }
+
+void PsStrategy::print_payload_paths(size_t ps_tasks) {
+  std::string paths;
+  bool memory = false;
+  for (size_t p = 0; p < ps_tasks; ++p) {
+    const PayloadPath path = client_->payload_path(static_cast<int>(p));
+    memory = memory || path.memory;
+    paths += fmt::format("{}ps{}: {}", p == 0 ? "" : "; ", p,
+                         path.memory            ? "shm"
+                         : path.why_not.empty() ? "tcp"
+                                                : fmt::format("tcp ({})", path.why_not));
+  }
+  if (memory) {
+    paths +=
+        " (shm: the ps copies the gradients out of this worker's memory and the values "
+        "into it)";
+  }
+  fmt::print(out_, "worker={}: transport to {}\n", rank_, paths);
+  out_ << std::flush;
+}
+
+void PsStrategy::print_start_line(const TrainingState& state) {
+  fmt::print(out_, "{}: {} training of {} ({} parameters), batch {} on slice {} of {}{}\n", name(),
+             sync_.sync_replicas ? "sync" : "async", state.model().name(),
+             state.params().num_values(), c_.batch_size, rank_, workers_, chief_ ? " (chief)" : "");
+  out_ << std::flush;
+}
+
+bool PsStrategy::initialize_or_restore(TrainingState& state, const Restore& restore) {
+  if (client_->initialized_at_hello()) {
+    // A restarted chief: the ps tasks hold newer values than any checkpoint.
+    fmt::print(out_, "{}: the ps tasks already hold the variables; not re-initialising\n", name());
+    out_ << std::flush;
+    return false;
+  }
+  state.initialize(c_.seed);
+  const std::optional<int64_t> step = restore();
+  client_->initialize(state.params(), step ? state.optimizer().slots() : std::vector<ParamSet>{},
+                      step.value_or(0));
+  out_ << std::flush;
+  return step.has_value();
+}
+
+void PsStrategy::wait_for_chief() {
+  const auto start = Clock::now();
+  const int slice_ms = std::min(5000, config_.wait_report_interval_ms);  // how often it says so
+  while (!client_->wait_ready(slice_ms)) {
+    const double waited = seconds(Clock::now() - start);
+    if (c_.stop != nullptr && c_.stop->requested()) {
+      throw StopRequested(fmt::format("stopped by {} while waiting for the chief to initialise "
+                                      "the ps tasks",
+                                      signal_name(c_.stop->signal())),
+                          c_.stop->signal());
+    }
+    if (waited * 1000 >= config_.peer_timeout_ms) {
+      throw Error(fmt::format("{}: the chief did not initialise the ps tasks within {} s", name(),
+                              config_.peer_timeout_ms / 1000));
+    }
+    fmt::print(out_,
+               "{}: waiting for the chief to initialise the ps tasks ({:.0f} s; {:.0f} s left)\n",
+               name(), waited, config_.peer_timeout_ms / 1000.0 - waited);
+    out_ << std::flush;
+  }
+}
+
+void PsStrategy::push_pull_if_finite(TrainingState& state, float lr, int64_t local_step) {
+  if (!all_finite(state.grads().flat())) {
+    ++nonfinite_rounds_;
+    fmt::print(out_,
+               "{}: held back the gradient of local step {} at global step {}: it holds a NaN "
+               "or an infinity ({} so far); the ps values are unchanged\n",
+               name(), local_step, client_->global_step(), nonfinite_rounds_);
+    out_ << std::flush;
+    return;
+  }
+  const RoundOutcome outcome = client_->push_pull(state.grads(), state.params(), lr);
+  stale_rounds_ += outcome.stale > 0 ? 1 : 0;
+  nonfinite_rounds_ += outcome.rejected > 0 ? 1 : 0;
+}
+
+}  // namespace dtrain
