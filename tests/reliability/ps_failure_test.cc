@@ -173,8 +173,8 @@ TEST(Reliability, KilledAsyncWorkerComesBackWithTheCurrentParametersWhileTheOthe
 // ---- 1. sync: a lost worker, with and without spares ----
 
 // A sync cluster of `workers` workers, R of them per step, where worker `victim` (not the chief) is
-// killed at a
-// seeded random global step; returns once the kill is done. The others and the ps go on.
+// killed at a seeded random global step; returns once the kill is done. The others and the ps go
+// on.
 struct SyncLoss {
   SyncLoss(int workers, int replicas, int victim, const std::vector<std::string>& extra,
            const std::vector<std::string>& model_flags = softmax_flags())
@@ -184,14 +184,20 @@ struct SyncLoss {
                            "--train_steps", std::to_string(kSteps), "--peer_timeout", "60"},
                           extra));
     ps = cluster.start("ps", 0, flags);
-    for (int i = 0; i < workers; ++i) this->workers.push_back(cluster.start("worker", i, flags));
+    // The victim first, and the others once it is connected: with a spare, the others need not
+    // wait for it, and on a loaded machine they could finish the run before it ever said hello
+    // (it would then find the run over and leave, never lost, only absent).
+    this->workers.resize(static_cast<size_t>(workers));
+    auto& victim_task = this->workers[static_cast<size_t>(victim)];
+    victim_task = cluster.start("worker", victim, flags);
+    victim_task->wait_for_line("connected to 1 ps task(s)");
+    for (int i = 0; i < workers; ++i) {
+      if (i != victim) this->workers[static_cast<size_t>(i)] = cluster.start("worker", i, flags);
+    }
     kill_at = fault_step(
         fmt::format("sync worker {} of {} (R={}) killed at global step", victim, workers, replicas),
         20, 300);
-    // The victim must be in the run before it is killed: with a spare, the others can reach
-    // any step without it on a loaded machine, and a worker killed before it ever said hello was
-    // never lost, only absent. Its first step line shows that it connected.
-    const auto& victim_task = this->workers[static_cast<size_t>(victim)];
+    // Its first step line shows that it is in the run.
     const bool joined = !victim_task->wait_for_line("local_step=1,").empty();
     // The chief's step lines. With a spare, the chief is sometimes the backup whose gradient is
     // stale, and its next line skips a step: the first line at or past kill_at, not that step's.
