@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <utility>
@@ -38,39 +37,39 @@ uint32_t crc_of(std::span<const T> values, uint32_t crc = 0) {
   return crc32c(std::as_bytes(values), crc);
 }
 
-// What every worker must agree on: anything that changes the parameters' trajectory (layout,
-// optimizer, schedule, the data and its order) or the sequence and lengths of the collectives
-// (steps, evaluations that may stop the run, buckets, chunks). Threads, towers, logging and
-// checkpointing are each worker's own business. The ring refuses a neighbour whose fingerprint
-// differs, by name, instead of letting it train something else or desynchronise the collectives.
-std::string agreed_settings(const TrainConfig& c, const AllreduceClusterConfig& config,
-                            const Model& model, const ParamSet& layout, const TrainingInput& input,
-                            int64_t total_steps) {
-  // The whole architecture, activations and dropout included, not just the parameters' shapes.
-  std::string text = fmt::format("model {} spec {} l2 {};", c.model.name,
-                                 model_spec_json(c.model).dump(), model.l2());
-  for (const ParamSpec& spec : layout.specs())
-    text += fmt::format(" {}[{}]", spec.name, fmt::join(spec.shape, ","));
-  const OptimizerConfig& o = c.optimizer;
-  text += fmt::format(
-      "; optimizer {} momentum {} nesterov {} beta1 {} beta2 {} epsilon {}; batch {} lr {} "
-      "decay {} per {} staircase {} schedule {} alpha {} boundaries {} values {} warmup {}; steps "
-      "{} seed {}; moving average {} eval on it {}; eval every {} target {} patience {}; fusion {} "
-      "chunk {}",
-      o.name, o.momentum, o.use_nesterov, o.beta1, o.beta2, o.epsilon, c.batch_size,
-      c.learning_rate, c.lr_decay_rate, c.lr_decay_steps, c.lr_staircase,
-      lr_decay_name(c.lr_schedule), c.lr_alpha, fmt::join(c.lr_boundaries, ","),
-      fmt::join(c.lr_values, ","), c.lr_warmup_steps, total_steps, c.seed, c.moving_average_decay,
-      c.eval_moving_average, c.eval_every,
-      c.target_accuracy ? fmt::format("{}", *c.target_accuracy) : "none", c.early_stopping_patience,
-      config.fusion_bytes, config.chunk_bytes);
-  // The examples themselves, not the folder's name (streamed files: their names and sizes).
-  text += fmt::format("; train data {} examples crc {:08x} shuffle buffer {}",
-                      input.train_examples(), input.fingerprint(), c.shuffle_buffer);
-  return text;
-}
-
 }  // namespace
+
+nlohmann::json agreed_settings(const TrainConfig& c, const AllreduceClusterConfig& config,
+                               const Model& model, const ParamSet& layout,
+                               const TrainingInput& input, int64_t total_steps) {
+  nlohmann::json agreed = train_config_json(c);
+  agreed.erase("towers");
+  for (const char* path : {"data_dir", "train_data", "test_data"}) agreed["data"].erase(path);
+  nlohmann::json shapes = nlohmann::json::object();
+  for (const ParamSpec& spec : layout.specs()) shapes[spec.name] = spec.shape;
+  const OptimizerConfig& o = c.optimizer;
+  agreed["ring"] = {
+      {"layout", shapes},
+      {"l2", model.l2()},
+      {"optimizer",
+       {{"momentum", o.momentum},
+        {"nesterov", o.use_nesterov},
+        {"beta1", o.beta1},
+        {"beta2", o.beta2},
+        {"epsilon", o.epsilon}}},
+      {"lr_staircase", c.lr_staircase},
+      {"total_steps", total_steps},
+      {"eval_every", c.eval_every},
+      {"target_accuracy", c.target_accuracy ? nlohmann::json(*c.target_accuracy) : nullptr},
+      {"early_stopping_patience", c.early_stopping_patience},
+      {"fusion_bytes", config.fusion_bytes},
+      {"chunk_bytes", config.chunk_bytes},
+      // The examples themselves, not the files' names (streamed files: their names and sizes).
+      {"train_examples", input.train_examples()},
+      {"train_data_crc", input.fingerprint()},
+      {"shuffle_buffer", c.shuffle_buffer}};
+  return agreed;
+}
 
 AllreduceStrategy::AllreduceStrategy(const TrainConfig& train, const AllreduceClusterConfig& config,
                                      TrainingState& state, const TrainingInput& input,
@@ -86,8 +85,8 @@ AllreduceStrategy::AllreduceStrategy(const TrainConfig& train, const AllreduceCl
   total_steps_ = total_global_steps(train, batches_per_epoch);
   for (const ArenaSlice& slice : fusion_buckets(state.grads(), config.fusion_bytes))
     buckets_.push_back(state.grads().flat().subspan(slice.begin, slice.size));
-  settings_ = agreed_settings(train, config, state.model(), state.params(), input, total_steps_);
-  fingerprint_ = fnv1a(settings_);
+  fingerprint_ = fnv1a(
+      agreed_settings(train, config, state.model(), state.params(), input, total_steps_).dump());
   const ClusterSpec& cluster = config.cluster.cluster;
   const HostPort& own = cluster.address(config.cluster.task);
   const BindAddress bind = bind_address_for(own, config.cluster.bind_host);

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <span>
 #include <string>
@@ -41,6 +42,16 @@ struct AllreduceClusterConfig {
   // How chunks reach a worker on the same host (--transport; comm/peer_memory.h).
   Transport transport = Transport::kAuto;
 };
+
+// What every worker of the ring must agree on, which the ring's fingerprint hashes: what a
+// checkpoint records of the run (train_config_json: every setting that changes what training
+// computes, so a setting recorded there is agreed without a line here), less what is each worker's
+// own (where its files lie, its towers), plus what only the ring needs: the parameters' layout,
+// the optimizer's constants, the sequence and lengths of the collectives (steps, evaluations that
+// may stop the run, buckets, chunks) and the training examples themselves.
+nlohmann::json agreed_settings(const TrainConfig& c, const AllreduceClusterConfig& config,
+                               const Model& model, const ParamSet& layout,
+                               const TrainingInput& input, int64_t total_steps);
 
 // One worker of the ring: a step is compute (on this worker's slice of the global batch), then one
 // average all-reduce per fusion bucket of the gradient arena, then the optimizer applied locally.
@@ -90,7 +101,6 @@ class AllreduceStrategy final : public Strategy {
   std::vector<std::span<float>> buckets_;  // views of the state's gradient arena
   static constexpr std::array<int, 3> kHaltSignals = {SIGTERM, SIGHUP, SIGINT};
   std::array<float, kHaltSignals.size()> halt_votes_{};
-  std::string settings_;  // what the fingerprint hashes
   uint64_t fingerprint_ = 0;
   int64_t total_steps_ = 0;
   std::unique_ptr<RingConnector> connector_;    // until start() has joined the ring

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "collective/memory_ring.h"
+#include "data/feature_scale.h"
 #include "plan/run_plan.h"
 #include "support/process.h"
 #include "support/ps_cluster.h"
@@ -143,6 +144,37 @@ std::map<int, std::string> by_rank(const std::string& out, const std::string& pa
 const std::string kCrc = R"(worker=([0-9]+): parameters crc32c = (0x[0-9A-F]{8}))";
 const std::string kFingerprint =
     R"(worker([0-9]+): allreduce training .* fingerprint ([0-9a-f]{16}))";
+
+TEST_F(AllreduceStrategyTest, TheFingerprintCoversWhatACheckpointRecordsButNotAWorkersOwnFiles) {
+  const TrainConfig base = config();
+  const TrainingInput input(base);
+  TrainingState state(base);
+  const AllreduceClusterConfig cluster;
+  auto fingerprint = [&](const TrainConfig& c) {
+    return agreed_settings(c, cluster, state.model(), state.params(), input, 25).dump();
+  };
+  const std::string agreed = fingerprint(base);
+  // Recorded by checkpoints (train_config_json) and so agreed, with no line of its own in the
+  // fingerprint: the feature scale, the held-out examples, the learning rate.
+  TrainConfig scaled = base;
+  scaled.data_options.feature_scale = parse_feature_scale("1/2");
+  EXPECT_NE(fingerprint(scaled), agreed);
+  TrainConfig held_out = base;
+  held_out.validation_size = 10;
+  EXPECT_NE(fingerprint(held_out), agreed);
+  TrainConfig faster = base;
+  faster.learning_rate = 0.5f;
+  EXPECT_NE(fingerprint(faster), agreed);
+  // Only the ring's: what may stop the run early.
+  TrainConfig patient = base;
+  patient.early_stopping_patience = 3;
+  EXPECT_NE(fingerprint(patient), agreed);
+  // Each worker's own: where its files lie (the examples are compared, not their names), towers.
+  TrainConfig elsewhere = base;
+  elsewhere.test_data = (work_ / "elsewhere.csv").string();
+  elsewhere.towers = 2;
+  EXPECT_EQ(fingerprint(elsewhere), agreed);
+}
 
 TEST_F(AllreduceStrategyTest, FourThreadsEndBitForBitWhereFourWorkerProcessesEnd) {
   const std::string joined = dtrain::joined(run_in_threads(config(), 4));
