@@ -11,10 +11,10 @@
 #include <stdexcept>
 #include <thread>
 
+#include "base/crc32c.h"
 #include "base/error.h"
 #include "base/peer_text.h"
 #include "comm/auth.h"
-#include "comm/crc32c.h"
 #include "comm/frame.h"
 
 namespace dtrain {

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <span>
 
-#include "comm/crc32c.h"
+#include "base/crc32c.h"
 
 namespace dtrain::tfrecord {
 

@@ -17,11 +17,11 @@
 #include <optional>
 #include <span>
 
+#include "base/crc32c.h"
 #include "base/error.h"
 #include "cluster/bind_address.h"
 #include "collective/communicator.h"
 #include "collective/tcp_ring.h"
-#include "comm/crc32c.h"
 #include "data/dataset.h"
 #include "nn/model_zoo.h"
 #include "tensor/ops.h"

@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <optional>
 
+#include "base/crc32c.h"
 #include "base/error.h"
 #include "ckpt/checkpoint_manager.h"
 #include "cluster/bind_address.h"
-#include "comm/crc32c.h"
 #include "nn/model_zoo.h"
 #include "ps/ps_client.h"
 #include "ps/ps_protocol.h"
