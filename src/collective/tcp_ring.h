@@ -35,9 +35,9 @@
 #include <vector>
 
 #include "base/stop_request.h"
-#include "cluster/cluster_spec.h"
 #include "collective/ring_links.h"
 #include "comm/connection.h"
+#include "comm/host_port.h"
 #include "comm/meta_codec.h"
 #include "comm/peer_memory.h"
 #include "comm/server.h"
