@@ -2,7 +2,6 @@
 // Flags the user leaves out take the model's recipe (train/recipes.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 
 #include "base/cpu.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "cli/commands.h"
 #include "cli/shutdown.h"
 #include "cluster/cluster_spec.h"

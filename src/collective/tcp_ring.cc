@@ -2,7 +2,6 @@
 #include "collective/tcp_ring.h"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +12,7 @@
 
 #include "base/cpu.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "collective/ring_protocol.h"
 
 namespace dtrain {

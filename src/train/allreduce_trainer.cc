@@ -19,6 +19,7 @@
 
 #include "base/crc32c.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "cluster/bind_address.h"
 #include "collective/communicator.h"
 #include "collective/tcp_ring.h"
@@ -184,11 +185,10 @@ class AllreduceStrategy final : public Strategy {
     // bits, so each one decides alike to skip the update without a word to the others.
     if (!all_finite(state.grads().flat())) {
       ++skipped_steps_;
-      fmt::print(out_,
-                 "worker={}: skipped the update of step {}: the averaged gradient holds a NaN or "
-                 "an infinity ({} skipped so far); the parameters are unchanged\n",
-                 rank_, state.step, skipped_steps_);
-      out_ << std::flush;
+      spdlog::warn(
+          "worker={}: skipped the update of step {}: the averaged gradient holds a NaN or an "
+          "infinity ({} skipped so far); the parameters are unchanged",
+          rank_, state.step, skipped_steps_);
       ++state.step;
       return loss;
     }
