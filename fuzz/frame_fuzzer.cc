@@ -14,8 +14,8 @@
 #include <span>
 #include <vector>
 
+#include "base/crc32c.h"
 #include "base/error.h"
-#include "comm/crc32c.h"
 #include "comm/frame.h"
 
 namespace {

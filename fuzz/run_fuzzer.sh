@@ -6,7 +6,7 @@
 # WORK_DIR/artifacts; WORK_DIR/corpus is remade at every run, so fuzz/corpus is never written to.
 #
 # Usage: fuzz/run_fuzzer.sh FUZZER SEED_DIR WORK_DIR
-#   DTRAIN_FUZZ_SECONDS  the campaign's budget in seconds, 1 to 600 (default 10: the gate's short
+#   DTRAIN_FUZZ_SECONDS  the campaign's budget in seconds, 1 to 600 (default 5: the gate's short
 #                        campaign; scripts/test.sh --full sets 600)
 set -euo pipefail
 
@@ -17,7 +17,7 @@ fi
 fuzzer=$1
 seeds=$2
 work=$3
-seconds=${DTRAIN_FUZZ_SECONDS:-10}
+seconds=${DTRAIN_FUZZ_SECONDS:-5}
 
 # ctest gives each fuzz test 660 s; a longer run is one to start by hand (docs/testing.md, "Fuzzing").
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 1 || seconds > 600)); then

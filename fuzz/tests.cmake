@@ -1,7 +1,7 @@
 # The fuzz targets as tests of the suite (docs/testing.md, "Fuzzing"), labelled fuzz.
 # DTRAIN_FUZZ_DIR is the clang build that holds them (build-fuzz, which scripts/setup.sh --sanitize
 # builds); each test runs one target through fuzz/run_fuzzer.sh over a copy of its seed corpus,
-# made under DTRAIN_FUZZ_DIR/runs/<name>/: every seed, then DTRAIN_FUZZ_SECONDS (default 10) of
+# made under DTRAIN_FUZZ_DIR/runs/<name>/: every seed, then DTRAIN_FUZZ_SECONDS (default 5) of
 # mutations.
 include(${CMAKE_CURRENT_LIST_DIR}/targets.cmake)
 

@@ -1,7 +1,8 @@
 #include "base/rate_limited_warning.h"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
+
+#include "base/log.h"
 
 namespace dtrain {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "bench/drivers/train_bench.h"
+#include "bench/train_bench.h"
 #include "cli/bench_allreduce.h"
 #include "cli/bench_ps.h"
 #include "cli/byte_size.h"

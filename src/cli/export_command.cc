@@ -32,6 +32,9 @@ OnnxModelInfo model_info(const CheckpointModel& loaded, const OnnxGraph& graph,
                   "by {} first, as dtrain's --feature_scale did",
                   scale->text)
             : fmt::format("the model's input after dtrain's input scaling ({})", scaling);
+  // The export holds the model, not how dtrain trains it: the spec less its training defaults.
+  ModelSpec architecture = loaded.spec;
+  architecture.defaults = {};
   OnnxModelInfo info;
   info.doc_string = fmt::format(
       "dtrain model {} at global step {} ({} weights). Input {}: {}, images NHWC as Keras has "
@@ -45,7 +48,7 @@ OnnxModelInfo model_info(const CheckpointModel& loaded, const OnnxGraph& graph,
       {"input_scaling", scaling},
       {"data_options", data_options_json(checkpoint_data_options(ckpt)).dump()},
       {"checkpoint", loaded.path.filename().string()},
-      {"keras_model", to_keras_json(loaded.spec).dump()},
+      {"keras_model", to_keras_json(architecture).dump()},
       // The graph applies the scale itself: a runtime feeds it the features as the files hold
       // them, and gets what `dtrain predict` prints for those files.
       {"dtrain.feature_scale", scale ? scale->text : "none"},

@@ -285,11 +285,6 @@ std::string read_text_file(const std::filesystem::path& path) {
 
 }  // namespace
 
-std::string HostPort::to_string() const {
-  if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
-  return fmt::format("{}:{}", host, port);
-}
-
 std::string TaskId::to_string() const { return fmt::format("{}:{}", job, index); }
 
 ClusterSpec::ClusterSpec(JobMap jobs) : jobs_(std::move(jobs)) {

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/host_port.h"
+
 namespace dtrain {
 
 // The jobs a cluster may have (DESIGN.md §3). "chief" is a worker that also coordinates; the
@@ -21,16 +23,6 @@ inline constexpr std::string_view kPsJob = "ps";
 inline constexpr std::string_view kWorkerJob = "worker";
 inline constexpr std::string_view kChiefJob = "chief";
 inline constexpr std::string_view kEvaluatorJob = "evaluator";
-
-// Where a task listens. host is a hostname, an IPv4 address or an IPv6 address without brackets.
-struct HostPort {
-  std::string host;
-  uint16_t port = 0;
-
-  // "host:port", or "[host]:port" when host is an IPv6 address.
-  std::string to_string() const;
-  bool operator==(const HostPort&) const = default;
-};
 
 // One task of a cluster: "worker:1" is the second worker.
 struct TaskId {

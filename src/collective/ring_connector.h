@@ -13,8 +13,8 @@
 #include <string_view>
 
 #include "base/stop_request.h"
-#include "cluster/cluster_spec.h"
 #include "collective/ring_links.h"
+#include "comm/host_port.h"
 #include "comm/peer_memory.h"
 
 namespace dtrain {

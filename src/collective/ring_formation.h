@@ -14,10 +14,10 @@
 #include <string>
 #include <string_view>
 
-#include "cluster/cluster_spec.h"
 #include "collective/ring_connector.h"
 #include "collective/ring_links.h"
 #include "comm/connection.h"
+#include "comm/host_port.h"
 #include "comm/peer_memory.h"
 #include "comm/server.h"
 #include "comm/shared_mailbox.h"

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "collective/ring_protocol.h"
 
 namespace dtrain {

@@ -29,12 +29,13 @@
 #include <string_view>
 #include <vector>
 
-#include "cluster/cluster_spec.h"
+#include "base/stop_request.h"
 #include "collective/ring_connector.h"
 #include "collective/ring_formation.h"
 #include "collective/ring_link.h"
 #include "collective/ring_links.h"
 #include "comm/connection.h"
+#include "comm/host_port.h"
 #include "comm/meta_codec.h"
 #include "comm/shared_mailbox.h"
 

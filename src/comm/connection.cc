@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "base/crc32c.h"
 #include "base/error.h"
 #include "comm/auth.h"
 #include "comm/frame.h"

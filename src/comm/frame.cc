@@ -7,8 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "base/crc32c.h"
 #include "base/error.h"
-#include "comm/crc32c.h"
 
 namespace dtrain {
 

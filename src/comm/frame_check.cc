@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
-#include "comm/crc32c.h"
+#include "base/crc32c.h"
 #include "comm/frame.h"
 
 namespace dtrain {

@@ -7,7 +7,7 @@
 // magic is the ASCII bytes "DTRN". The meta block is a small binary record whose layout belongs to
 // the frame's type (the caller defines it; store_le/load_le below help); the tensor bytes are raw
 // little-endian float32, so they leave and land in the caller's buffers without a copy. crc32c is
-// the CRC-32C (comm/crc32c.h) of the 24 encoded header bytes before it followed by the whole
+// the CRC-32C (base/crc32c.h) of the 24 encoded header bytes before it followed by the whole
 // payload. Types 1-15 belong to the connection handshake (comm/auth.h); callers use 16 and up.
 //
 // On a connection whose frames are authenticated (the default, agreed in the handshake), every

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "base/error.h"
-#include "comm/crc32c.h"
+#include "base/crc32c.h"
 #include "comm/frame.h"
 
 namespace dtrain {

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <openssl/rand.h>
-#include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -16,6 +15,7 @@
 #include <stdexcept>
 
 #include "base/error.h"
+#include "base/log.h"
 
 namespace dtrain {
 namespace {

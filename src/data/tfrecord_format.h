@@ -1,6 +1,6 @@
-// The TFRecord framing, shared by reader and writer (TensorFlow's core/lib/io/record_writer.h):
-// each record is its length, a masked CRC32C of the length, the data, and a masked CRC32C of the
-// data, all little-endian.
+// The TFRecord framing (TensorFlow's core/lib/io/record_writer.h), the one copy that data/'s
+// reader and writer and metrics/' TensorBoard event files use: each record is its length, a masked
+// CRC32C of the length, the data, and a masked CRC32C of the data, all little-endian.
 //
 //   uint64 length | uint32 masked_crc32c(length bytes) | byte data[length] | uint32
 //   masked_crc32c(data)
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <span>
 
-#include "comm/crc32c.h"
+#include "base/crc32c.h"
 
 namespace dtrain::tfrecord {
 

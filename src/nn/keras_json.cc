@@ -552,6 +552,48 @@ std::string compiled_loss(const json& level, const std::string& source_name) {
   return "";
 }
 
+// A finite number that float32 holds, or UsageError naming the key.
+double finite_number(const json& value, const std::string& source_name, const std::string& key) {
+  if (!value.is_number() || !std::isfinite(static_cast<float>(value.get<double>()))) {
+    throw UsageError(fmt::format("{}: dtrain defaults {} {} is not a finite number", source_name,
+                                 key, show(value)));
+  }
+  return value.get<double>();
+}
+
+TrainingDefaults read_defaults(const json& level, const std::string& source_name) {
+  TrainingDefaults defaults;
+  if (!level.is_object() || !level.contains("dtrain")) return defaults;
+  const json& dtrain = level["dtrain"];
+  if (!dtrain.is_object() || dtrain.size() != 1 || !dtrain.contains("defaults") ||
+      !dtrain["defaults"].is_object()) {
+    throw UsageError(
+        fmt::format("{}: dtrain {} is not {{\"defaults\": {{...}}}}", source_name, show(dtrain)));
+  }
+  for (const auto& [key, value] : dtrain["defaults"].items()) {
+    if (key == "optimizer") {
+      if (!value.is_string())
+        throw UsageError(fmt::format("{}: dtrain defaults optimizer {} is not a name", source_name,
+                                     show(value)));
+      defaults.optimizer = value.get<std::string>();
+    } else if (key == "learning_rate") {
+      defaults.learning_rate = static_cast<float>(finite_number(value, source_name, key));
+    } else if (key == "lr_decay_rate") {
+      defaults.lr_decay_rate = static_cast<float>(finite_number(value, source_name, key));
+    } else if (key == "moving_average_decay") {
+      defaults.moving_average_decay = static_cast<float>(finite_number(value, source_name, key));
+    } else if (key == "epochs") {
+      defaults.epochs = finite_number(value, source_name, key);
+    } else {
+      throw UsageError(fmt::format(
+          "{}: dtrain defaults {} is not supported (only optimizer, learning_rate, lr_decay_rate, "
+          "moving_average_decay, epochs)",
+          source_name, key));
+    }
+  }
+  return defaults;
+}
+
 ModelSpec read_sequential(const nlohmann::json& input, const std::string& source_name) {
   const json* doc = &input;
   std::string loss = compiled_loss(*doc, source_name);
@@ -614,6 +656,7 @@ ModelSpec read_sequential(const nlohmann::json& input, const std::string& source
     throw UsageError(fmt::format("{}: the model has no layers", source_name));
   spec.input_shape = *input_shape;
   spec.loss = std::move(loss);
+  spec.defaults = read_defaults(input, source_name);
   return spec;
 }
 

@@ -182,6 +182,15 @@ nlohmann::ordered_json to_keras_json(const ModelSpec& spec) {
       {{"name", spec.name}, {"trainable", true}, {"dtype", "float32"}, {"layers", layers}});
   model["build_config"] = {{"input_shape", shape_json(spec.input_shape)}};
   if (!spec.loss.empty()) model["compile_config"] = {{"loss", spec.loss}};
+  const TrainingDefaults& d = spec.defaults;
+  ordered_json defaults = ordered_json::object();
+  if (d.optimizer) defaults["optimizer"] = *d.optimizer;
+  if (d.learning_rate) defaults["learning_rate"] = json_float(*d.learning_rate);
+  if (d.lr_decay_rate) defaults["lr_decay_rate"] = json_float(*d.lr_decay_rate);
+  if (d.moving_average_decay)
+    defaults["moving_average_decay"] = json_float(*d.moving_average_decay);
+  if (d.epochs) defaults["epochs"] = *d.epochs;
+  if (!defaults.empty()) model["dtrain"] = {{"defaults", std::move(defaults)}};
   return model;
 }
 

@@ -72,6 +72,20 @@ struct LayerSpec {
   bool operator==(const LayerSpec&) const = default;
 };
 
+// The training settings a model's file recommends, where it names them (the built-in models name
+// all of them: the recipes of the tutorials they come from): what `dtrain train` uses where no flag
+// says otherwise. An absent field falls back to Keras' defaults (train/recipes.h).
+struct TrainingDefaults {
+  std::optional<std::string> optimizer;  // sgd | momentum | adam
+  std::optional<float> learning_rate;
+  std::optional<float> lr_decay_rate;  // per epoch, exponential; 1: none
+  // 0: none; otherwise the decay of the moving average that evaluation reads.
+  std::optional<float> moving_average_decay;
+  std::optional<double> epochs;
+
+  bool operator==(const TrainingDefaults&) const = default;
+};
+
 struct ModelSpec {
   std::string name = {};
   Shape input_shape = {};  // without the batch
@@ -79,6 +93,7 @@ struct ModelSpec {
   // The loss the Keras file was compiled with, where it says ("binary_crossentropy",
   // "sparse_categorical_crossentropy", "categorical_crossentropy"); empty: the head decides.
   std::string loss = {};
+  TrainingDefaults defaults = {};
 
   bool operator==(const ModelSpec&) const = default;
 };

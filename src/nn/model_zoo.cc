@@ -29,24 +29,29 @@ ModelSpec read_spec_file(const std::string& path) {
   return read_keras_json(text.str(), path);
 }
 
-ModelSpec builtin_spec(const ModelConfig& config) {
+ModelSpec builtin_spec(const std::string& name) {
   for (const BuiltinModel& model : builtin_models()) {
-    if (model.name != config.name) continue;
-    ModelSpec spec = read_keras_json(model.json, fmt::format("built-in model {}", model.name));
-    if (model.name == "mlp") {
-      const int hidden = config.hidden_units;
-      if (hidden < 1) {
-        throw UsageError(fmt::format("--hidden_units {}: must be at least 1", hidden));
-      }
-      spec.layers[0].units = hidden;
-      // dist_mnist: truncated normal with stddev 1/sqrt(fan-in), computed in float as it always
-      // was, so the initial values stay bit for bit.
-      spec.layers[1].kernel_initializer.stddev = 1.0f / std::sqrt(static_cast<float>(hidden));
-    }
-    return spec;
+    if (model.name == name)
+      return read_keras_json(model.json, fmt::format("built-in model {}", model.name));
   }
   throw UsageError(fmt::format("--model {}: unknown model; choose one of {} or a Keras .json file",
-                               config.name, fmt::join(model_names(), ", ")));
+                               name, fmt::join(model_names(), ", ")));
+}
+
+ModelSpec source_spec(const std::string& name) {
+  return is_json_path(name) ? read_spec_file(name) : builtin_spec(name);
+}
+
+// --hidden_units sizes the hidden layer of mlp, dist_mnist's model, the one built-in model with a
+// width to choose.
+void apply_hidden_units(const ModelConfig& config, ModelSpec& spec) {
+  if (config.name != "mlp") return;
+  const int hidden = config.hidden_units;
+  if (hidden < 1) throw UsageError(fmt::format("--hidden_units {}: must be at least 1", hidden));
+  spec.layers[0].units = hidden;
+  // dist_mnist: truncated normal with stddev 1/sqrt(fan-in), computed in float as it always
+  // was, so the initial values stay bit for bit.
+  spec.layers[1].kernel_initializer.stddev = 1.0f / std::sqrt(static_cast<float>(hidden));
 }
 
 }  // namespace
@@ -60,8 +65,13 @@ const std::vector<std::string>& model_names() {
   return names;
 }
 
+void resolve_model(ModelConfig& config) {
+  config.source = std::make_shared<const ModelSpec>(source_spec(config.name));
+}
+
 ModelSpec model_spec(const ModelConfig& config) {
-  ModelSpec spec = is_json_path(config.name) ? read_spec_file(config.name) : builtin_spec(config);
+  ModelSpec spec = config.source ? *config.source : source_spec(config.name);
+  apply_hidden_units(config, spec);
   if (config.l2) {
     // Keras' L2(x) is l2 = 2x in TensorFlow's convention; halving and doubling a float's value in
     // double is exact, so the model gets exactly --l2.

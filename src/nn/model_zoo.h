@@ -28,11 +28,21 @@ struct ModelConfig {
   std::optional<float> l2 = std::nullopt;
   // Which implementation the Conv2D layers run (`dtrain bench train --conv_kernels`).
   ConvImplementation conv_kernels = ConvImplementation::kAuto;
+  // The spec `name` stands for, read once by resolve_model() (a built-in model's JSON, or the
+  // file's) and shared by every copy of the config, so that a task that builds the model, checks
+  // it, fingerprints it and saves it in checkpoints reads the user's file once. hidden_units and l2
+  // are applied to it where it is used. Null: read from `name` at each use (tests that fill a
+  // config by hand). REQUIRES: name is not changed once it is set.
+  std::shared_ptr<const ModelSpec> source = nullptr;
 };
 
-// The spec of the configured model: a built-in one with hidden_units and l2 applied, or the
-// file's. Throws UsageError listing model_names() for an unknown name, and UsageError or IoError
-// naming the file for a .json that cannot be read or is refused.
+// Reads the spec `config.name` stands for into config.source; throws as model_spec() does.
+void resolve_model(ModelConfig& config);
+
+// The spec of the configured model: config.source (or, when null, the built-in model or the file
+// `name` stands for), with hidden_units and l2 applied. Throws UsageError listing model_names()
+// for an unknown name, and UsageError or IoError naming the file for a .json that cannot be read
+// or is refused.
 ModelSpec model_spec(const ModelConfig& config);
 
 // build_model(model_spec(config)).

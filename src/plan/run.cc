@@ -3,12 +3,12 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <optional>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "cluster/cluster_secret.h"
 #include "cluster/cluster_source.h"
 #include "cluster/rendezvous.h"

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "cluster/cluster_spec.h"
 #include "comm/connection.h"
+#include "comm/host_port.h"
 #include "comm/peer_memory.h"
 #include "comm/peer_wait.h"
 #include "nn/param_set.h"

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "cluster/cluster_spec.h"
 #include "comm/connection_options.h"
+#include "comm/host_port.h"
 #include "comm/peer_memory.h"
 #include "nn/param_set.h"
 

@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "base/resident_memory.h"
 #include "ps/by_reference.h"
 #include "ps/ps_protocol.h"

@@ -9,8 +9,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/crc32c.h"
+#include "base/log.h"
 #include "cluster/bind_address.h"
-#include "comm/crc32c.h"
 #include "nn/model_zoo.h"
 #include "tensor/ops.h"
 #include "train/fault_injection.h"
@@ -159,11 +160,10 @@ float AllreduceStrategy::step(TrainingState& state, GradientComputer& computer, 
   // bits, so each one decides alike to skip the update without a word to the others.
   if (!all_finite(state.grads().flat())) {
     ++skipped_steps_;
-    fmt::print(out_,
-               "worker={}: skipped the update of step {}: the averaged gradient holds a NaN or "
-               "an infinity ({} skipped so far); the parameters are unchanged\n",
-               rank_, state.step, skipped_steps_);
-    out_ << std::flush;
+    spdlog::warn(
+        "worker={}: skipped the update of step {}: the averaged gradient holds a NaN or an "
+        "infinity ({} skipped so far); the parameters are unchanged",
+        rank_, state.step, skipped_steps_);
     ++state.step;
     return loss;
   }

@@ -7,8 +7,9 @@
 #include <chrono>
 #include <csignal>
 
+#include "base/crc32c.h"
 #include "base/error.h"
-#include "comm/crc32c.h"
+#include "base/log.h"
 #include "tensor/ops.h"
 #include "train/fault_injection.h"
 
@@ -217,11 +218,10 @@ void PsStrategy::wait_for_chief() {
 void PsStrategy::push_pull_if_finite(TrainingState& state, float lr, int64_t local_step) {
   if (!all_finite(state.grads().flat())) {
     ++nonfinite_rounds_;
-    fmt::print(out_,
-               "{}: held back the gradient of local step {} at global step {}: it holds a NaN "
-               "or an infinity ({} so far); the ps values are unchanged\n",
-               name(), local_step, client_->global_step(), nonfinite_rounds_);
-    out_ << std::flush;
+    spdlog::warn(
+        "{}: held back the gradient of local step {} at global step {}: it holds a NaN or an "
+        "infinity ({} so far); the ps values are unchanged",
+        name(), local_step, client_->global_step(), nonfinite_rounds_);
     return;
   }
   const RoundOutcome outcome = client_->push_pull(state.grads(), state.params(), lr);

@@ -13,7 +13,7 @@
 #include "cluster/bind_address.h"
 #include "nn/model_zoo.h"
 #include "ps/ps_protocol.h"
-#include "train/model_state.h"
+#include "train/training_state.h"
 
 namespace dtrain {
 
@@ -24,23 +24,17 @@ namespace {
 // carry on from there (the steps after that checkpoint are lost, and they say how many). On the
 // first start of a run that resumes, the chief finds the ps already initialised from the same
 // checkpoint and leaves it be.
-std::optional<PsRestoredState> restored_shards(const TrainConfig& train, const ParamSet& layout,
-                                               int ps, std::ostream& out) {
+std::optional<PsRestoredState> restored_shards(const TrainConfig& train, int ps,
+                                               std::ostream& out) {
   if (train.train_dir.empty() || !std::filesystem::is_directory(train.train_dir)) {
     return std::nullopt;
   }
-  const auto model = make_model(train.model);
-  PsRestoredState restored{ParamSet(layout.specs()), {}, 0};
-  const auto optimizer = make_optimizer(train.optimizer, layout.specs());
+  TrainingState state(train);
   const CheckpointManager checkpoints(train.train_dir, train.keep_checkpoints);
-  const auto step =
-      restore_newest(checkpoints, ModelState{&restored.params, optimizer.get(), nullptr},
-                     model->name(), fmt::format("ps{}", ps), out);
+  const auto step = restore_newest(checkpoints, state, fmt::format("ps{}", ps), out);
   out << std::flush;
   if (!step) return std::nullopt;
-  restored.slots = std::move(optimizer->slots());
-  restored.step = *step;
-  return restored;
+  return PsRestoredState{std::move(state.params()), std::move(state.optimizer().slots()), *step};
 }
 
 }  // namespace
@@ -72,7 +66,7 @@ PsTaskServer::PsTaskServer(const TrainConfig& train, const PsClusterConfig& conf
   options.stop = train.stop;
   options.shutdown_timeout_ms = train.shutdown_timeout_ms;
   options.wait_report_interval_ms = config.wait_report_interval_ms;
-  std::optional<PsRestoredState> restored = restored_shards(train, layout, ps, out);
+  std::optional<PsRestoredState> restored = restored_shards(train, ps, out);
   service_ = std::make_unique<PsService>(options, restored ? &*restored : nullptr);
   restored.reset();  // the store holds it now
   fmt::print(out, "ps{}: listening on {}:{} ({})\n", ps, bind.host, port(), bind.why);

@@ -33,6 +33,13 @@ std::string shown(const json& value) {
   return value.dump();
 }
 
+// A recorded model spec less its training defaults (nn/keras_json.h): they are not the
+// architecture, and checkpoints written before the spec carried them have none.
+json architecture(json spec) {
+  if (spec.is_object()) spec.erase("dtrain");
+  return spec;
+}
+
 bool listed(std::string_view key, std::span<const std::string_view> keys) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
@@ -65,7 +72,7 @@ std::optional<FoundCheckpoint> find_checkpoint(const TrainConfig& config) {
     compare(recorded, now, found.changes);
     // Same name, another architecture: a user's JSON file edited between runs.
     if (found.changes.empty() && recorded.contains("model_spec") &&
-        recorded["model_spec"] != now["model_spec"]) {
+        architecture(recorded["model_spec"]) != architecture(now["model_spec"])) {
       found.changes.push_back({"--model", recorded.value("model", ""), "its architecture changed",
                                /*resumable=*/false});
     }

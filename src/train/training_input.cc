@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
+#include "base/crc32c.h"
 #include "base/error.h"
-#include "comm/crc32c.h"
 #include "data/batcher.h"
 #include "data/data_files.h"
 #include "data/streaming_source.h"

@@ -20,7 +20,6 @@
 #include "metrics/tensorboard_sink.h"
 #include "optim/lr_schedule.h"
 #include "tensor/blas.h"
-#include "train/model_state.h"
 
 namespace dtrain {
 namespace {
@@ -164,8 +163,7 @@ class TrainingLoop {
 
   std::optional<int64_t> restore() {
     if (!checkpoints_) return std::nullopt;
-    const auto step =
-        restore_newest(*checkpoints_, state_.view(), state_.model().name(), who(), out_);
+    const auto step = restore_newest(*checkpoints_, state_, who(), out_);
     out_ << std::flush;
     return step;
   }
@@ -414,18 +412,18 @@ class TrainingLoop {
                     .optimizer = state_.optimizer().name(),
                     .config = train_config_json(c_),
                     .tensors = {}};
-    for (const TensorRef& t : state_.view().tensors())
+    for (const TensorRef& t : state_.tensors())
       copy.tensors.push_back({t.name, t.shape, {t.values.begin(), t.values.end()}});
     if (best_checkpoints_) {
       best_checkpoints_->save({copy.global_step, copy.model, copy.optimizer, copy.config},
-                              state_.view().tensors());
+                              state_.tensors());
     }
     best_.emplace(Best{state_.step, loss, std::move(copy)});
   }
 
   // Keras's restore_best_weights: the test set judges the weights the validation set chose.
   void restore_best() {
-    state_.view().restore(best_->state);
+    state_.restore(best_->state);
     fmt::print(
         out_,
         "{}restored the weights of step {}, the lowest validation loss ({:.4f}), for the "
@@ -443,7 +441,7 @@ class TrainingLoop {
   void write_checkpoint() {
     const CheckpointInfo info{state_.step, state_.model().name(), state_.optimizer().name(),
                               train_config_json(c_)};
-    checkpoints_->save(info, state_.view().tensors());
+    checkpoints_->save(info, state_.tensors());
     last_save_ = Clock::now();
   }
 

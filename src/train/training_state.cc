@@ -1,6 +1,13 @@
-// The training state's construction and its one update rule.
+// The training state's construction, its one update rule and its checkpoint views.
 #include "train/training_state.h"
 
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <string>
+
+#include "base/error.h"
+#include "ckpt/param_set_checkpoint.h"
 #include "nn/init.h"
 #include "nn/model_zoo.h"
 
@@ -31,6 +38,44 @@ void TrainingState::apply(float lr, int64_t at_step, size_t begin, size_t end) {
   if (moving_average_) moving_average_->update(params_, at_step + 1, begin, end);
 }
 
-ModelState TrainingState::view() { return {&params_, optimizer_.get(), moving_average()}; }
+std::vector<TensorRef> TrainingState::tensors() const {
+  std::vector<TensorRef> refs;
+  append_tensor_refs(params_, refs);
+  for (const ParamSet& slot : optimizer_->slots()) append_tensor_refs(slot, refs);
+  if (moving_average_) append_tensor_refs(moving_average_->shadow(), refs);
+  return refs;
+}
+
+void TrainingState::restore(const Checkpoint& checkpoint) {
+  load_tensors(checkpoint, params_);
+  for (ParamSet& slot : optimizer_->slots()) load_tensors(checkpoint, slot);
+  if (!moving_average_) return;
+  ParamSet& shadow = moving_average_->shadow();
+  if (shadow.count() > 0 && checkpoint.find(shadow.spec(0).name) != nullptr) {
+    load_tensors(checkpoint, shadow);
+  } else {
+    moving_average_->reset(params_);
+  }
+}
+
+std::optional<int64_t> restore_newest(const CheckpointManager& checkpoints, TrainingState& state,
+                                      std::string_view who, std::ostream& out) {
+  const std::string prefix = who.empty() ? std::string() : fmt::format("{}: ", who);
+  const CheckpointManager::RestoreResult restored = checkpoints.restore_latest();
+  for (const std::string& skipped : restored.skipped) {
+    fmt::print(out, "{}skipped checkpoint {}\n", prefix, skipped);
+  }
+  if (!restored.checkpoint) return std::nullopt;
+  const Checkpoint& checkpoint = *restored.checkpoint;
+  if (checkpoint.model != state.model().name()) {
+    throw CheckpointError(
+        fmt::format("{}: holds model '{}', but --model is '{}'; use another --train_dir",
+                    restored.path.string(), checkpoint.model, state.model().name()));
+  }
+  state.restore(checkpoint);
+  fmt::print(out, "{}restored {} at global step {}\n", prefix, restored.path.string(),
+             checkpoint.global_step);
+  return checkpoint.global_step;
+}
 
 }  // namespace dtrain

@@ -93,11 +93,6 @@ TEST(ClusterHostListTest, EmptyTextIsAnEmptyList) {
   EXPECT_TRUE(parse_host_list("--ps_hosts", "").empty());
 }
 
-TEST(ClusterHostListTest, ToStringBracketsIpv6Only) {
-  EXPECT_EQ(HostPort({"::1", 9001}).to_string(), "[::1]:9001");
-  EXPECT_EQ(HostPort({"localhost", 9001}).to_string(), "localhost:9001");
-}
-
 TEST(ClusterHostListTest, PortOutOfRangeNamesFlagAndEntry) {
   EXPECT_THAT(usage_error([] { parse_host_list("--ps_hosts", "localhost:99999"); }),
               AllOf(HasSubstr("--ps_hosts"), HasSubstr("'localhost:99999'"),

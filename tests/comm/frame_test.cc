@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "base/crc32c.h"
 #include "base/error.h"
-#include "comm/crc32c.h"
 
 namespace dtrain {
 namespace {

@@ -61,15 +61,6 @@ std::vector<uint64_t> record_offsets(const std::vector<std::string>& records) {
   return offsets;
 }
 
-TEST(TfrecordFormat, MaskMatchesTensorFlowsAndUnmaskInvertsIt) {
-  // crc32c("123456789") == 0xE3069283; masked by TensorFlow's rule by hand:
-  // ((0xE3069283 >> 15) | (0xE3069283 << 17)) + 0xa282ead8.
-  const uint32_t crc = 0xE3069283u;
-  const uint32_t rotated = (crc >> 15) | (crc << 17);
-  EXPECT_EQ(tfrecord::mask_crc(crc), static_cast<uint32_t>(rotated + 0xa282ead8u));
-  EXPECT_EQ(tfrecord::unmask_crc(tfrecord::mask_crc(crc)), crc);
-}
-
 TEST(TfrecordWriter, WritesTensorFlowsFramingByteForByte) {
   TempDir dir;
   write_records(dir / "one.tfrecord", Compression::kNone, {"abc"});

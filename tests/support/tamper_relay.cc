@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/crc32c.h"
 #include "collective/ring_protocol.h"
-#include "comm/crc32c.h"
 #include "comm/frame.h"
 #include "comm/frame_format.h"
 #include "ps/ps_protocol.h"

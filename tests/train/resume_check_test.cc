@@ -86,6 +86,22 @@ TEST(ResumeCheck, ChangedSettingsAreRefusedByNameUnlessResumed) {
   EXPECT_THAT(resumed, HasSubstr("--learning_rate 0.5 (now 0.1)"));
 }
 
+TEST(ResumeCheck, TheModelsTrainingDefaultsAreNotItsArchitecture) {
+  testing::TempDir dir;
+  const TrainConfig c = config_in(dir.path());
+  // As a checkpoint written before the spec carried the defaults records it.
+  nlohmann::json recorded = train_config_json(c);
+  ASSERT_TRUE(recorded["model_spec"].contains("dtrain"));
+  recorded["model_spec"].erase("dtrain");
+  const std::vector<float> w(4, 1.0f);
+  const TensorRef tensor{"w", {2, 2}, w};
+  CheckpointManager(c.train_dir)
+      .save({40, c.model.name, c.optimizer.name, recorded}, std::span<const TensorRef>(&tensor, 1));
+  const auto found = find_checkpoint(c);
+  ASSERT_TRUE(found);
+  EXPECT_TRUE(found->changes.empty()) << describe_changes(found->changes);
+}
+
 TEST(ResumeCheck, AnotherModelCannotBeResumedEvenWhenAskedTo) {
   testing::TempDir dir;
   TrainConfig c = config_in(dir.path());

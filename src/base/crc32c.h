@@ -1,5 +1,6 @@
-// CRC-32C (Castagnoli, the iSCSI polynomial 0x1EDC6F41), the checksum of every dtrain frame. Not a
-// cryptographic check: it catches corruption, not tampering (comm/auth.h covers who may talk).
+// CRC-32C (Castagnoli, the iSCSI polynomial 0x1EDC6F41): the checksum of every dtrain frame, of
+// TFRecord records and of a run's final parameters. Not a cryptographic check: it catches
+// corruption, not tampering (comm/auth.h covers who may talk).
 #pragma once
 
 #include <cstddef>

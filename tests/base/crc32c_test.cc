@@ -1,5 +1,5 @@
 // CRC-32C: the standard check value, chaining, and the edges.
-#include "comm/crc32c.h"
+#include "base/crc32c.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // CRC-32C through ISA-L, which picks a carry-less-multiply kernel at run time.
-#include "comm/crc32c.h"
+#include "base/crc32c.h"
 
 #include <isa-l/crc.h>
 

@@ -1,6 +1,6 @@
 // Steady-state step benchmark: warm up (first-touch page faults, BLAS buffers), then time repeated
 // windows of whole steps and report the median window.
-#include "bench/drivers/train_bench.h"
+#include "bench/train_bench.h"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
