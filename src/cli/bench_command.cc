@@ -12,6 +12,7 @@
 #include "cli/bench_ps.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
+#include "plan/flags.h"
 
 namespace dtrain::cli {
 namespace {
@@ -21,6 +22,15 @@ void add_frames_flag(CLI::App& command, bool& unauthenticated_frames) {
   command.add_flag("--unauthenticated_frames", unauthenticated_frames,
                    "Frames carry a CRC32C instead of a tag after the handshake (to measure the "
                    "tags' cost)");
+}
+
+// --transport means here what it means for train and task (both directions of a ps, a ring's
+// chunks): its help and choices are the flag table's row (plan/flags.h), declared once.
+void add_transport_flag(CLI::App& command, std::string& transport) {
+  const FlagSpec& row = *find_flag("--transport");
+  command.add_option(std::string(row.name), transport, std::string(row.help))
+      ->check(CLI::IsMember(std::vector<std::string>(row.choices.begin(), row.choices.end())))
+      ->capture_default_str();
 }
 
 // The sizes stay text until the action runs, so a bad one is a UsageError naming its flag.
@@ -69,11 +79,7 @@ void add_bench_ps_command(CLI::App& bench, Action& action) {
       ->capture_default_str();
   ps->add_option("--min_rounds", flags->config.min_rounds, "Least rounds timed per size")
       ->capture_default_str();
-  ps->add_option("--transport", flags->transport,
-                 "auto (the ps copies gradients out of and values into a worker's memory where "
-                 "the kernel allows it, else TCP), tcp, or shm (memory only)")
-      ->check(CLI::IsMember({"auto", "tcp", "shm"}))
-      ->capture_default_str();
+  add_transport_flag(*ps, flags->transport);
   add_frames_flag(*ps, flags->unauthenticated_frames);
   ps->add_option("--csv", flags->csv_path,
                  "Also append a row per size to this CSV file (a header first if new)");
@@ -149,12 +155,7 @@ void add_bench_allreduce_command(CLI::App& bench, Action& action) {
                    "auto, ring or halving_doubling (four ranks only; others use the ring)")
       ->check(CLI::IsMember({"auto", "ring", "halving_doubling"}))
       ->capture_default_str();
-  allreduce
-      ->add_option("--transport", flags->transport,
-                   "auto (chunks copied out of the sender's memory where the kernel allows it, "
-                   "else TCP), tcp, or shm (memory only)")
-      ->check(CLI::IsMember({"auto", "tcp", "shm"}))
-      ->capture_default_str();
+  add_transport_flag(*allreduce, flags->transport);
   allreduce->add_option("--csv", flags->csv_path,
                         "Also append a row per size to this CSV file (a header first if new)");
   add_frames_flag(*allreduce, flags->unauthenticated_frames);
