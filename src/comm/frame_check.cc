@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
-#include "base/error.h"
 #include "base/crc32c.h"
+#include "base/error.h"
 #include "comm/frame.h"
 
 namespace dtrain {

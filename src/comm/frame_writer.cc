@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "base/error.h"
 #include "base/crc32c.h"
+#include "base/error.h"
 #include "comm/frame.h"
 
 namespace dtrain {
