@@ -5,8 +5,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "base/error.h"
+#include "data/data_files.h"
 #include "plan/flag_checks.h"
 #include "plan/run_plan.h"
 
@@ -14,6 +16,17 @@ namespace dtrain {
 namespace {
 
 using namespace flag_checks;  // NOLINT: the table names a check per row
+
+// Paths absolute, so that `dtrain eval` finds the data from any folder.
+nlohmann::json recorded_data_dir(const TrainConfig& c) {
+  return c.data_dir.empty() ? std::string()
+                            : std::filesystem::absolute(c.data_dir).lexically_normal().string();
+}
+nlohmann::json recorded_train_data(const TrainConfig& c) {
+  return absolute_data_paths(c.train_data);
+}
+nlohmann::json recorded_test_data(const TrainConfig& c) { return absolute_data_paths(c.test_data); }
+nlohmann::json recorded_schedule(const TrainConfig& c) { return lr_decay_name(c.lr_schedule); }
 
 constexpr StrategySet kTowersAndClusters = strategy_bit(StrategyKind::kTowers) | kClusterStrategies;
 constexpr StrategySet kSyncOnly = strategy_bit(StrategyKind::kSync);
@@ -27,7 +40,8 @@ std::vector<FlagSpec> make_table() {
       {.name = "--model",
        .field = &F::model,
        .help = "softmax | mlp | mnist_inference | lenet, or a Keras Sequential .json file",
-       .show_default = true},
+       .show_default = true,
+       .recorded = {"model", [](const TrainConfig& c) -> nlohmann::json { return c.model.name; }}},
       {.name = "--strategy",
        .field = &F::strategy,
        .help = "local | towers | async | sync | allreduce (async and sync: parameter servers; "
@@ -38,20 +52,25 @@ std::vector<FlagSpec> make_table() {
        .field = &F::hidden_units,
        .help = "Hidden units of the mlp model",
        .show_default = true,
-       .check = check_model},
+       .check = check_model,
+       .recorded = {"hidden_units",
+                    [](const TrainConfig& c) -> nlohmann::json { return c.model.hidden_units; }}},
       {.name = "--batch_size",
        .field = &F::batch_size,
        .help = "Examples per step (per worker)",
        .show_default = true,
-       .check = check_batch_size},
+       .check = check_batch_size,
+       .recorded = {"batch_size", recorded_member<&TrainConfig::batch_size>}},
       {.name = "--learning_rate",
        .field = &F::learning_rate,
        .help = "Initial learning rate (default: the model's recipe)",
-       .check = check_learning_rate},
+       .check = check_learning_rate,
+       .recorded = {"learning_rate", recorded_member<&TrainConfig::learning_rate>}},
       {.name = "--lr_decay_rate",
        .field = &F::lr_decay_rate,
        .help = "Exponential schedule: decay per --lr_decay_steps, staircase (1: none)",
-       .check = check_lr_decay_rate},
+       .check = check_lr_decay_rate,
+       .recorded = {"lr_decay_rate", recorded_member<&TrainConfig::lr_decay_rate>}},
       {.name = "--lr_schedule",
        .field = &F::lr_schedule,
        .help = "exponential (--lr_decay_rate per --lr_decay_steps), cosine (to --lr_alpha of "
@@ -59,36 +78,45 @@ std::vector<FlagSpec> make_table() {
                "--lr_boundaries); formulas in docs/training.md",
        .show_default = true,
        .choices = {"exponential", "cosine", "piecewise"},
-       .check = check_lr_schedule},
+       .check = check_lr_schedule,
+       .recorded = {"lr_schedule.decay", recorded_schedule}},
       {.name = "--lr_decay_steps",
        .field = &F::lr_decay_steps,
        .help = "Exponential: steps per --lr_decay_rate (default: one epoch); cosine: steps to "
-               "reach --lr_alpha (default: the whole run)"},
+               "reach --lr_alpha (default: the whole run)",
+       .recorded = {"lr_schedule.decay_steps", recorded_member<&TrainConfig::lr_decay_steps>}},
       {.name = "--lr_alpha",
        .field = &F::lr_alpha,
        .help = "Cosine: the final learning rate as a fraction of --learning_rate",
-       .show_default = true},
+       .show_default = true,
+       .recorded = {"lr_schedule.alpha", recorded_member<&TrainConfig::lr_alpha>}},
       {.name = "--lr_boundaries",
        .field = &F::lr_boundaries,
        .help = "Piecewise: global steps where the rate changes, e.g. 1000,2000",
-       .delimiter = ','},
+       .delimiter = ',',
+       .recorded = {"lr_schedule.boundaries", recorded_member<&TrainConfig::lr_boundaries>}},
       {.name = "--lr_values",
        .field = &F::lr_values,
        .help = "Piecewise: the rates, one more than boundaries, e.g. 0.1,0.01,0.001",
-       .delimiter = ','},
+       .delimiter = ',',
+       .recorded = {"lr_schedule.values", recorded_member<&TrainConfig::lr_values>}},
       {.name = "--lr_warmup_steps",
        .field = &F::lr_warmup_steps,
        .help = "Linear warmup: the rate rises from 0 over these first global steps (any "
                "--lr_schedule)",
-       .show_default = true},
+       .show_default = true,
+       .recorded = {"lr_schedule.warmup_steps", recorded_member<&TrainConfig::lr_warmup_steps>}},
       {.name = "--optimizer",
        .field = &F::optimizer,
        .help = "sgd | momentum | adam (default: the model's recipe)",
-       .check = check_optimizer},
+       .check = check_optimizer,
+       .recorded = {"optimizer",
+                    [](const TrainConfig& c) -> nlohmann::json { return c.optimizer.name; }}},
       {.name = "--moving_average_decay",
        .field = &F::moving_average_decay,
        .help = "Evaluate on an exponential moving average of the weights with this decay (0: off)",
-       .check = check_moving_average_decay},
+       .check = check_moving_average_decay,
+       .recorded = {"moving_average_decay", recorded_member<&TrainConfig::moving_average_decay>}},
       {.name = "--l2",
        .field = &F::l2,
        .help = "L2 regularisation coefficient on weights (default: the model's)",
@@ -103,13 +131,18 @@ std::vector<FlagSpec> make_table() {
        .check = check_epochs},
       {.name = "--data_dir",
        .field = &F::data_dir,
-       .help = "MNIST folder (default $DTRAIN_DATA_DIR or ~/.cache/dtrain/mnist)"},
+       .help = "MNIST folder (default $DTRAIN_DATA_DIR or ~/.cache/dtrain/mnist)",
+       .recorded = {"data.data_dir", recorded_data_dir}},
       {.name = "--train_data",
        .field = &F::train_data,
        .help = "Your training data: comma-separated files or globs (IDX, TFRecord of "
                "tf.train.Example, CSV; .gz/.zlib compressed or not); needs --test_data",
-       .check = check_data_pair},
-      {.name = "--test_data", .field = &F::test_data, .help = "Your test data, as --train_data"},
+       .check = check_data_pair,
+       .recorded = {"data.train_data", recorded_train_data}},
+      {.name = "--test_data",
+       .field = &F::test_data,
+       .help = "Your test data, as --train_data",
+       .recorded = {"data.test_data", recorded_test_data}},
       {.name = "--label_column", .field = std::monostate{}, .check = check_label_column},
       {.name = "--shuffle_buffer",
        .field = &F::shuffle_buffer,
@@ -147,11 +180,13 @@ std::vector<FlagSpec> make_table() {
                "--target_accuracy and --early_stopping_patience judge (default 5000 of MNIST, "
                "none of --train_data)",
        .show_default = true,
-       .check = check_validation_size},
+       .check = check_validation_size,
+       .recorded = {"validation_size", recorded_member<&TrainConfig::validation_size>}},
       {.name = "--seed",
        .field = &F::seed,
        .help = "Seed of initialisation and shuffling",
-       .show_default = true},
+       .show_default = true,
+       .recorded = {"seed", recorded_member<&TrainConfig::seed>}},
       {.name = "--threads",
        .field = &F::threads,
        .help = "Compute threads that split every large matrix product (default: the cores "
@@ -165,7 +200,8 @@ std::vector<FlagSpec> make_table() {
        .strategies = kTowersAndClusters,
        .hint_under = strategy_bit(StrategyKind::kLocal),
        .hint = "{0} {1}: needs --strategy towers",
-       .check = check_towers},
+       .check = check_towers,
+       .recorded = {"towers", recorded_member<&TrainConfig::towers>}},
       {.name = "--log_every",
        .field = &F::log_every,
        .help = "Print a step line every N steps, at least once an epoch (0: never)",

@@ -1,11 +1,13 @@
 // The one table of `dtrain train` and `dtrain task` flags (DESIGN.md §2a, STYLE.md 24 and 28): per
 // flag its name, the field of FlagValues it sets, its help, the strategies under which it means
-// something (any other refuses it by name), and the check of its value. cli/ declares the options
-// and --help from it; the run plan (plan/run_plan.h) validates and refuses through it. Adding a
-// flag is a field in FlagValues, a row here, and its use.
+// something (any other refuses it by name), the check of its value, and where checkpoints record
+// it. cli/ declares the options and --help from it; the run plan (plan/run_plan.h) validates and
+// refuses through it, and records through it (plan/recorded_settings.h). Adding a flag is a field
+// in FlagValues, a row here, and its use.
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -15,6 +17,7 @@
 
 #include "plan/flag_values.h"
 #include "plan/strategy_kind.h"
+#include "train/train_config.h"
 
 namespace dtrain {
 
@@ -46,6 +49,20 @@ enum class CheckWhen { kAlways, kUnderItsStrategies, kLocalLauncher };
 // task of a cluster, which checks against its cluster spec instead.
 using FlagCheck = void (*)(const RunPlan& plan, int cluster_workers);
 
+// Where a checkpoint records a flag's effective value: the settings after the model's recipe, so
+// read from TrainConfig rather than FlagValues (plan/recorded_settings.h derives the JSON).
+struct Recorded {
+  std::string_view key{};  // a path into the recorded JSON, levels joined by '.': "data.train_data"
+  nlohmann::json (*value)(const TrainConfig& config) = nullptr;  // nullptr: not recorded
+};
+
+// A Recorded value that is one TrainConfig member as it stands:
+// recorded_member<&TrainConfig::seed>.
+template <auto kMember>
+nlohmann::json recorded_member(const TrainConfig& config) {
+  return nlohmann::json(config.*kMember);
+}
+
 struct FlagSpec {
   std::string_view name{};  // "--fusion_bytes"
   FlagField field{};
@@ -64,6 +81,10 @@ struct FlagSpec {
   bool launcher_only = false;  // sizes or supervises the local launcher's cluster
   FlagCheck check = nullptr;
   CheckWhen when = CheckWhen::kAlways;
+  // Recorded by every checkpoint when it changes what training computes or what evaluation reads:
+  // the resume check compares it and names this flag (train/resume_check.h), and the all-reduce
+  // ring agrees on it (train/allreduce_strategy.h).
+  Recorded recorded{};
 };
 
 // Every flag, in --help's order.

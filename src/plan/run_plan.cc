@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "data/data_files.h"
 #include "plan/flags.h"
+#include "plan/recorded_settings.h"
 #include "train/recipes.h"
 
 namespace dtrain {
@@ -88,6 +89,7 @@ TrainConfig config_of(const RunPlan& p) {
   c.early_stopping_patience = f.early_stopping_patience;
   c.nonfinite_gradient_steps = f.inject_nonfinite_at;
   c.step_delay_ms = f.step_delay_ms;
+  c.recorder = recorded_settings;
   return c;
 }
 

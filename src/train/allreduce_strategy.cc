@@ -45,7 +45,9 @@ nlohmann::json agreed_settings(const TrainConfig& c, const AllreduceClusterConfi
                                const TrainingInput& input, int64_t total_steps) {
   nlohmann::json agreed = train_config_json(c);
   agreed.erase("towers");
-  for (const char* path : {"data_dir", "train_data", "test_data"}) agreed["data"].erase(path);
+  if (agreed.contains("data")) {
+    for (const char* path : {"data_dir", "train_data", "test_data"}) agreed["data"].erase(path);
+  }
   nlohmann::json shapes = nlohmann::json::object();
   for (const ParamSpec& spec : layout.specs()) shapes[spec.name] = spec.shape;
   const OptimizerConfig& o = c.optimizer;

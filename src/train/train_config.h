@@ -17,6 +17,10 @@
 
 namespace dtrain {
 
+struct TrainConfig;
+// The settings of a run as its checkpoints record them (train_config_json).
+using SettingsRecorder = nlohmann::json (*)(const TrainConfig& config);
+
 struct TrainConfig {
   ModelConfig model;
   OptimizerConfig optimizer;
@@ -84,6 +88,12 @@ struct TrainConfig {
   // last checkpoint, and a ps waits at most shutdown_timeout_ms for its workers to leave.
   const StopRequest* stop = nullptr;
   int shutdown_timeout_ms = 20'000;
+  // What a checkpoint records of these settings: the run plan sets the derivation from its flag
+  // table (plan/recorded_settings.h), which train/ calls without knowing flags, on the settings as
+  // they are when it records them. nullptr, a config built by hand (library tests): nothing is
+  // recorded, so the resume check has nothing to compare, `dtrain eval` knows only the model's
+  // name, and the all-reduce fingerprint covers only what the ring adds.
+  SettingsRecorder recorder = nullptr;
 };
 
 // What a run achieved.
@@ -105,7 +115,8 @@ LrSchedule lr_schedule_of(const TrainConfig& config, int64_t global_steps_per_ep
                           int64_t total_steps);
 
 // The training settings a checkpoint's metadata records: `dtrain eval` rebuilds the model and
-// picks the weights to evaluate from them, whatever strategy wrote the checkpoint.
+// picks the weights to evaluate from them, whatever strategy wrote the checkpoint. What
+// config.recorder makes of them; an empty object without one.
 nlohmann::json train_config_json(const TrainConfig& config);
 
 }  // namespace dtrain

@@ -17,6 +17,7 @@
 #include "nn/init.h"
 #include "nn/keras_json.h"
 #include "nn/model_zoo.h"
+#include "plan/recorded_settings.h"
 #include "train/gradient_computer.h"
 #include "train/trainer.h"
 
@@ -112,7 +113,7 @@ TEST(BuiltinModels, TheirKerasJsonRebuildsTheSameParameters) {
 TEST(ModelFile, ACheckpointsTrainingConfigCarriesTheSpecThatRebuildsTheModel) {
   TrainConfig config;
   config.model.name = std::string(DTRAIN_SOURCE_DIR) + "/tests/nn/fixtures/tfjs_cnn.json";
-  const nlohmann::json recorded = train_config_json(config);
+  const nlohmann::json recorded = recorded_settings(config);
   ASSERT_TRUE(recorded.contains("model_spec"));
   const std::unique_ptr<Model> rebuilt = make_model_from_json(recorded["model_spec"]);
   const std::unique_ptr<Model> model = make_model(config.model);

@@ -18,6 +18,7 @@
 
 #include "collective/memory_ring.h"
 #include "data/feature_scale.h"
+#include "plan/recorded_settings.h"
 #include "plan/run_plan.h"
 #include "support/process.h"
 #include "support/ps_cluster.h"
@@ -89,6 +90,7 @@ class AllreduceStrategyTest : public ::testing::Test {
     c.learning_rate = 0.3f;
     c.threads = 1;
     c.log_every = 0;
+    c.recorder = recorded_settings;
     return c;
   }
 

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "nn/model_zoo.h"
+#include "plan/recorded_settings.h"
 #include "plan/run_plan.h"
 #include "support/temp_dir.h"
 #include "train/training_state.h"
@@ -101,7 +102,7 @@ TEST(Recipes, TheModelFileIsReadOnceForEverythingARunDoesWithIt) {
   std::filesystem::remove(path);
 
   EXPECT_NO_THROW(validate_train_config(c));
-  EXPECT_EQ(train_config_json(c)["model_spec"]["config"]["name"], "tiny");
+  EXPECT_EQ(recorded_settings(c)["model_spec"]["config"]["name"], "tiny");
   const TrainingState state(c);
   EXPECT_EQ(state.params().num_values(), int64_t{784 * 10 + 10});
   EXPECT_EQ(make_model(c.model)->num_classes(), 10);

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "ckpt/checkpoint_manager.h"
+#include "plan/recorded_settings.h"
 #include "support/temp_dir.h"
 #include "train/recipes.h"
 
@@ -23,6 +24,7 @@ TrainConfig config_in(const std::filesystem::path& dir) {
   TrainConfig c = recipe_for("softmax");
   c.train_dir = dir;
   c.learning_rate = 0.5f;
+  c.recorder = recorded_settings;  // as the run plan sets it
   return c;
 }
 

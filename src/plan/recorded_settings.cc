@@ -1,0 +1,60 @@
+// The flag table's recorded rows, and the recorded keys no flag owns, written into one JSON object.
+#include "plan/recorded_settings.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <string>
+#include <string_view>
+
+#include "data/data_options.h"
+#include "nn/model_zoo.h"
+#include "plan/flags.h"
+
+namespace dtrain {
+namespace {
+
+// What the flags imply or what several flags make together, recorded whole.
+constexpr std::array<Recorded, 4> kNotFlags = {{
+    // The model's whole architecture (Keras JSON), so that any checkpoint rebuilds its model.
+    {"model_spec",
+     [](const TrainConfig& c) { return nlohmann::json::parse(model_spec_json(c.model).dump()); }},
+    // --moving_average_decay > 0 turns it on, and a recipe may.
+    {"eval_moving_average", recorded_member<&TrainConfig::eval_moving_average>},
+    // The data flags of train, eval and predict (cli/data_flags.cc), as data/ writes them.
+    {"data.options", [](const TrainConfig& c) { return data_options_json(c.data_options); }},
+    // How examples become the model's input: uint8 pixels (IDX, TFRecord bytes) scaled to [0, 1],
+    // numeric features (CSV, float_list) times the feature scale. For people and `dtrain export`.
+    {"data.input_scaling",
+     [](const TrainConfig& c) -> nlohmann::json {
+       const std::optional<FeatureScale>& scale = c.data_options.feature_scale;
+       return fmt::format("uint8 pixels / 255; numeric features {}",
+                          scale ? "× " + scale->text : std::string("as given"));
+     }},
+}};
+
+// `key`'s levels joined by '.' as a JSON pointer: "data.options" → /data/options.
+nlohmann::json::json_pointer pointer_to(std::string_view key) {
+  std::string path;
+  path.reserve(key.size() + 1);
+  path.push_back('/');
+  for (const char c : key) path.push_back(c == '.' ? '/' : c);
+  return nlohmann::json::json_pointer(path);
+}
+
+void record(nlohmann::json& settings, const Recorded& recorded, const TrainConfig& config) {
+  settings[pointer_to(recorded.key)] = recorded.value(config);
+}
+
+}  // namespace
+
+nlohmann::json recorded_settings(const TrainConfig& config) {
+  nlohmann::json settings = nlohmann::json::object();
+  for (const FlagSpec& flag : flag_table()) {
+    if (flag.recorded.value != nullptr) record(settings, flag.recorded, config);
+  }
+  for (const Recorded& recorded : kNotFlags) record(settings, recorded, config);
+  return settings;
+}
+
+}  // namespace dtrain
