@@ -88,6 +88,11 @@ PsService::~PsService() { server_->stop(); }
 
 void PsService::run() {
   const std::string failed = roster_.wait();
+  {
+    // Bounded: a handler stuck sending to a peer that reads nothing must not hold the exit.
+    std::unique_lock lock(requests_mutex_);
+    requests_done_.wait_for(lock, kAnswerGrace, [&] { return requests_in_flight_ == 0; });
+  }
   server_->stop();
   if (const auto reason = store_->aborted())
     throw Error(fmt::format("ps{}: {}", options_.ps, *reason));
@@ -126,6 +131,24 @@ void PsService::print_summary(std::ostream& out) const {
   out << std::flush;
 }
 
+// One request from its receipt to its answer (PsService::requests_in_flight_).
+class PsService::InFlight {
+ public:
+  explicit InFlight(PsService& service) : service_(service) {
+    std::lock_guard lock(service_.requests_mutex_);
+    ++service_.requests_in_flight_;
+  }
+  ~InFlight() {
+    std::lock_guard lock(service_.requests_mutex_);
+    if (--service_.requests_in_flight_ == 0) service_.requests_done_.notify_all();
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  PsService& service_;
+};
+
 void PsService::serve(Connection& connection) {
   Scratch scratch(max_shard_size_ * (1 + store_->slot_suffixes().size()));
   if (options_.sync.sync_replicas) start_replier(connection, scratch);
@@ -140,6 +163,7 @@ void PsService::serve(Connection& connection) {
   } presence{*this, scratch.worker};
   for (;;) {
     const Connection::Incoming in = connection.receive();
+    InFlight in_flight(*this);
     try {
       // Only pushes queue behind a deferred reply; anything else is answered after those.
       if (scratch.replier != nullptr && in.type != proto::kPush && in.type != proto::kPushRef) {

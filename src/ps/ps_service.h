@@ -67,8 +67,9 @@ class PsService {
 
   // Blocks until every training worker (0..total_num_replicas-1) has reported done, been given
   // up as lost, or was lost and training has finished — or, once a stop is requested, until no
-  // worker is connected; then stops the server. Throws Error naming the lost worker when the sync
-  // policy is kStop and a step can no longer complete.
+  // worker is connected; then lets the requests being handled be answered (a wait for the chief's
+  // initialisation, which a stop ends, answers at once) and stops the server. Throws Error naming
+  // the lost worker when the sync policy is kStop and a step can no longer complete.
   void run();
   // Prints what this task did: steps, applied updates, stale and duplicate pushes, connections.
   void print_summary(std::ostream& out) const;
@@ -127,6 +128,13 @@ class PsService {
   std::optional<uint64_t> initialized_by_;
   WorkerRoster roster_;
   const PushReplyContext reply_context_;
+  // Requests received and not yet answered, over every connection: stopping the server closes
+  // the connections, so run() first lets these finish.
+  class InFlight;
+  static constexpr std::chrono::seconds kAnswerGrace{2};
+  std::mutex requests_mutex_;
+  std::condition_variable requests_done_;
+  int requests_in_flight_ = 0;  // guarded by requests_mutex_
 
   std::unique_ptr<Server> server_;  // last: its threads use everything above
 };
