@@ -378,6 +378,10 @@ TEST(Reliability, APsRestartedFromALargeCheckpointServesNoWorkerBeforeItIsRestor
     ASSERT_EQ(results[i].exit_code, 0)
         << "worker " << i << ": " << all_output(results[i]) << "\nps: " << all_output(ps_result);
     EXPECT_THAT(all_output(results[i]), Not(HasSubstr("without its variables")));
+    // Async, the other worker can push the last of the 24 steps before the kill lands: it then
+    // never lost ps0. The chief is the one whose step line the kill followed, a third of the way
+    // in.
+    if (i > 0 && out.find("lost ps0") == std::string::npos) continue;
     // A worker that had logged a step past the restored one reports the steps the restore lost.
     // One that had not may have seen no later step at all (the chief can save again before the
     // kill lands), and then it has simply reconnected.
