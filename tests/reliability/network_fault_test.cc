@@ -147,7 +147,7 @@ TEST_F(NetworkFaults, ACutLinkIsFoundOnBothSidesAndHealsByReconnecting) {
 // with an error naming the ps it cannot reach. Nobody hangs.
 TEST_F(NetworkFaults, AWorkerCutOffForGoodStopsSyncTrainingWithAnErrorNamingIt) {
   start(concat(softmax_flags(), {"--sync_replicas", "--train_steps", "100000", "--liveness_timeout",
-                                 "2", "--worker_timeout", "2", "--peer_timeout", "20"}));
+                                 "2", "--worker_timeout", "2", "--peer_timeout", "8"}));
   const int64_t cut_at = fault_step("worker 1's link to the ps cut for good at its step", 20, 200);
   wait_for_worker1_step(cut_at);
   network_->cut(kWorker1Host, kPsHost);
@@ -161,7 +161,7 @@ TEST_F(NetworkFaults, AWorkerCutOffForGoodStopsSyncTrainingWithAnErrorNamingIt) 
   }
   EXPECT_EQ(w1.exit_code, 1) << all_output(w1);
   EXPECT_THAT(w1.out, HasSubstr("lost ps0 (10.77.0.1:2222)")) << all_output(w1);
-  EXPECT_THAT(w1.err, HasSubstr("could not reconnect to ps0 at 10.77.0.1:2222 within 20 s"))
+  EXPECT_THAT(w1.err, HasSubstr("could not reconnect to ps0 at 10.77.0.1:2222 within 8 s"))
       << all_output(w1);
   EXPECT_GT(network_->dropped(kWorker1Host), 0u);
 }
