@@ -9,15 +9,20 @@
 
 namespace dtrain {
 
+// Every class below declares its constructor rather than inheriting it (`using Base::Base`): GCC's
+// -fsanitize=vptr checks an inherited constructor's call of its base as a member call on the
+// object under construction, and reports whatever stale vptr the stack slot still holds (seen
+// once in the gate: "member call on address ... which does not point to an object of type
+// 'Error'" while a TransportError was being made).
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
 // A flag or configuration value is invalid. Exit code 2, as for any usage error.
 class UsageError : public Error {
  public:
-  using Error::Error;
+  explicit UsageError(const std::string& what) : Error(what) {}
 };
 
 // A model or a data file asks for more memory than this machine has (base/machine_memory.h), or
@@ -25,25 +30,25 @@ class UsageError : public Error {
 // size and the limit. Exit code 2, as for a usage error: run as it is, it can never succeed.
 class TooLargeError : public UsageError {
  public:
-  using UsageError::UsageError;
+  explicit TooLargeError(const std::string& what) : UsageError(what) {}
 };
 
 // A data file (IDX, TFRecord) is missing, malformed or inconsistent.
 class DataError : public Error {
  public:
-  using Error::Error;
+  explicit DataError(const std::string& what) : Error(what) {}
 };
 
 // A checkpoint is missing, corrupt or does not match the model.
 class CheckpointError : public Error {
  public:
-  using Error::Error;
+  explicit CheckpointError(const std::string& what) : Error(what) {}
 };
 
 // An operating-system call failed (open, write, rename, fsync).
 class IoError : public Error {
  public:
-  using Error::Error;
+  explicit IoError(const std::string& what) : Error(what) {}
 };
 
 // A stop request (a signal: cli/shutdown.h) ended a wait for a peer before it was over. Not a
@@ -61,33 +66,33 @@ class StopRequested : public Error {
 // authentication. The message names the peer (task and/or address) and the reason.
 class TransportError : public Error {
  public:
-  using Error::Error;
+  explicit TransportError(const std::string& what) : Error(what) {}
 };
 
 // The peer closed the connection: read the end of its byte stream.
 class PeerClosed : public TransportError {
  public:
-  using TransportError::TransportError;
+  explicit PeerClosed(const std::string& what) : TransportError(what) {}
 };
 
 // A frame broke the wire format: bad magic, version or CRC32C, unknown type, or longer than the
 // configured limit.
 class FrameError : public TransportError {
  public:
-  using TransportError::TransportError;
+  explicit FrameError(const std::string& what) : TransportError(what) {}
 };
 
 // A peer failed the HMAC challenge-response (wrong or missing cluster secret).
 class AuthError : public TransportError {
  public:
-  using TransportError::TransportError;
+  explicit AuthError(const std::string& what) : TransportError(what) {}
 };
 
 // A collective (all-reduce, broadcast, barrier) could not complete: a rank was lost or stuck, or
 // the ranks disagree on what they are running. The message names the rank at fault.
 class CollectiveError : public TransportError {
  public:
-  using TransportError::TransportError;
+  explicit CollectiveError(const std::string& what) : TransportError(what) {}
 };
 
 }  // namespace dtrain

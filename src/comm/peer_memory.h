@@ -102,7 +102,7 @@ std::string check_memory_offer(const MemoryOffer& offer, const Challenge& challe
 // exited (or been killed), so its connections are closing too.
 class PeerProcessGone : public TransportError {
  public:
-  using TransportError::TransportError;
+  explicit PeerProcessGone(const std::string& what) : TransportError(what) {}
 };
 
 // Copies into.size() bytes from `address` in process `pid`. Throws TransportError naming `peer`
