@@ -89,7 +89,7 @@ TrainConfig config_of(const RunPlan& p) {
   c.early_stopping_patience = f.early_stopping_patience;
   c.nonfinite_gradient_steps = f.inject_nonfinite_at;
   c.step_delay_ms = f.step_delay_ms;
-  c.recorder = recorded_settings;
+  c.recorder = &settings_record();
   return c;
 }
 

@@ -90,7 +90,7 @@ class AllreduceStrategyTest : public ::testing::Test {
     c.learning_rate = 0.3f;
     c.threads = 1;
     c.log_every = 0;
-    c.recorder = recorded_settings;
+    c.recorder = &settings_record();
     return c;
   }
 
