@@ -6,9 +6,11 @@
 // dtrain's own parameter names ride in an extra key of a layer's config that Keras never writes
 // and ignores on load:  "dtrain": {"kernel_name": "hid_w", "bias_name": "hid_b"}. Without it a
 // layer's parameters are named as Keras names its weights: "<layer name>/kernel", ".../bias".
-// The model's training defaults ride the same way, at the top level of the file:
+// The model's training defaults ride the same way, at the top level of the file, with the layer
+// --hidden_units sizes (nn/model_spec.h):
 //   "dtrain": {"defaults": {"optimizer": "sgd", "learning_rate": 0.5, "lr_decay_rate": 1,
-//                           "moving_average_decay": 0.999, "epochs": 5}}
+//                           "moving_average_decay": 0.999, "epochs": 5},
+//              "hidden_units": {"layer": "hidden", "fan_in_stddev": "softmax"}}
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -190,7 +190,15 @@ nlohmann::ordered_json to_keras_json(const ModelSpec& spec) {
   if (d.moving_average_decay)
     defaults["moving_average_decay"] = json_float(*d.moving_average_decay);
   if (d.epochs) defaults["epochs"] = *d.epochs;
-  if (!defaults.empty()) model["dtrain"] = {{"defaults", std::move(defaults)}};
+  ordered_json dtrain = ordered_json::object();
+  if (!defaults.empty()) dtrain["defaults"] = std::move(defaults);
+  if (spec.hidden_units) {
+    ordered_json sized = {{"layer", spec.hidden_units->layer}};
+    if (!spec.hidden_units->fan_in_stddev.empty())
+      sized["fan_in_stddev"] = spec.hidden_units->fan_in_stddev;
+    dtrain["hidden_units"] = std::move(sized);
+  }
+  if (!dtrain.empty()) model["dtrain"] = std::move(dtrain);
   return model;
 }
 

@@ -86,6 +86,18 @@ struct TrainingDefaults {
   bool operator==(const TrainingDefaults&) const = default;
 };
 
+// The layer --hidden_units sizes, where a model's file declares one (the built-in mlp does):
+//   "dtrain": {"hidden_units": {"layer": "hidden", "fan_in_stddev": "softmax"}}
+// The Dense layer `layer` gets --hidden_units units (default 100), and the Dense layer
+// `fan_in_stddev`, if named, which takes them as its fan-in, a kernel stddev of 1/sqrt(fan-in), as
+// dist_mnist draws it.
+struct HiddenUnitsLayer {
+  std::string layer = {};
+  std::string fan_in_stddev = {};  // empty: no initialiser follows the width
+
+  bool operator==(const HiddenUnitsLayer&) const = default;
+};
+
 struct ModelSpec {
   std::string name = {};
   Shape input_shape = {};  // without the batch
@@ -94,6 +106,7 @@ struct ModelSpec {
   // "sparse_categorical_crossentropy", "categorical_crossentropy"); empty: the head decides.
   std::string loss = {};
   TrainingDefaults defaults = {};
+  std::optional<HiddenUnitsLayer> hidden_units = std::nullopt;  // none: --hidden_units is refused
 
   bool operator==(const ModelSpec&) const = default;
 };

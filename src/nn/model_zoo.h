@@ -22,7 +22,7 @@ namespace dtrain {
 struct ModelConfig {
   // One of model_names(), or the path of a Keras Sequential JSON file (ending in .json).
   std::string name = "mnist_inference";
-  int hidden_units = 100;  // mlp only
+  int hidden_units = 100;  // of the layer the spec declares for it (mlp's); see HiddenUnitsLayer
   // Overrides the L2 coefficient of every kernel, in TensorFlow's l2_regularizer convention
   // (loss += l2·Σw²/2).
   std::optional<float> l2 = std::nullopt;

@@ -51,7 +51,7 @@ std::vector<FlagSpec> make_table() {
        .choices = {"local", "towers", "async", "sync", "allreduce"}},
       {.name = "--hidden_units",
        .field = &F::hidden_units,
-       .help = "Hidden units of the mlp model",
+       .help = "Hidden units of the layer a model's JSON names for them (mlp's)",
        .show_default = true,
        .check = check_model,
        .recorded = {"hidden_units",

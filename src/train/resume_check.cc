@@ -27,8 +27,8 @@ std::string shown(const json& value) {
   return value.dump();
 }
 
-// A recorded model spec less its training defaults (nn/keras_json.h): they are not the
-// architecture, and checkpoints written before the spec carried them have none.
+// A recorded model spec less dtrain's own keys (nn/keras_json.h: its training defaults, the layer
+// --hidden_units sizes): they are not the architecture, and older checkpoints have none.
 json architecture(json spec) {
   if (spec.is_object()) spec.erase("dtrain");
   return spec;

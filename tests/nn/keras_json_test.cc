@@ -521,6 +521,27 @@ TEST(KerasJson, TrainingDefaultsAtTheTopLevelAreReadAndWrittenBack) {
   EXPECT_FALSE(json::parse(to_keras_json(plain).dump()).contains("dtrain"));
 }
 
+TEST(KerasJson, TheLayerHiddenUnitsSizesIsReadAndWrittenBack) {
+  json doc = fixture("keras3_mlp.json");
+  const std::string first = doc["config"]["layers"][1]["config"]["name"];
+  const std::string second = doc["config"]["layers"][3]["config"]["name"];  // [2]: a Dropout
+  doc["dtrain"] = {{"hidden_units", {{"layer", first}, {"fan_in_stddev", second}}}};
+  const ModelSpec spec = read_keras_json(doc, "sized.json");
+  ASSERT_TRUE(spec.hidden_units);
+  EXPECT_EQ(*spec.hidden_units, (HiddenUnitsLayer{.layer = first, .fan_in_stddev = second}));
+  EXPECT_EQ(read_keras_json(json::parse(to_keras_json(spec).dump()), "written"), spec);
+  // A layer that is not there, or not a Dense one, is refused naming the file and the key.
+  doc["dtrain"]["hidden_units"]["fan_in_stddev"] = "nope";
+  try {
+    read_keras_json(doc, "sized.json");
+    ADD_FAILURE() << "an unknown layer was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "sized.json: dtrain hidden_units fan_in_stddev \"nope\" is not the name of a Dense "
+              "layer");
+  }
+}
+
 TEST(KerasJson, AnUnknownOrMistypedTrainingDefaultIsRefusedNamingTheFileAndTheKey) {
   const auto refusal = [](const char* dtrain) {
     json doc = fixture("keras3_mlp.json");
@@ -542,7 +563,8 @@ TEST(KerasJson, AnUnknownOrMistypedTrainingDefaultIsRefusedNamingTheFileAndTheKe
   EXPECT_EQ(refusal(R"({"defaults": {"optimizer": 3}})"),
             "d.json: dtrain defaults optimizer 3 is not a name");
   EXPECT_EQ(refusal(R"({"kernel_name": "w"})"),
-            "d.json: dtrain {\"kernel_name\":\"w\"} is not {\"defaults\": {...}}");
+            "d.json: dtrain {\"kernel_name\":\"w\"} is not {\"defaults\": {...}, "
+            "\"hidden_units\": {...}}");
 }
 
 TEST(KerasJson, NotJsonAndNotSequentialAreRefusedWithTheSource) {
