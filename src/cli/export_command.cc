@@ -35,7 +35,7 @@ OnnxModelInfo model_info(const CheckpointModel& loaded, const OnnxGraph& graph,
   // The export holds the model, not how dtrain trains it: the spec less its training defaults and
   // the layer --hidden_units sized.
   ModelSpec architecture = loaded.spec;
-  architecture.defaults = {};
+  architecture.defaults = nlohmann::json::object();
   architecture.hidden_units = std::nullopt;
   OnnxModelInfo info;
   info.doc_string = fmt::format(

@@ -552,41 +552,6 @@ std::string compiled_loss(const json& level, const std::string& source_name) {
   return "";
 }
 
-// A finite number that float32 holds, or UsageError naming the key.
-double finite_number(const json& value, const std::string& source_name, const std::string& key) {
-  if (!value.is_number() || !std::isfinite(static_cast<float>(value.get<double>()))) {
-    throw UsageError(fmt::format("{}: dtrain defaults {} {} is not a finite number", source_name,
-                                 key, show(value)));
-  }
-  return value.get<double>();
-}
-
-TrainingDefaults read_defaults(const json& given, const std::string& source_name) {
-  TrainingDefaults defaults;
-  for (const auto& [key, value] : given.items()) {
-    if (key == "optimizer") {
-      if (!value.is_string())
-        throw UsageError(fmt::format("{}: dtrain defaults optimizer {} is not a name", source_name,
-                                     show(value)));
-      defaults.optimizer = value.get<std::string>();
-    } else if (key == "learning_rate") {
-      defaults.learning_rate = static_cast<float>(finite_number(value, source_name, key));
-    } else if (key == "lr_decay_rate") {
-      defaults.lr_decay_rate = static_cast<float>(finite_number(value, source_name, key));
-    } else if (key == "moving_average_decay") {
-      defaults.moving_average_decay = static_cast<float>(finite_number(value, source_name, key));
-    } else if (key == "epochs") {
-      defaults.epochs = finite_number(value, source_name, key);
-    } else {
-      throw UsageError(fmt::format(
-          "{}: dtrain defaults {} is not supported (only optimizer, learning_rate, lr_decay_rate, "
-          "moving_average_decay, epochs)",
-          source_name, key));
-    }
-  }
-  return defaults;
-}
-
 // The Dense layer of `spec` named `name`, or UsageError naming the file and the key.
 const LayerSpec& dense_layer(const ModelSpec& spec, const json& name, const std::string& key,
                              const std::string& source_name) {
@@ -619,7 +584,8 @@ HiddenUnitsLayer read_hidden_units(const json& given, const ModelSpec& spec,
   return sized;
 }
 
-// The top-level "dtrain" key: the training defaults, and the layer --hidden_units sizes.
+// The top-level "dtrain" key: the training defaults (checked by the run plan, which knows the
+// flags they name), and the layer --hidden_units sizes.
 void read_dtrain(const json& level, const std::string& source_name, ModelSpec& spec) {
   if (!level.is_object() || !level.contains("dtrain")) return;
   const json& dtrain = level["dtrain"];
@@ -634,7 +600,7 @@ void read_dtrain(const json& level, const std::string& source_name, ModelSpec& s
         fmt::format("{}: dtrain {} is not {{\"defaults\": {{...}}, \"hidden_units\": {{...}}}}",
                     source_name, show(dtrain)));
   }
-  if (dtrain.contains("defaults")) spec.defaults = read_defaults(dtrain["defaults"], source_name);
+  if (dtrain.contains("defaults")) spec.defaults = dtrain["defaults"];
   if (dtrain.contains("hidden_units"))
     spec.hidden_units = read_hidden_units(dtrain["hidden_units"], spec, source_name);
 }

@@ -29,8 +29,8 @@ namespace dtrain {
 // index in messages is its position in the file's "layers" list, InputLayer included. The loss,
 // where the file names one (Keras 3's "compile_config", Keras 2's and TensorFlow.js's
 // "training_config"), goes to spec.loss; build_model checks it against the model's head. The
-// top-level "dtrain" defaults go to spec.defaults; an unknown key or a value of the wrong type or
-// beyond float32 is refused.
+// top-level "dtrain" defaults go to spec.defaults as the file gives them (the run plan checks
+// their keys and values against its flags: plan/recipes.h).
 // Throws UsageError starting with source_name, e.g.
 //   model.json: layer 3 (Conv2D): dilation_rate [2, 2] is not supported (only 1)
 // Text whose arrays and objects nest deeper than kMaxJsonNesting (base/json_depth.h) is refused

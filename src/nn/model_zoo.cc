@@ -27,13 +27,12 @@ ModelSpec read_spec_file(const std::string& path) {
   if (!in) throw IoError(fmt::format("--model {}: cannot open the file", path));
   std::ostringstream text;
   text << in.rdbuf();
-  return read_keras_json(text.str(), path);
+  return read_keras_json(text.str(), model_source_name(path));
 }
 
 ModelSpec builtin_spec(const std::string& name) {
   for (const BuiltinModel& model : builtin_models()) {
-    if (model.name == name)
-      return read_keras_json(model.json, fmt::format("built-in model {}", model.name));
+    if (model.name == name) return read_keras_json(model.json, model_source_name(name));
   }
   throw UsageError(fmt::format("--model {}: unknown model; choose one of {} or a Keras .json file",
                                name, fmt::join(model_names(), ", ")));
@@ -64,6 +63,10 @@ void apply_hidden_units(const ModelConfig& config, ModelSpec& spec) {
 }
 
 }  // namespace
+
+std::string model_source_name(const std::string& name) {
+  return is_json_path(name) ? name : fmt::format("built-in model {}", name);
+}
 
 const std::vector<std::string>& model_names() {
   static const std::vector<std::string> names = [] {

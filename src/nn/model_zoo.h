@@ -36,6 +36,10 @@ struct ModelConfig {
   std::shared_ptr<const ModelSpec> source = nullptr;
 };
 
+// How messages about the spec `name` stands for name its source: the file's path, or "built-in
+// model lenet".
+std::string model_source_name(const std::string& name);
+
 // Reads the spec `config.name` stands for into config.source; throws as model_spec() does.
 void resolve_model(ModelConfig& config);
 

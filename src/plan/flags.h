@@ -69,6 +69,9 @@ struct FlagSpec {
   std::string_view name{};  // "--fusion_bytes"
   FlagField field{};
   std::string_view help{};
+  // A model's JSON may default it, under its name without "--" (plan/recipes.h):
+  // "dtrain": {"defaults": {"learning_rate": 0.5}}.
+  bool recipe = false;
   bool show_default = false;                // --help shows the field's default
   std::vector<std::string_view> choices{};  // the only values accepted, when not empty
   char delimiter = 0;                       // list flags: "1,2,3"

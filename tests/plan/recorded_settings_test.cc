@@ -16,9 +16,9 @@
 #include "data/feature_scale.h"
 #include "nn/model_zoo.h"
 #include "plan/flags.h"
+#include "plan/recipes.h"
 #include "support/plan_args.h"
 #include "support/temp_dir.h"
-#include "train/recipes.h"
 
 namespace dtrain::testing {
 namespace {

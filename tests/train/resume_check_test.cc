@@ -10,9 +10,9 @@
 
 #include "base/error.h"
 #include "ckpt/checkpoint_manager.h"
+#include "plan/recipes.h"
 #include "plan/recorded_settings.h"
 #include "support/temp_dir.h"
-#include "train/recipes.h"
 
 namespace dtrain {
 namespace {
