@@ -15,9 +15,9 @@
 #include "nn/init.h"
 #include "nn/model_zoo.h"
 #include "optim/optimizer.h"
+#include "plan/recipes.h"
 #include "tensor/blas.h"
 #include "train/gradient_computer.h"
-#include "train/recipes.h"
 
 namespace dtrain::bench {
 namespace {

@@ -32,9 +32,11 @@ OnnxModelInfo model_info(const CheckpointModel& loaded, const OnnxGraph& graph,
                   "by {} first, as dtrain's --feature_scale did",
                   scale->text)
             : fmt::format("the model's input after dtrain's input scaling ({})", scaling);
-  // The export holds the model, not how dtrain trains it: the spec less its training defaults.
+  // The export holds the model, not how dtrain trains it: the spec less its training defaults and
+  // the layer --hidden_units sized.
   ModelSpec architecture = loaded.spec;
-  architecture.defaults = {};
+  architecture.defaults = nlohmann::json::object();
+  architecture.hidden_units = std::nullopt;
   OnnxModelInfo info;
   info.doc_string = fmt::format(
       "dtrain model {} at global step {} ({} weights). Input {}: {}, images NHWC as Keras has "

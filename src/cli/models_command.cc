@@ -16,8 +16,10 @@ void list_models(std::ostream& out) {
     std::unique_ptr<Model> model = make_model({.name = name});
     int64_t parameters = 0;
     for (const ParamSpec& spec : model->param_specs()) parameters += num_elements(spec.shape);
-    out << fmt::format("{}: {} parameters{}\n", name, parameters,
-                       name == "mlp" ? " (with --hidden_units 100)" : "");
+    const bool sized = model_spec({.name = name}).hidden_units.has_value();
+    out << fmt::format(
+        "{}: {} parameters{}\n", name, parameters,
+        sized ? fmt::format(" (with --hidden_units {})", ModelConfig{}.hidden_units) : "");
     for (const auto& layer : model->layers()) out << "  " << layer->describe() << "\n";
   }
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -23,7 +24,8 @@ struct MemoryRing::Shared {
   struct Rank {
     std::deque<Message> from_left;
     std::deque<Message> from_right;
-    std::condition_variable arrived;  // a message for this rank, or the ring failed
+    std::condition_variable arrived;      // a message for this rank, a rank listens, or a failure
+    std::optional<uint64_t> fingerprint;  // RingOptions::fingerprint, once the rank listens
     std::deque<Message>& inbox(Side from) { return from == Side::kLeft ? from_left : from_right; }
   };
 
@@ -51,6 +53,33 @@ class MemoryRing::Links final : public RingLinks {
   void adopt(const RingOptions& options) {
     timeout_ms_ = options.timeout_ms;
     job_ = options.job;
+    std::lock_guard lock(shared_->mutex);
+    shared_->ranks[static_cast<size_t>(rank_)].fingerprint = options.fingerprint;
+    for (Shared::Rank& rank : shared_->ranks) rank.arrived.notify_all();
+  }
+
+  // Waits for the left neighbour to listen and refuses it, as TCP ring formation does, when it
+  // runs another model or configuration: no ring of the two can do anything but fail later.
+  void join() {
+    const int left = peer(Side::kLeft);
+    std::unique_lock lock(shared_->mutex);
+    const std::optional<uint64_t>& theirs = shared_->ranks[static_cast<size_t>(left)].fingerprint;
+    const bool joined = shared_->ranks[static_cast<size_t>(rank_)].arrived.wait_for(
+        lock, std::chrono::milliseconds(timeout_ms_),
+        [&] { return theirs.has_value() || !shared_->failure.empty(); });
+    throw_if_failed();
+    if (!joined) {
+      fail(fmt::format("{} did not join the ring within {} s (seen by {})", name(left),
+                       timeout_ms_ / 1000.0, name(rank_)));
+    }
+    const uint64_t mine = *shared_->ranks[static_cast<size_t>(rank_)].fingerprint;
+    if (*theirs != mine) {
+      fail(fmt::format(
+          "{} refused its left neighbour: {} ({}) runs another model or configuration "
+          "(fingerprint {:016x}, {} has {:016x}): check --model and the flags that shape the "
+          "parameters",
+          name(rank_), describe_link(Side::kLeft), name(left), *theirs, name(rank_), mine));
+    }
   }
 
   int rank() const override { return rank_; }
@@ -147,8 +176,11 @@ class MemoryRingConnector final : public RingConnector {
 
   std::unique_ptr<RingLinks> connect() override {
     if (!links_) throw std::logic_error("RingConnector::connect called twice");
+    links_->join();
     return std::move(links_);
   }
+
+  bool has_address() const override { return false; }
 
   void abort(std::string_view reason) override {
     if (links_) links_->abort(reason);

@@ -36,8 +36,9 @@ class MemoryRing {
   // Rank `rank`'s links, owned by the ring. REQUIRES: not handed out by connector(rank).
   RingLinks& links(int rank);
   // A connector that hands out rank `rank`'s links: listen() checks the options' size and rank
-  // and takes their timeout and rank names, connect() returns the links (which may outlive the
-  // ring). REQUIRES: called once per rank.
+  // and takes their timeout, rank names and fingerprint; connect() waits for the left neighbour to
+  // listen, fails the ring if its fingerprint differs (naming both ranks, as TCP ring formation
+  // does) and returns the links (which may outlive the ring). REQUIRES: called once per rank.
   std::unique_ptr<RingConnector> connector(int rank);
 
   // How many ranks are blocked in recv right now.

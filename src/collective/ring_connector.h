@@ -75,6 +75,10 @@ class RingConnector {
   // After a connect() that threw: tells the neighbours already reached why this rank stops, so
   // that they do not wait for their timeout or blame a closed connection. Idempotent.
   virtual void abort(std::string_view reason) = 0;
+
+  // Whether listen() takes the neighbours' connections at RingOptions::bind_host and port; false
+  // where the ranks share one process and that address means nothing.
+  virtual bool has_address() const { return true; }
 };
 
 // A connector that forms the ring over comm/ (TCP, chunks through memory between ranks of one

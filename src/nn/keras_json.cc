@@ -552,46 +552,57 @@ std::string compiled_loss(const json& level, const std::string& source_name) {
   return "";
 }
 
-// A finite number that float32 holds, or UsageError naming the key.
-double finite_number(const json& value, const std::string& source_name, const std::string& key) {
-  if (!value.is_number() || !std::isfinite(static_cast<float>(value.get<double>()))) {
-    throw UsageError(fmt::format("{}: dtrain defaults {} {} is not a finite number", source_name,
-                                 key, show(value)));
-  }
-  return value.get<double>();
-}
-
-TrainingDefaults read_defaults(const json& level, const std::string& source_name) {
-  TrainingDefaults defaults;
-  if (!level.is_object() || !level.contains("dtrain")) return defaults;
-  const json& dtrain = level["dtrain"];
-  if (!dtrain.is_object() || dtrain.size() != 1 || !dtrain.contains("defaults") ||
-      !dtrain["defaults"].is_object()) {
-    throw UsageError(
-        fmt::format("{}: dtrain {} is not {{\"defaults\": {{...}}}}", source_name, show(dtrain)));
-  }
-  for (const auto& [key, value] : dtrain["defaults"].items()) {
-    if (key == "optimizer") {
-      if (!value.is_string())
-        throw UsageError(fmt::format("{}: dtrain defaults optimizer {} is not a name", source_name,
-                                     show(value)));
-      defaults.optimizer = value.get<std::string>();
-    } else if (key == "learning_rate") {
-      defaults.learning_rate = static_cast<float>(finite_number(value, source_name, key));
-    } else if (key == "lr_decay_rate") {
-      defaults.lr_decay_rate = static_cast<float>(finite_number(value, source_name, key));
-    } else if (key == "moving_average_decay") {
-      defaults.moving_average_decay = static_cast<float>(finite_number(value, source_name, key));
-    } else if (key == "epochs") {
-      defaults.epochs = finite_number(value, source_name, key);
-    } else {
-      throw UsageError(fmt::format(
-          "{}: dtrain defaults {} is not supported (only optimizer, learning_rate, lr_decay_rate, "
-          "moving_average_decay, epochs)",
-          source_name, key));
+// The Dense layer of `spec` named `name`, or UsageError naming the file and the key.
+const LayerSpec& dense_layer(const ModelSpec& spec, const json& name, const std::string& key,
+                             const std::string& source_name) {
+  for (const LayerSpec& layer : spec.layers) {
+    if (name.is_string() && layer.name == name.get<std::string>() &&
+        layer.kind == LayerKind::kDense) {
+      return layer;
     }
   }
-  return defaults;
+  throw UsageError(fmt::format("{}: dtrain hidden_units {} {} is not the name of a Dense layer",
+                               source_name, key, show(name)));
+}
+
+HiddenUnitsLayer read_hidden_units(const json& given, const ModelSpec& spec,
+                                   const std::string& source_name) {
+  if (!given.is_object() || !given.contains("layer")) {
+    throw UsageError(fmt::format("{}: dtrain hidden_units {} is not {{\"layer\": NAME}}",
+                                 source_name, show(given)));
+  }
+  HiddenUnitsLayer sized;
+  for (const auto& [key, value] : given.items()) {
+    if (key != "layer" && key != "fan_in_stddev") {
+      throw UsageError(
+          fmt::format("{}: dtrain hidden_units {} is not supported (only layer, fan_in_stddev)",
+                      source_name, key));
+    }
+    const LayerSpec& layer = dense_layer(spec, value, key, source_name);
+    (key == "layer" ? sized.layer : sized.fan_in_stddev) = layer.name;
+  }
+  return sized;
+}
+
+// The top-level "dtrain" key: the training defaults (checked by the run plan, which knows the
+// flags they name), and the layer --hidden_units sizes.
+void read_dtrain(const json& level, const std::string& source_name, ModelSpec& spec) {
+  if (!level.is_object() || !level.contains("dtrain")) return;
+  const json& dtrain = level["dtrain"];
+  bool well_formed = dtrain.is_object() && !dtrain.empty();
+  if (well_formed) {
+    for (const auto& [key, value] : dtrain.items())
+      well_formed =
+          well_formed && (key == "hidden_units" || (key == "defaults" && value.is_object()));
+  }
+  if (!well_formed) {
+    throw UsageError(
+        fmt::format("{}: dtrain {} is not {{\"defaults\": {{...}}, \"hidden_units\": {{...}}}}",
+                    source_name, show(dtrain)));
+  }
+  if (dtrain.contains("defaults")) spec.defaults = dtrain["defaults"];
+  if (dtrain.contains("hidden_units"))
+    spec.hidden_units = read_hidden_units(dtrain["hidden_units"], spec, source_name);
 }
 
 ModelSpec read_sequential(const nlohmann::json& input, const std::string& source_name) {
@@ -656,7 +667,7 @@ ModelSpec read_sequential(const nlohmann::json& input, const std::string& source
     throw UsageError(fmt::format("{}: the model has no layers", source_name));
   spec.input_shape = *input_shape;
   spec.loss = std::move(loss);
-  spec.defaults = read_defaults(input, source_name);
+  read_dtrain(input, source_name, spec);
   return spec;
 }
 

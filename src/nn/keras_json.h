@@ -6,9 +6,11 @@
 // dtrain's own parameter names ride in an extra key of a layer's config that Keras never writes
 // and ignores on load:  "dtrain": {"kernel_name": "hid_w", "bias_name": "hid_b"}. Without it a
 // layer's parameters are named as Keras names its weights: "<layer name>/kernel", ".../bias".
-// The model's training defaults ride the same way, at the top level of the file:
+// The model's training defaults ride the same way, at the top level of the file, with the layer
+// --hidden_units sizes (nn/model_spec.h):
 //   "dtrain": {"defaults": {"optimizer": "sgd", "learning_rate": 0.5, "lr_decay_rate": 1,
-//                           "moving_average_decay": 0.999, "epochs": 5}}
+//                           "moving_average_decay": 0.999, "epochs": 5},
+//              "hidden_units": {"layer": "hidden", "fan_in_stddev": "softmax"}}
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -27,8 +29,8 @@ namespace dtrain {
 // index in messages is its position in the file's "layers" list, InputLayer included. The loss,
 // where the file names one (Keras 3's "compile_config", Keras 2's and TensorFlow.js's
 // "training_config"), goes to spec.loss; build_model checks it against the model's head. The
-// top-level "dtrain" defaults go to spec.defaults; an unknown key or a value of the wrong type or
-// beyond float32 is refused.
+// top-level "dtrain" defaults go to spec.defaults as the file gives them (the run plan checks
+// their keys and values against its flags: plan/recipes.h).
 // Throws UsageError starting with source_name, e.g.
 //   model.json: layer 3 (Conv2D): dilation_rate [2, 2] is not supported (only 1)
 // Text whose arrays and objects nest deeper than kMaxJsonNesting (base/json_depth.h) is refused

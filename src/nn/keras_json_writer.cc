@@ -182,15 +182,16 @@ nlohmann::ordered_json to_keras_json(const ModelSpec& spec) {
       {{"name", spec.name}, {"trainable", true}, {"dtype", "float32"}, {"layers", layers}});
   model["build_config"] = {{"input_shape", shape_json(spec.input_shape)}};
   if (!spec.loss.empty()) model["compile_config"] = {{"loss", spec.loss}};
-  const TrainingDefaults& d = spec.defaults;
-  ordered_json defaults = ordered_json::object();
-  if (d.optimizer) defaults["optimizer"] = *d.optimizer;
-  if (d.learning_rate) defaults["learning_rate"] = json_float(*d.learning_rate);
-  if (d.lr_decay_rate) defaults["lr_decay_rate"] = json_float(*d.lr_decay_rate);
-  if (d.moving_average_decay)
-    defaults["moving_average_decay"] = json_float(*d.moving_average_decay);
-  if (d.epochs) defaults["epochs"] = *d.epochs;
-  if (!defaults.empty()) model["dtrain"] = {{"defaults", std::move(defaults)}};
+  ordered_json dtrain = ordered_json::object();
+  if (spec.defaults.is_object() && !spec.defaults.empty())
+    dtrain["defaults"] = ordered_json::parse(spec.defaults.dump());
+  if (spec.hidden_units) {
+    ordered_json sized = {{"layer", spec.hidden_units->layer}};
+    if (!spec.hidden_units->fan_in_stddev.empty())
+      sized["fan_in_stddev"] = spec.hidden_units->fan_in_stddev;
+    dtrain["hidden_units"] = std::move(sized);
+  }
+  if (!dtrain.empty()) model["dtrain"] = std::move(dtrain);
   return model;
 }
 

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,18 +73,16 @@ struct LayerSpec {
   bool operator==(const LayerSpec&) const = default;
 };
 
-// The training settings a model's file recommends, where it names them (the built-in models name
-// all of them: the recipes of the tutorials they come from): what `dtrain train` uses where no flag
-// says otherwise. An absent field falls back to Keras' defaults (train/recipes.h).
-struct TrainingDefaults {
-  std::optional<std::string> optimizer;  // sgd | momentum | adam
-  std::optional<float> learning_rate;
-  std::optional<float> lr_decay_rate;  // per epoch, exponential; 1: none
-  // 0: none; otherwise the decay of the moving average that evaluation reads.
-  std::optional<float> moving_average_decay;
-  std::optional<double> epochs;
+// The layer --hidden_units sizes, where a model's file declares one (the built-in mlp does):
+//   "dtrain": {"hidden_units": {"layer": "hidden", "fan_in_stddev": "softmax"}}
+// The Dense layer `layer` gets --hidden_units units (default 100), and the Dense layer
+// `fan_in_stddev`, if named, which takes them as its fan-in, a kernel stddev of 1/sqrt(fan-in), as
+// dist_mnist draws it.
+struct HiddenUnitsLayer {
+  std::string layer = {};
+  std::string fan_in_stddev = {};  // empty: no initialiser follows the width
 
-  bool operator==(const TrainingDefaults&) const = default;
+  bool operator==(const HiddenUnitsLayer&) const = default;
 };
 
 struct ModelSpec {
@@ -93,7 +92,11 @@ struct ModelSpec {
   // The loss the Keras file was compiled with, where it says ("binary_crossentropy",
   // "sparse_categorical_crossentropy", "categorical_crossentropy"); empty: the head decides.
   std::string loss = {};
-  TrainingDefaults defaults = {};
+  // The training settings the file recommends where no flag says otherwise, as it gives them:
+  // flag names without "--" and their values (the built-in models give their tutorials' recipes).
+  // The run plan reads them (plan/recipes.h); here they are only carried.
+  nlohmann::json defaults = nlohmann::json::object();
+  std::optional<HiddenUnitsLayer> hidden_units = std::nullopt;  // none: --hidden_units is refused
 
   bool operator==(const ModelSpec&) const = default;
 };

@@ -1,5 +1,5 @@
-// The built-in models come from their embedded Keras JSON; only mlp's hidden width is a
-// parameter, and with it the stddev 1/sqrt(fan-in) of its output layer, as dist_mnist draws it.
+// The built-in models come from their embedded Keras JSON; the one parameter of a spec is the width
+// of the layer it declares for --hidden_units (mlp's), with the stddev that follows it.
 #include "nn/model_zoo.h"
 
 #include <fmt/format.h>
@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include "base/error.h"
 #include "nn/builtin_models.h"
@@ -26,13 +27,12 @@ ModelSpec read_spec_file(const std::string& path) {
   if (!in) throw IoError(fmt::format("--model {}: cannot open the file", path));
   std::ostringstream text;
   text << in.rdbuf();
-  return read_keras_json(text.str(), path);
+  return read_keras_json(text.str(), model_source_name(path));
 }
 
 ModelSpec builtin_spec(const std::string& name) {
   for (const BuiltinModel& model : builtin_models()) {
-    if (model.name == name)
-      return read_keras_json(model.json, fmt::format("built-in model {}", model.name));
+    if (model.name == name) return read_keras_json(model.json, model_source_name(name));
   }
   throw UsageError(fmt::format("--model {}: unknown model; choose one of {} or a Keras .json file",
                                name, fmt::join(model_names(), ", ")));
@@ -42,19 +42,31 @@ ModelSpec source_spec(const std::string& name) {
   return is_json_path(name) ? read_spec_file(name) : builtin_spec(name);
 }
 
-// --hidden_units sizes the hidden layer of mlp, dist_mnist's model, the one built-in model with a
-// width to choose.
+LayerSpec& layer_named(ModelSpec& spec, const std::string& name) {
+  for (LayerSpec& layer : spec.layers) {
+    if (layer.name == name) return layer;
+  }
+  throw std::logic_error(fmt::format("no layer {} in the spec of {}", name, spec.name));
+}
+
+// The layer the spec declares for --hidden_units (nn/model_spec.h), sized.
 void apply_hidden_units(const ModelConfig& config, ModelSpec& spec) {
-  if (config.name != "mlp") return;
+  if (!spec.hidden_units) return;
   const int hidden = config.hidden_units;
   if (hidden < 1) throw UsageError(fmt::format("--hidden_units {}: must be at least 1", hidden));
-  spec.layers[0].units = hidden;
-  // dist_mnist: truncated normal with stddev 1/sqrt(fan-in), computed in float as it always
-  // was, so the initial values stay bit for bit.
-  spec.layers[1].kernel_initializer.stddev = 1.0f / std::sqrt(static_cast<float>(hidden));
+  layer_named(spec, spec.hidden_units->layer).units = hidden;
+  // Computed in float as it always was, so the initial values stay bit for bit.
+  if (!spec.hidden_units->fan_in_stddev.empty()) {
+    layer_named(spec, spec.hidden_units->fan_in_stddev).kernel_initializer.stddev =
+        1.0f / std::sqrt(static_cast<float>(hidden));
+  }
 }
 
 }  // namespace
+
+std::string model_source_name(const std::string& name) {
+  return is_json_path(name) ? name : fmt::format("built-in model {}", name);
+}
 
 const std::vector<std::string>& model_names() {
   static const std::vector<std::string> names = [] {

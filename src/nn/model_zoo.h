@@ -22,7 +22,7 @@ namespace dtrain {
 struct ModelConfig {
   // One of model_names(), or the path of a Keras Sequential JSON file (ending in .json).
   std::string name = "mnist_inference";
-  int hidden_units = 100;  // mlp only
+  int hidden_units = 100;  // of the layer the spec declares for it (mlp's); see HiddenUnitsLayer
   // Overrides the L2 coefficient of every kernel, in TensorFlow's l2_regularizer convention
   // (loss += l2·Σw²/2).
   std::optional<float> l2 = std::nullopt;
@@ -35,6 +35,10 @@ struct ModelConfig {
   // config by hand). REQUIRES: name is not changed once it is set.
   std::shared_ptr<const ModelSpec> source = nullptr;
 };
+
+// How messages about the spec `name` stands for name its source: the file's path, or "built-in
+// model lenet".
+std::string model_source_name(const std::string& name);
 
 // Reads the spec `config.name` stands for into config.source; throws as model_spec() does.
 void resolve_model(ModelConfig& config);

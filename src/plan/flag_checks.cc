@@ -43,8 +43,15 @@ void check_batch_size(const RunPlan& p, int) {
 }
 
 void check_model(const RunPlan& p, int) {
+  const ModelConfig& model = p.config.model;
+  if (p.has("--hidden_units") && !model_spec(model).hidden_units) {
+    throw UsageError(fmt::format(
+        "--hidden_units {}: --model {} has no layer it sizes (a model's JSON names one as "
+        "\"dtrain\": {{\"hidden_units\": {{\"layer\": NAME}}}})",
+        p.text_of("--hidden_units"), model.name));
+  }
   // The model is built here only to be checked (--model, --hidden_units): a Model holds no values.
-  make_model(p.config.model);
+  make_model(model);
 }
 
 void check_learning_rate(const RunPlan& p, int) {

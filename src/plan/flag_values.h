@@ -21,9 +21,10 @@ struct FlagValues {
   std::string strategy = "local";
   int hidden_units = ModelConfig{}.hidden_units;
   int batch_size = TrainConfig{}.batch_size;
-  // The model's recipe gives these unless the flag is on the command line.
-  float learning_rate = 0;
-  float lr_decay_rate = 0;
+  // Keras' defaults (Adam, lr 1e-3, no decay, no moving average, 10 epochs), which the model's
+  // recipe replaces where it names them and the flag is not on the command line.
+  float learning_rate = 0.001f;
+  float lr_decay_rate = 1;
   std::string lr_schedule = "exponential";
   int64_t lr_decay_steps = 0;
   float lr_alpha = 0;
@@ -32,9 +33,9 @@ struct FlagValues {
   int64_t lr_warmup_steps = 0;
   float moving_average_decay = 0;
   float l2 = 0;
-  std::string optimizer;
+  std::string optimizer = "adam";
   int64_t train_steps = 0;
-  double epochs = 0;
+  double epochs = 10;
   std::string data_dir;
   std::string train_data, test_data;
   DataOptions data_options;  // --data_format, --compression, ... (bound by cli/data_flags.cc)

@@ -50,10 +50,12 @@ enum class CheckWhen { kAlways, kUnderItsStrategies, kLocalLauncher };
 using FlagCheck = void (*)(const RunPlan& plan, int cluster_workers);
 
 // Where a checkpoint records a flag's effective value: the settings after the model's recipe, so
-// read from TrainConfig rather than FlagValues (plan/recorded_settings.h derives the JSON).
+// read from TrainConfig rather than FlagValues (plan/recorded_settings.h derives the JSON), and
+// what the resume check makes of a change (train/train_config.h).
 struct Recorded {
   std::string_view key{};  // a path into the recorded JSON, levels joined by '.': "data.train_data"
   nlohmann::json (*value)(const TrainConfig& config) = nullptr;  // nullptr: not recorded
+  ResumeRule rule = ResumeRule::kCompared;
 };
 
 // A Recorded value that is one TrainConfig member as it stands:
@@ -67,6 +69,9 @@ struct FlagSpec {
   std::string_view name{};  // "--fusion_bytes"
   FlagField field{};
   std::string_view help{};
+  // A model's JSON may default it, under its name without "--" (plan/recipes.h):
+  // "dtrain": {"defaults": {"learning_rate": 0.5}}.
+  bool recipe = false;
   bool show_default = false;                // --help shows the field's default
   std::vector<std::string_view> choices{};  // the only values accepted, when not empty
   char delimiter = 0;                       // list flags: "1,2,3"

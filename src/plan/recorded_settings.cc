@@ -6,6 +6,7 @@
 #include <array>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "data/data_options.h"
 #include "nn/model_zoo.h"
@@ -16,12 +17,17 @@ namespace {
 
 // What the flags imply or what several flags make together, recorded whole.
 constexpr std::array<Recorded, 4> kNotFlags = {{
-    // The model's whole architecture (Keras JSON), so that any checkpoint rebuilds its model.
+    // The model's whole architecture (Keras JSON), so that any checkpoint rebuilds its model. The
+    // resume check compares it by itself (train/resume_check.h).
     {"model_spec",
-     [](const TrainConfig& c) { return nlohmann::json::parse(model_spec_json(c.model).dump()); }},
-    // --moving_average_decay > 0 turns it on, and a recipe may.
-    {"eval_moving_average", recorded_member<&TrainConfig::eval_moving_average>},
-    // The data flags of train, eval and predict (cli/data_flags.cc), as data/ writes them.
+     [](const TrainConfig& c) { return nlohmann::json::parse(model_spec_json(c.model).dump()); },
+     ResumeRule::kNotCompared},
+    // --moving_average_decay > 0 turns it on, and a recipe may; it changes how the final
+    // evaluation reads the weights, not training.
+    {"eval_moving_average", recorded_member<&TrainConfig::eval_moving_average>,
+     ResumeRule::kNotCompared},
+    // The data flags of train, eval and predict (cli/data_flags.cc), as data/ writes them: each
+    // under its flag's name.
     {"data.options", [](const TrainConfig& c) { return data_options_json(c.data_options); }},
     // How examples become the model's input: uint8 pixels (IDX, TFRecord bytes) scaled to [0, 1],
     // numeric features (CSV, float_list) times the feature scale. For people and `dtrain export`.
@@ -30,7 +36,8 @@ constexpr std::array<Recorded, 4> kNotFlags = {{
        const std::optional<FeatureScale>& scale = c.data_options.feature_scale;
        return fmt::format("uint8 pixels / 255; numeric features {}",
                           scale ? "× " + scale->text : std::string("as given"));
-     }},
+     },
+     ResumeRule::kNotCompared},
 }};
 
 // `key`'s levels joined by '.' as a JSON pointer: "data.options" → /data/options.
@@ -55,6 +62,20 @@ nlohmann::json recorded_settings(const TrainConfig& config) {
   }
   for (const Recorded& recorded : kNotFlags) record(settings, recorded, config);
   return settings;
+}
+
+const SettingsRecord& settings_record() {
+  static const std::vector<RecordedKey> keys = [] {
+    std::vector<RecordedKey> out;
+    for (const FlagSpec& flag : flag_table()) {
+      if (flag.recorded.value != nullptr)
+        out.push_back({flag.recorded.key, flag.name, flag.recorded.rule});
+    }
+    for (const Recorded& recorded : kNotFlags) out.push_back({recorded.key, {}, recorded.rule});
+    return out;
+  }();
+  static const SettingsRecord record{recorded_settings, keys};
+  return record;
 }
 
 }  // namespace dtrain

@@ -7,9 +7,10 @@
 
 #include "base/error.h"
 #include "data/data_files.h"
+#include "nn/model_zoo.h"
 #include "plan/flags.h"
+#include "plan/recipes.h"
 #include "plan/recorded_settings.h"
-#include "train/recipes.h"
 
 namespace dtrain {
 namespace {
@@ -42,25 +43,21 @@ void apply_schedule(const RunPlan& p, TrainConfig& c) {
   c.lr_warmup_steps = f.lr_warmup_steps;
 }
 
-// The model's recipe (train/recipes.h), with every flag that was given in its place.
+// The flags, with the model's recipe (plan/recipes.h) in place of those that were not given.
 TrainConfig config_of(const RunPlan& p) {
-  const FlagValues& f = p.flags;
-  TrainConfig c = recipe_for(f.model);
+  TrainConfig c;
+  c.model.name = p.flags.model;
+  // The one read of the model's file in a run: every later use shares it through c.model.
+  resolve_model(c.model);
+  const std::string source = model_source_name(c.model.name);
+  const auto given = [&](std::string_view flag) { return p.has(flag); };
+  FlagValues f = p.flags;
+  apply_recipe(*c.model.source, source, f, given);
+  set_recipe_settings(f, c);
   c.model.hidden_units = f.hidden_units;
   if (p.has("--l2")) c.model.l2 = f.l2;
-  if (p.has("--optimizer")) c.optimizer.name = f.optimizer;
-  if (p.has("--learning_rate")) c.learning_rate = f.learning_rate;
-  if (p.has("--lr_decay_rate")) c.lr_decay_rate = f.lr_decay_rate;
   apply_schedule(p, c);
-  if (p.has("--moving_average_decay")) {
-    c.moving_average_decay = f.moving_average_decay;
-    c.eval_moving_average = f.moving_average_decay > 0;
-  }
-  if (p.has("--train_steps")) c.train_steps = f.train_steps;
-  if (p.has("--epochs")) {
-    c.epochs = f.epochs;
-    if (!p.has("--train_steps")) c.train_steps = 0;
-  }
+  c.train_steps = f.train_steps;
   c.batch_size = f.batch_size;
   c.data_dir = f.data_dir;  // the CLI fills in the default folder
   c.train_data = f.train_data;
@@ -89,7 +86,8 @@ TrainConfig config_of(const RunPlan& p) {
   c.early_stopping_patience = f.early_stopping_patience;
   c.nonfinite_gradient_steps = f.inject_nonfinite_at;
   c.step_delay_ms = f.step_delay_ms;
-  c.recorder = recorded_settings;
+  c.recorder = &settings_record();
+  check_recipe(*c.model.source, source, c, given);
   return c;
 }
 

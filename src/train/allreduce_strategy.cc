@@ -93,7 +93,9 @@ AllreduceStrategy::AllreduceStrategy(const TrainConfig& train, const AllreduceCl
   const ClusterSpec& cluster = config.cluster.cluster;
   const HostPort& own = cluster.address(config.cluster.task);
   const BindAddress bind = bind_address_for(own, config.cluster.bind_host);
-  fmt::print(out_, "worker={}: listening on {}:{} ({})\n", rank_, bind.host, own.port, bind.why);
+  if (connector_->has_address()) {
+    fmt::print(out_, "worker={}: listening on {}:{} ({})\n", rank_, bind.host, own.port, bind.why);
+  }
   const TaskId& right = workers_[static_cast<size_t>((rank_ + 1) % size())];
   connector_->listen(
       RingOptions{.size = size(),

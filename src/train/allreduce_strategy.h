@@ -60,7 +60,8 @@ nlohmann::json agreed_settings(const TrainConfig& c, const AllreduceClusterConfi
 // collectives and holds the same parameters.
 class AllreduceStrategy final : public Strategy {
  public:
-  // Listens for its left neighbour through `connector` (printing where); start() joins the ring.
+  // Listens for its left neighbour through `connector` (printing where, unless the ranks share
+  // this process); start() joins the ring.
   // REQUIRES: config.cluster.task is a training worker; train, config, input and out outlive it.
   AllreduceStrategy(const TrainConfig& train, const AllreduceClusterConfig& config,
                     TrainingState& state, const TrainingInput& input,

@@ -20,7 +20,7 @@ struct PsClusterConfig {
   size_t min_shard_bytes = 64 * 1024;
   // Shards longer than this travel as several frames, so push and pull overlap (ps/partition.h).
   size_t max_shard_bytes = 1 << 20;
-  // sync_replicas, replicas_to_aggregate; total_num_replicas 0 means the number of workers.
+  // sync_replicas, replicas_to_aggregate, total_num_replicas; 0 counts mean all the workers.
   SyncOptions sync;
   // How long a task waits for its peers: connecting, the chief's initialisation, a sync step.
   int peer_timeout_ms = 600'000;
@@ -38,14 +38,8 @@ struct PsClusterConfig {
   Transport transport = Transport::kAuto;
 };
 
-// The sync options with defaults resolved against the cluster, checked: UsageError naming the
-// flag otherwise.
-// Throws UsageError naming the flag when the sync counts do not fit a cluster of this many
-// training workers: --total_num_replicas other than the workers, --replicas_to_aggregate outside
-// 0..workers (0: all of them).
-void check_sync_options(const SyncOptions& sync, int workers);
-
-// The sync options with their defaults resolved against the cluster, checked.
+// The sync options with their defaults resolved against the cluster's training workers, checked
+// (ps/sync_options.h).
 SyncOptions resolve_sync(const PsClusterConfig& config);
 // The partition every task of the cluster computes alike (ps/partition.h).
 PartitionMap partition_for(const ParamSet& layout, const PsClusterConfig& config);

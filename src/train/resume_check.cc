@@ -1,10 +1,11 @@
+// The resume check: a checkpoint's recorded settings against this run's, each under the rule and
+// named by the flag that the run plan's record gives it (TrainConfig::recorder).
 #include "train/resume_check.h"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
 #include <algorithm>
-#include <array>
 #include <ostream>
 #include <span>
 #include <string_view>
@@ -18,13 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Recorded settings that do not change what training computes: where the test data are, how the
-// final evaluation reads the weights, and text for people.
-constexpr std::array<std::string_view, 6> kNotCompared = {
-    "eval_moving_average", "towers", "test_data", "data_dir", "input_scaling", "model_spec"};
-// A checkpoint of another model or optimizer cannot be restored into this run at all.
-constexpr std::array<std::string_view, 3> kNotResumable = {"model", "hidden_units", "optimizer"};
-
 // Values as their flags are written: 0.1 rather than the float's 0.10000000149011612.
 std::string shown(const json& value) {
   if (value.is_number_float()) return fmt::format("{}", static_cast<float>(value.get<double>()));
@@ -33,29 +27,37 @@ std::string shown(const json& value) {
   return value.dump();
 }
 
-// A recorded model spec less its training defaults (nn/keras_json.h): they are not the
-// architecture, and checkpoints written before the spec carried them have none.
+// A recorded model spec less dtrain's own keys (nn/keras_json.h: its training defaults, the layer
+// --hidden_units sizes): they are not the architecture, and older checkpoints have none.
 json architecture(json spec) {
   if (spec.is_object()) spec.erase("dtrain");
   return spec;
 }
 
-bool listed(std::string_view key, std::span<const std::string_view> keys) {
-  return std::find(keys.begin(), keys.end(), key) != keys.end();
+const RecordedKey* recorded_key(std::span<const RecordedKey> keys, std::string_view path) {
+  const auto it =
+      std::find_if(keys.begin(), keys.end(), [&](const RecordedKey& k) { return k.key == path; });
+  return it == keys.end() ? nullptr : &*it;
 }
 
-// Each recorded setting the checkpoint has, as (flag, checkpoint value, this run's value). The
-// data options sit one level down, named as their flags are.
-void compare(const json& before, const json& now, std::vector<SettingChange>& changes) {
+// Each recorded setting the checkpoint has, as (flag, checkpoint value, this run's value), under
+// its key's rule. `level`: the path of `now` in the recorded JSON ("" at the top).
+void compare(const json& before, const json& now, std::span<const RecordedKey> keys,
+             const std::string& level, std::vector<SettingChange>& changes) {
   for (const auto& [key, value] : now.items()) {
-    if (listed(key, kNotCompared) || !before.contains(key)) continue;
+    const std::string path = level.empty() ? key : level + "." + key;
+    const RecordedKey* known = recorded_key(keys, path);
+    if ((known != nullptr && known->rule == ResumeRule::kNotCompared) || !before.contains(key))
+      continue;
     const json& old = before[key];
     if (value.is_object()) {
-      if (old.is_object()) compare(old, value, changes);
+      if (old.is_object()) compare(old, value, keys, path, changes);
       continue;
     }
     if (old == value) continue;
-    changes.push_back({"--" + key, shown(old), shown(value), !listed(key, kNotResumable)});
+    const bool named = known != nullptr && !known->flag.empty();
+    changes.push_back({named ? std::string(known->flag) : "--" + key, shown(old), shown(value),
+                       known == nullptr || known->rule != ResumeRule::kNotResumable});
   }
 }
 
@@ -67,9 +69,9 @@ std::optional<FoundCheckpoint> find_checkpoint(const TrainConfig& config) {
   if (!restored.checkpoint) return std::nullopt;
   FoundCheckpoint found{restored.path, restored.checkpoint->global_step, {}};
   const json& recorded = restored.checkpoint->config;
-  if (recorded.is_object()) {
+  if (recorded.is_object() && config.recorder != nullptr) {
     const json now = train_config_json(config);
-    compare(recorded, now, found.changes);
+    compare(recorded, now, config.recorder->keys, "", found.changes);
     // Same name, another architecture: a user's JSON file edited between runs.
     if (found.changes.empty() && recorded.contains("model_spec") &&
         architecture(recorded["model_spec"]) != architecture(now["model_spec"])) {

@@ -21,7 +21,7 @@ LrSchedule lr_schedule_of(const TrainConfig& c, int64_t global_steps_per_epoch,
 }
 
 nlohmann::json train_config_json(const TrainConfig& c) {
-  return c.recorder != nullptr ? c.recorder(c) : nlohmann::json::object();
+  return c.recorder != nullptr ? c.recorder->settings(c) : nlohmann::json::object();
 }
 
 }  // namespace dtrain

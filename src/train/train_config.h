@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/stop_request.h"
@@ -18,8 +20,29 @@
 namespace dtrain {
 
 struct TrainConfig;
-// The settings of a run as its checkpoints record them (train_config_json).
-using SettingsRecorder = nlohmann::json (*)(const TrainConfig& config);
+
+// What the resume check (train/resume_check.h) makes of a recorded setting that changed.
+enum class ResumeRule {
+  kCompared,      // refused unless the run is told --resume
+  kNotCompared,   // changes nothing training computes: where the test data are, text for people
+  kNotResumable,  // a checkpoint of another value cannot be restored at all (another model)
+};
+
+// One recorded setting: its path in the recorded JSON (levels joined by '.'), the flag that sets
+// it, as the resume check names it, and its rule. A level without a flag of its own (the data
+// options) has its leaves named as their flags are: "--" and the leaf's key.
+struct RecordedKey {
+  std::string_view key{};   // "lr_schedule.decay_steps"
+  std::string_view flag{};  // "--lr_decay_steps"
+  ResumeRule rule = ResumeRule::kCompared;
+};
+
+// The settings of a run as its checkpoints record them (train_config_json), and how each is
+// compared when a run finds a checkpoint.
+struct SettingsRecord {
+  nlohmann::json (*settings)(const TrainConfig& config) = nullptr;
+  std::span<const RecordedKey> keys{};
+};
 
 struct TrainConfig {
   ModelConfig model;
@@ -88,12 +111,13 @@ struct TrainConfig {
   // last checkpoint, and a ps waits at most shutdown_timeout_ms for its workers to leave.
   const StopRequest* stop = nullptr;
   int shutdown_timeout_ms = 20'000;
-  // What a checkpoint records of these settings: the run plan sets the derivation from its flag
-  // table (plan/recorded_settings.h), which train/ calls without knowing flags, on the settings as
-  // they are when it records them. nullptr, a config built by hand (library tests): nothing is
-  // recorded, so the resume check has nothing to compare, `dtrain eval` knows only the model's
-  // name, and the all-reduce fingerprint covers only what the ring adds.
-  SettingsRecorder recorder = nullptr;
+  // What a checkpoint records of these settings and how the resume check compares them: the run
+  // plan derives both from its flag table (plan/recorded_settings.h), which train/ uses without
+  // knowing flags, on the settings as they are when it records them. nullptr, a config built by
+  // hand (library tests): nothing is recorded, so the resume check has nothing to compare,
+  // `dtrain eval` knows only the model's name, and the all-reduce fingerprint covers only what the
+  // ring adds.
+  const SettingsRecord* recorder = nullptr;
 };
 
 // What a run achieved.

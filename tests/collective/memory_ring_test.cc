@@ -103,5 +103,27 @@ TEST(MemoryRingTest, ConnectorsHandOutTheRanksLinksUnderTheirOptions) {
   }
 }
 
+// As over TCP (tcp_ring_test.cc): ranks of another model or configuration form no ring, and every
+// rank learns why, naming the one refused.
+TEST(MemoryRingTest, ARankWithAnotherFingerprintIsRefusedByName) {
+  MemoryRing ring(2, 20'000);
+  std::vector<std::unique_ptr<RingConnector>> connectors;
+  for (int r = 0; r < 2; ++r) connectors.push_back(ring.connector(r));
+  const std::vector<std::string> errors = errors_of(ring, [&](int rank) {
+    RingOptions options = worker(2, rank);
+    options.fingerprint = rank == 1 ? 8 : 7;
+    RingConnector& connector = *connectors[static_cast<size_t>(rank)];
+    connector.listen(options);
+    connector.connect();
+  });
+  // Either rank may be the first to refuse its left neighbour.
+  EXPECT_THAT(errors[0], HasSubstr(" refused its left neighbour: memory (worker"));
+  EXPECT_THAT(errors[0], HasSubstr(") runs another model or configuration (fingerprint "
+                                   "000000000000000"));
+  EXPECT_THAT(errors[0], HasSubstr("check --model and the flags that shape the parameters"));
+  EXPECT_EQ(errors[1], errors[0]);
+  EXPECT_FALSE(connectors[0]->has_address());
+}
+
 }  // namespace
 }  // namespace dtrain

@@ -501,27 +501,45 @@ TEST(KerasJson, AValueOfTheWrongJsonTypeIsAUsageErrorNamingTheSource) {
   }
 }
 
+// The run plan checks them against its flags (tests/plan/recipes_test.cc); here they are carried.
 TEST(KerasJson, TrainingDefaultsAtTheTopLevelAreReadAndWrittenBack) {
   json doc = fixture("keras3_mlp.json");
   doc["dtrain"] = json::parse(
       R"({"defaults": {"optimizer": "sgd", "learning_rate": 0.1, "lr_decay_rate": 0.97,
                        "moving_average_decay": 0.999, "epochs": 2.5}})");
   const ModelSpec spec = read_keras_json(doc, "defaults.json");
-  EXPECT_EQ(spec.defaults, (TrainingDefaults{.optimizer = "sgd",
-                                             .learning_rate = 0.1f,
-                                             .lr_decay_rate = 0.97f,
-                                             .moving_average_decay = 0.999f,
-                                             .epochs = 2.5}));
+  EXPECT_EQ(spec.defaults, doc["dtrain"]["defaults"]);
   const json written = json::parse(to_keras_json(spec).dump());
   EXPECT_EQ(written["dtrain"]["defaults"]["learning_rate"], 0.1);
   EXPECT_EQ(read_keras_json(written, "written"), spec);
   // A file without them has none, and writes none.
   const ModelSpec plain = read_keras_json(fixture("keras3_mlp.json"), "plain.json");
-  EXPECT_EQ(plain.defaults, TrainingDefaults{});
+  EXPECT_EQ(plain.defaults, json::object());
   EXPECT_FALSE(json::parse(to_keras_json(plain).dump()).contains("dtrain"));
 }
 
-TEST(KerasJson, AnUnknownOrMistypedTrainingDefaultIsRefusedNamingTheFileAndTheKey) {
+TEST(KerasJson, TheLayerHiddenUnitsSizesIsReadAndWrittenBack) {
+  json doc = fixture("keras3_mlp.json");
+  const std::string first = doc["config"]["layers"][1]["config"]["name"];
+  const std::string second = doc["config"]["layers"][3]["config"]["name"];  // [2]: a Dropout
+  doc["dtrain"] = {{"hidden_units", {{"layer", first}, {"fan_in_stddev", second}}}};
+  const ModelSpec spec = read_keras_json(doc, "sized.json");
+  ASSERT_TRUE(spec.hidden_units);
+  EXPECT_EQ(*spec.hidden_units, (HiddenUnitsLayer{.layer = first, .fan_in_stddev = second}));
+  EXPECT_EQ(read_keras_json(json::parse(to_keras_json(spec).dump()), "written"), spec);
+  // A layer that is not there, or not a Dense one, is refused naming the file and the key.
+  doc["dtrain"]["hidden_units"]["fan_in_stddev"] = "nope";
+  try {
+    read_keras_json(doc, "sized.json");
+    ADD_FAILURE() << "an unknown layer was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "sized.json: dtrain hidden_units fan_in_stddev \"nope\" is not the name of a Dense "
+              "layer");
+  }
+}
+
+TEST(KerasJson, ADtrainKeyOfAnotherShapeIsRefusedNamingTheFile) {
   const auto refusal = [](const char* dtrain) {
     json doc = fixture("keras3_mlp.json");
     doc["dtrain"] = json::parse(dtrain);
@@ -532,17 +550,12 @@ TEST(KerasJson, AnUnknownOrMistypedTrainingDefaultIsRefusedNamingTheFileAndTheKe
     }
     return std::string("accepted");
   };
-  EXPECT_EQ(refusal(R"({"defaults": {"batch_size": 32}})"),
-            "d.json: dtrain defaults batch_size is not supported (only optimizer, learning_rate, "
-            "lr_decay_rate, moving_average_decay, epochs)");
-  EXPECT_EQ(refusal(R"({"defaults": {"learning_rate": "fast"}})"),
-            "d.json: dtrain defaults learning_rate \"fast\" is not a finite number");
-  EXPECT_EQ(refusal(R"({"defaults": {"epochs": 1e300}})"),
-            "d.json: dtrain defaults epochs 1e+300 is not a finite number");
-  EXPECT_EQ(refusal(R"({"defaults": {"optimizer": 3}})"),
-            "d.json: dtrain defaults optimizer 3 is not a name");
   EXPECT_EQ(refusal(R"({"kernel_name": "w"})"),
-            "d.json: dtrain {\"kernel_name\":\"w\"} is not {\"defaults\": {...}}");
+            "d.json: dtrain {\"kernel_name\":\"w\"} is not {\"defaults\": {...}, "
+            "\"hidden_units\": {...}}");
+  EXPECT_EQ(refusal(R"({"defaults": [1]})"),
+            "d.json: dtrain {\"defaults\":[1]} is not {\"defaults\": {...}, "
+            "\"hidden_units\": {...}}");
 }
 
 TEST(KerasJson, NotJsonAndNotSequentialAreRefusedWithTheSource) {

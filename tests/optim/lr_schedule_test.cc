@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "plan/recipes.h"
 #include "plan/run_plan.h"
-#include "train/recipes.h"
 #include "train/train_config.h"
 
 namespace dtrain {

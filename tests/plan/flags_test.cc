@@ -142,6 +142,8 @@ TEST(FlagTable, ABadValueIsRefusedWithALineNamingTheFlag) {
       {{"--threads", "0"}, "--threads 0: must be at least 1"},
       {{"--epochs", "0"}, "--epochs 0: must be positive (or give --train_steps)"},
       {{"--hidden_units", "0", "--model", "mlp"}, "--hidden_units 0"},
+      {{"--hidden_units", "50", "--model", "lenet"},
+       "--hidden_units 50: --model lenet has no layer it sizes"},
       {{"--target_accuracy", "1.5"}, "--target_accuracy 1.5: must be in (0, 1]"},
       {{"--lr_schedule", "cosine", "--lr_decay_rate", "0.9"},
        "--lr_decay_rate 0.9: only the exponential schedule has a decay rate (--lr_schedule "

@@ -16,9 +16,9 @@
 #include "data/feature_scale.h"
 #include "nn/model_zoo.h"
 #include "plan/flags.h"
+#include "plan/recipes.h"
 #include "support/plan_args.h"
 #include "support/temp_dir.h"
-#include "train/recipes.h"
 
 namespace dtrain::testing {
 namespace {
@@ -88,7 +88,7 @@ std::vector<TrainConfig> configs(const TempDir& dir) {
   csv.data_options.feature_scale = parse_feature_scale("1/255");
   out.push_back(csv);
   TrainConfig tfrecord = recipe_for("mnist_inference");
-  tfrecord.recorder = recorded_settings;
+  tfrecord.recorder = &settings_record();
   tfrecord.data_options.format = DataFormat::kTfRecord;
   tfrecord.data_options.image_feature = "pixels";
   tfrecord.data_options.feature_scale = parse_feature_scale("0.5");
@@ -100,7 +100,7 @@ std::vector<TrainConfig> configs(const TempDir& dir) {
 TEST(RecordedSettings, AreByteForByteWhatTheHandWrittenFunctionRecorded) {
   const TempDir dir;
   for (const TrainConfig& c : configs(dir)) {
-    ASSERT_EQ(c.recorder, &recorded_settings) << c.model.name;
+    ASSERT_EQ(c.recorder, &settings_record()) << c.model.name;
     EXPECT_EQ(train_config_json(c).dump(), hand_written_config_json(c).dump()) << c.model.name;
   }
 }
@@ -122,7 +122,7 @@ TEST(RecordedSettings, EachRecordedKeyHasOneRowAndTheRowsReadTheEffectiveValues)
 TEST(RecordedSettings, AConfigBuiltByHandWithoutTheRecorderRecordsNothing) {
   TrainConfig c = recipe_for("softmax");
   EXPECT_EQ(train_config_json(c), nlohmann::json::object());
-  c.recorder = recorded_settings;
+  c.recorder = &settings_record();
   EXPECT_EQ(train_config_json(c)["model"], "softmax");
 }
 

@@ -51,7 +51,7 @@ std::vector<float> read(const ShardStore& store, size_t shard) {
 
 TEST(ShardStoreTest, AsyncPushAppliesSgdExactly) {
   const auto specs = small_specs();
-  ShardStore store(specs, one_ps_map(specs), 0, {.name = "sgd"}, {});
+  ShardStore store(specs, one_ps_map(specs), 0, {.name = "sgd"}, {.total_num_replicas = 1});
   const std::vector<float> values = ramp(12, 1.0f, 0.25f), grad = ramp(12, -0.5f, 0.125f);
   store.initialize(0, values, 0);
   const PushResult result = store.push_async(0, 0, 1, grad, 0.1f);
@@ -265,7 +265,8 @@ void expect_stores_match_optimizer(const std::string& optimizer_name) {
     params.flat()[i] = 0.01f * static_cast<float>(i % 97);
   std::vector<std::unique_ptr<ShardStore>> stores;
   for (int ps = 0; ps < 2; ++ps) {
-    stores.push_back(std::make_unique<ShardStore>(specs, map, ps, config, SyncOptions{}));
+    stores.push_back(
+        std::make_unique<ShardStore>(specs, map, ps, config, SyncOptions{.total_num_replicas = 1}));
   }
   for (size_t i = 0; i < map.shards.size(); ++i) {
     const Shard& shard = map.shards[i];
@@ -360,7 +361,7 @@ TEST(ShardStoreTest, ConcurrentAsyncPushesAreAllApplied) {
 
 TEST(ShardStoreTest, InitializeSetsStepAndSlotsAndReleasesWaiters) {
   const auto specs = small_specs();
-  ShardStore store(specs, one_ps_map(specs), 0, {.name = "momentum"}, {});
+  ShardStore store(specs, one_ps_map(specs), 0, {.name = "momentum"}, {.total_num_replicas = 1});
   EXPECT_FALSE(store.initialized());
   EXPECT_FALSE(store.wait_initialized(Clock::now() + std::chrono::milliseconds(10)));
   store.initialize(0, std::vector<float>(12, 1.0f), 42);
@@ -397,8 +398,10 @@ TEST(ShardStoreTest, BrokenRequestsThrowNamingTheCulprit) {
 TEST(ShardStoreTest, ReplicasToAggregateAboveWorkersIsAUsageError) {
   const auto specs = small_specs();
   EXPECT_THROW(ShardStore(specs, one_ps_map(specs), 0, {}, sync_options(2, 3)), UsageError);
-  EXPECT_THROW(ShardStore(specs, one_ps_map(specs), 1, {}, {}), UsageError);
-  EXPECT_THROW(ShardStore(specs, one_ps_map(specs), 0, {.name = "adagrad"}, {}), UsageError);
+  EXPECT_THROW(ShardStore(specs, one_ps_map(specs), 1, {}, {.total_num_replicas = 1}), UsageError);
+  EXPECT_THROW(
+      ShardStore(specs, one_ps_map(specs), 0, {.name = "adagrad"}, {.total_num_replicas = 1}),
+      UsageError);
 }
 
 }  // namespace

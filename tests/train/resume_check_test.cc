@@ -10,9 +10,9 @@
 
 #include "base/error.h"
 #include "ckpt/checkpoint_manager.h"
+#include "plan/recipes.h"
 #include "plan/recorded_settings.h"
 #include "support/temp_dir.h"
-#include "train/recipes.h"
 
 namespace dtrain {
 namespace {
@@ -24,7 +24,7 @@ TrainConfig config_in(const std::filesystem::path& dir) {
   TrainConfig c = recipe_for("softmax");
   c.train_dir = dir;
   c.learning_rate = 0.5f;
-  c.recorder = recorded_settings;  // as the run plan sets it
+  c.recorder = &settings_record();  // as the run plan sets it
   return c;
 }
 
@@ -86,6 +86,25 @@ TEST(ResumeCheck, ChangedSettingsAreRefusedByNameUnlessResumed) {
   const std::string resumed = settle(c, ResumeMode::kResume);
   EXPECT_THAT(resumed, HasSubstr("resuming from it with changed settings: "));
   EXPECT_THAT(resumed, HasSubstr("--learning_rate 0.5 (now 0.1)"));
+}
+
+// The record names each setting by the flag that sets it, however deep its key lies, and refuses
+// to resume another model's checkpoint by the rule its row gives.
+TEST(ResumeCheck, AChangedNestedSettingIsNamedByItsFlag) {
+  testing::TempDir dir;
+  TrainConfig c = config_in(dir.path());
+  c.lr_decay_steps = 100;
+  save_checkpoint_of(c, 40);
+  c.lr_decay_steps = 200;
+  c.lr_schedule = LrDecay::kCosine;
+  const std::string error = refusal(c, ResumeMode::kDefault);
+  EXPECT_THAT(error, HasSubstr("--lr_decay_steps 100 (now 200)"));
+  EXPECT_THAT(error, HasSubstr("--lr_schedule exponential (now cosine)"));
+  EXPECT_THAT(error, HasSubstr("pass --resume"));
+  c.model.hidden_units += 1;
+  const std::string another_model = refusal(c, ResumeMode::kResume);
+  EXPECT_THAT(another_model, HasSubstr("--hidden_units 100 (now 101), --lr_schedule"));
+  EXPECT_THAT(another_model, HasSubstr("cannot be resumed with these"));
 }
 
 TEST(ResumeCheck, TheModelsTrainingDefaultsAreNotItsArchitecture) {

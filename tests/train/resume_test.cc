@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "ckpt/checkpoint_manager.h"
+#include "plan/recipes.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
-#include "train/recipes.h"
 #include "train/trainer.h"
 
 namespace dtrain {

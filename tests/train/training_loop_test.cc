@@ -16,10 +16,10 @@
 #include "base/error.h"
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/param_set_checkpoint.h"
+#include "plan/recipes.h"
 #include "plan/run_plan.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
-#include "train/recipes.h"
 
 namespace dtrain {
 namespace {

@@ -1,6 +1,7 @@
-// recipe_for: the built-in models' recipes come from their JSON, a model file may name its own
-// defaults (Keras' for the rest), and the file is read once for everything a run does with it.
-#include "train/recipes.h"
+// The recipes: the built-in models' come from their JSON, a model file may name its own defaults
+// (Keras' for the rest), each key applied through its flag's row, and the file is read once for
+// everything a run does with it.
+#include "plan/recipes.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include "nn/model_zoo.h"
 #include "plan/recorded_settings.h"
 #include "plan/run_plan.h"
+#include "support/plan_args.h"
 #include "support/temp_dir.h"
 #include "train/training_state.h"
 
@@ -90,6 +92,53 @@ TEST(Recipes, AnUnknownOptimizerInTheFileIsBlamedOnTheFileNotOnAFlag) {
   } catch (const UsageError& e) {
     EXPECT_THAT(e.what(), HasSubstr(path + ": dtrain defaults optimizer lion: unknown"));
   }
+}
+
+// The plan takes a recipe's value where the flag is not given, and the flag's where it is.
+TEST(Recipes, ARecipeDefaultsItsFlagsRowAndAGivenFlagWins) {
+  TempDir dir;
+  const std::string path = (dir / "tiny.json").string();
+  write_bytes(path, tiny_model_json(R"("dtrain": {"defaults": {"learning_rate": 0.25, )"
+                                    R"("epochs": 2}}, )"));
+  const RunPlan recipe = testing::plan_of({"--model", path});
+  EXPECT_EQ(recipe.config.learning_rate, 0.25f);
+  EXPECT_EQ(recipe.config.epochs, 2);
+  EXPECT_EQ(recipe.config.optimizer.name, "adam");  // Keras' where the file says nothing
+  const RunPlan given = testing::plan_of({"--model", path, "--learning_rate", "0.5"});
+  EXPECT_EQ(given.config.learning_rate, 0.5f);
+  EXPECT_EQ(given.config.epochs, 2);
+}
+
+// The keys a recipe may name are the flag table's recipe rows; any other, or a value its flag
+// could not take, is refused naming the file and the key.
+TEST(Recipes, AKeyThatNamesNoRecipeFlagOrAMistypedValueIsRefusedNamingTheFileAndTheKey) {
+  TempDir dir;
+  const std::string path = (dir / "d.json").string();
+  const auto refusal = [&](const std::string& defaults) {
+    write_bytes(path, tiny_model_json(R"("dtrain": {"defaults": )" + defaults + "}, "));
+    try {
+      testing::plan_of({"--model", path});
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal(R"({"batch_size": 32})"),
+            path +
+                ": dtrain defaults batch_size is not supported (only learning_rate, "
+                "lr_decay_rate, optimizer, moving_average_decay, epochs)");
+  EXPECT_EQ(refusal(R"({"no_such_flag": 1})"),
+            path +
+                ": dtrain defaults no_such_flag is not supported (only learning_rate, "
+                "lr_decay_rate, optimizer, moving_average_decay, epochs)");
+  EXPECT_EQ(refusal(R"({"learning_rate": "fast"})"),
+            path + ": dtrain defaults learning_rate \"fast\" is not a finite number");
+  EXPECT_EQ(refusal(R"({"epochs": 1e300})"),
+            path + ": dtrain defaults epochs 1e+300 is not a finite number");
+  EXPECT_EQ(refusal(R"({"optimizer": 3})"), path + ": dtrain defaults optimizer 3 is not a name");
+  // A value the flag's own check refuses is the file's fault, not the flag's.
+  EXPECT_EQ(refusal(R"({"learning_rate": -1})"),
+            path + ": dtrain defaults learning_rate -1: must be a positive number");
 }
 
 // A ps task validates the model, builds it for its shards, restores a checkpoint into it, and
