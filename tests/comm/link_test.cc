@@ -228,6 +228,55 @@ class InProcessLink {
   std::unique_ptr<Connection> client_;
 };
 
+// Frames over the socket and records through the mailbox, alternating, all sent before the
+// receiver looks: every record is in the mailbox before the first frame's bytes are read, yet the
+// receiver hands them over in the order they were sent.
+TEST(Link, FramesOverTheSocketAndRecordsThroughTheMailboxArriveInTheOrderSent) {
+  constexpr uint64_t kPairs = 50;  // within the mailbox's slots and a socket's buffer
+  std::vector<uint64_t> order;
+  std::latch sent(1), done(1);
+  ServerOptions options = testing::loopback_options();
+  options.connection.transport = Transport::kAuto;
+  std::string failure;
+  Server server(options, [&](Connection& connection) {
+    connection.receive();  // the first, after the link step
+    sent.wait();
+    std::vector<float> into(4);
+    const std::span<float> spans[] = {into};
+    try {
+      for (uint64_t i = 0; i < 2 * kPairs; ++i) {
+        const Connection::Incoming in = connection.receive();
+        order.push_back(in.request_id);
+        if (in.tensor_bytes > 0) connection.receive_tensors(spans);
+      }
+    } catch (const std::exception& error) {
+      failure = error.what();
+    }
+    done.count_down();
+    connection.receive();  // until the client hangs up
+  });
+  const auto client =
+      connect("127.0.0.1", server.port(), kLoopbackSecret, client_options(Transport::kAuto));
+  ASSERT_TRUE(client->payloads_by_reference());
+  client->send(kFrameType, 0, {}, {});
+  const std::vector<float> values = {1, 2, 3, 4};
+  const std::span<const float> tensors[] = {values};
+  for (uint64_t i = 0; i < kPairs; ++i) {
+    client->start_send(kFrameType, 2 * i, {}, {});  // no tensors: over the socket
+    while (!client->continue_send()) {
+    }
+    client->start_send(kFrameType, 2 * i + 1, {}, tensors);  // a record
+    while (!client->continue_send()) {
+    }
+  }
+  sent.count_down();
+  done.wait();
+  ASSERT_EQ(failure, "");
+  EXPECT_TRUE(client->sends_settled());
+  ASSERT_EQ(order.size(), 2 * kPairs);
+  for (uint64_t i = 0; i < order.size(); ++i) ASSERT_EQ(order[i], i) << "frame " << i;
+}
+
 TEST(Link, AReferenceOutsideTheSendersMemoryIsAFrameErrorNamingIt) {
   // A mapping of one page followed by one that is not: a tensor reaching past the first is a
   // reference to memory the sender does not have, wherever it starts.
