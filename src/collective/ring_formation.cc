@@ -1,5 +1,5 @@
-// RingFormation: the hello and its checks, refusals, the by-reference negotiation and the shared
-// mailbox's set-up; the server's thread runs the left neighbour's side.
+// RingFormation: the hello and its checks, and refusals; the server's thread runs the left
+// neighbour's side.
 #include "collective/ring_formation.h"
 
 #include <fmt/format.h>
@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <stdexcept>
 #include <utility>
 
 #include "base/error.h"
 #include "collective/ring_protocol.h"
 #include "comm/connect.h"
+#include "comm/link_setup.h"
 #include "comm/meta_codec.h"
 
 namespace dtrain {
@@ -30,20 +30,27 @@ RingFormation::RingFormation(RingOptions options) : options_(std::move(options))
   server.bind_host = options_.bind_host;
   server.port = options_.port;
   server.secret = options_.secret;
-  server.connection.authenticate_frames = options_.authenticate_frames;
-  server.connection.type_carries_tensors = proto::carries_tensors;
-  server.connection.identity = rank_name(options_.rank);
-  // Bounds the blocking part: the left neighbour's hello. Chunks are read without blocking.
-  server.connection.io_timeout_ms = options_.timeout_ms;
-  server.connection.idle_timeout_ms = options_.timeout_ms;
-  // The ring's own keepalives find a lost neighbour within timeout_ms; the kernel's must not
-  // declare one lost sooner.
-  server.connection.liveness_timeout_ms = options_.timeout_ms;
+  server.connection = connection_options();
   server_ = std::make_unique<Server>(std::move(server),
                                      [this](Connection& connection) { serve_left(connection); });
 }
 
 RingFormation::~RingFormation() { close(); }
+
+ConnectionOptions RingFormation::connection_options() const {
+  ConnectionOptions options;
+  options.authenticate_frames = options_.authenticate_frames;
+  options.type_carries_tensors = proto::carries_tensors;
+  options.identity = rank_name(options_.rank);
+  options.transport = options_.transport;
+  // Bounds the blocking part: the hello and the link step. Chunks move without blocking.
+  options.io_timeout_ms = options_.timeout_ms;
+  options.idle_timeout_ms = options_.timeout_ms;
+  // The ring's own keepalives find a lost neighbour within timeout_ms; the kernel's must not
+  // declare one lost sooner.
+  options.liveness_timeout_ms = options_.timeout_ms;
+  return options;
+}
 
 void RingFormation::close() {
   {
@@ -67,33 +74,22 @@ Connection* RingFormation::connection(Side side) {
   return left_;
 }
 
-FormedLink RingFormation::take(Side side) {
-  FormedLink& link = side == Side::kLeft ? left_link_ : right_link_;
-  FormedLink taken = std::move(link);
-  taken.connection = connection(side);
-  return taken;
-}
-
 void RingFormation::connect(const HostPort& right) {
   if (size() == 1) return;
   if (right_) throw std::logic_error("RingFormation::connect called twice");
   const auto deadline =
       SteadyClock::now() + std::chrono::milliseconds(std::max(options_.timeout_ms, 0));
-  ConnectionOptions options;
+  ConnectionOptions options = connection_options();
   options.task_name = rank_name(right_rank());
-  options.io_timeout_ms = options_.timeout_ms;
-  options.idle_timeout_ms = options_.timeout_ms;
-  options.liveness_timeout_ms = options_.timeout_ms;
   options.connect_timeout_ms = options_.timeout_ms;
-  options.authenticate_frames = options_.authenticate_frames;
-  options.type_carries_tensors = proto::carries_tensors;
-  options.identity = rank_name(options_.rank);
   options.stop = options_.stop;
   options.wait_report = options_.wait_report;
   options.wait_report_interval_ms = options_.wait_report_interval_ms;
   options.abandon_wait = [this] { return final_refusal(); };
   try {
     right_ = dtrain::connect(right.host, right.port, options_.secret, options);
+  } catch (const LinkRefused& error) {
+    throw CollectiveError(error.what());
   } catch (const AuthError&) {
     throw;
   } catch (const TransportError& error) {
@@ -101,19 +97,16 @@ void RingFormation::connect(const HostPort& right) {
     throw CollectiveError(fmt::format("{} did not join the ring: {}{}", rank_name(right_rank()),
                                       error.what(), refusal_note()));
   }
-  // Our challenge for the right neighbour, if we would read its memory.
-  const std::optional<Challenge> mine =
-      options_.transport == Transport::kTcp ? std::nullopt : std::optional(new_challenge());
   MetaWriter hello;
   hello.put(static_cast<int32_t>(size()))
       .put(static_cast<int32_t>(rank()))
-      .put(options_.fingerprint)
-      .put(static_cast<uint8_t>(mine ? 1 : 0));
-  if (mine) put_challenge(hello, *mine);
+      .put(options_.fingerprint);
   Connection::Incoming answer;
   try {
     right_->send(proto::kRingHello, 0, hello.bytes(), {});
     answer = right_->receive();
+  } catch (const LinkRefused& error) {
+    throw CollectiveError(error.what());  // the right neighbour refused our link
   } catch (const TransportError&) {
     // A right neighbour this rank refused as its left one (a ring of two) gives up and closes:
     // the refusal is the cause, the closed connection only its echo.
@@ -133,64 +126,7 @@ void RingFormation::connect(const HostPort& right) {
     throw FrameError(
         fmt::format("{} answered the ring hello with frame type {}", right_->peer(), answer.type));
   }
-  try {
-    MetaReader welcome(answer.meta);
-    if (welcome.get<uint8_t>() == 1 && mine) {
-      const MemoryOffer right = get_offer(welcome);  // the fields in order
-      const Challenge theirs = get_challenge(welcome);
-      connect_by_reference(right, *mine, theirs);
-    } else if (options_.transport == Transport::kShm) {
-      throw CollectiveError(shm_failure(right_rank(), welcome.rest_as_peer_text()));
-    }
-  } catch (const ShortMeta&) {
-    throw FrameError(
-        fmt::format("{} sent a malformed ring welcome or link answer", right_->peer()));
-  }
   wait_for_left(deadline);
-}
-
-void RingFormation::connect_by_reference(const MemoryOffer& right, const Challenge& mine,
-                                         const Challenge& theirs) {
-  const std::string why = check_memory_offer(right, mine);
-  std::optional<MemoryProof> proof;  // holds its challenge until it has answered
-  std::unique_ptr<SharedMailbox> mailbox;
-  MetaWriter mode;
-  if (why.empty()) {
-    // We have just read the right neighbour's memory: it is on this host, and reads ours next.
-    proof.emplace(theirs, /*verifier_shares_host=*/true);
-    mailbox = create_mailbox();
-    mode.put(static_cast<uint8_t>(1));
-    put_offer(mode, proof->offer());
-    mode.put(mailbox ? mailbox->fd() : int32_t{-1});
-  } else {
-    mode.put(static_cast<uint8_t>(0)).put_string(why);
-  }
-  right_->send(proto::kRingLinkMode, 0, mode.bytes(), {});
-  std::string failure = why;
-  if (why.empty()) {
-    const Connection::Incoming ready = right_->receive();
-    if (ready.type != proto::kRingLinkReady) {
-      throw FrameError(
-          fmt::format("{} answered the link mode with frame type {}", right_->peer(), ready.type));
-    }
-    MetaReader answer(ready.meta);
-    const bool reads = answer.get<uint8_t>() == 1;
-    const bool shared = answer.get<uint8_t>() == 1;
-    if (shared && (!reads || !mailbox)) {
-      throw FrameError(
-          fmt::format("{} says it shares a mailbox that was never offered to it", right_->peer()));
-    }
-    if (reads) {
-      right_link_.by_reference = true;
-      right_link_.peer_pid = right.pid;
-      if (shared) right_link_.mailbox = std::move(mailbox);
-      return;
-    }
-    failure = answer.rest_as_peer_text();
-  }
-  if (options_.transport == Transport::kShm) {
-    throw CollectiveError(shm_failure(right_rank(), failure));
-  }
 }
 
 void RingFormation::wait_for_left(SteadyClock::time_point deadline) {
@@ -225,7 +161,17 @@ std::string RingFormation::refusal_note() {
 }
 
 void RingFormation::serve_left(Connection& connection) {
-  const Connection::Incoming hello = connection.receive();
+  Connection::Incoming hello;
+  try {
+    hello = connection.receive();  // after the link step, which the connection answers first
+  } catch (const LinkRefused& error) {
+    // --transport shm, and the left neighbour cannot have it: this rank's wait ends with why.
+    std::lock_guard lock(mutex_);
+    last_refusal_ = error.what();
+    left_failure_ = error.what();
+    membership_.notify_all();
+    throw;
+  }
   if (hello.type != proto::kRingHello) {
     throw FrameError(fmt::format("{} sent frame type {} where a ring hello was expected",
                                  connection.peer(), hello.type));
@@ -234,15 +180,8 @@ void RingFormation::serve_left(Connection& connection) {
   const auto ring_size = reader.get<int32_t>();
   const auto peer_rank = reader.get<int32_t>();
   const auto fingerprint = reader.get<uint64_t>();
-  const bool left_reads = reader.get<uint8_t>() == 1;
-  const std::optional<Challenge> theirs =
-      left_reads ? std::optional(get_challenge(reader)) : std::nullopt;
   std::string refusal = refusal_for(ring_size, peer_rank, fingerprint, connection.peer());
   const bool final = !refusal.empty();
-  if (refusal.empty() && !left_reads && options_.transport == Transport::kShm) {
-    refusal = shm_failure(
-        left_rank(), fmt::format("{} was started with --transport tcp", rank_name(left_rank())));
-  }
   {
     std::lock_guard lock(mutex_);
     if (refusal.empty() && (left_ != nullptr || closing_)) {
@@ -271,85 +210,12 @@ void RingFormation::serve_left(Connection& connection) {
     return;
   }
   connection.set_task_name(rank_name(left_rank()));
-  const bool offer_memory = left_reads && options_.transport != Transport::kTcp;
-  std::optional<MemoryProof> proof;  // holds the left neighbour's challenge until it has read it
-  std::optional<Challenge> mine;
-  MetaWriter welcome;
-  if (offer_memory) {
-    proof.emplace(*theirs, peer_shares_host(connection.stream()));
-    mine = new_challenge();
-    welcome.put(static_cast<uint8_t>(1));
-    put_offer(welcome, proof->offer());
-    put_challenge(welcome, *mine);
-  } else {
-    welcome.put(static_cast<uint8_t>(0))
-        .put_string(fmt::format("{} was started with --transport tcp",
-                                rank_name(left_reads ? rank() : left_rank())));
-  }
-  connection.send(proto::kRingWelcome, 0, welcome.bytes(), {});
-  if (offer_memory) {
-    const std::string failure = accept_by_reference(connection, *mine);
-    if (!failure.empty() && options_.transport == Transport::kShm) {
-      std::lock_guard lock(mutex_);
-      left_failure_ = shm_failure(left_rank(), failure);
-      membership_.notify_all();
-      return;
-    }
-  }
+  connection.send(proto::kRingWelcome, 0, {}, {});
   std::unique_lock lock(mutex_);
   left_ = &connection;
   membership_.notify_all();
   // The connection lives as long as this handler: hold it open until the ring is destroyed.
   membership_.wait(lock, [&] { return closing_; });
-}
-
-std::string RingFormation::accept_by_reference(Connection& connection, const Challenge& mine) {
-  const Connection::Incoming mode = connection.receive();
-  if (mode.type != proto::kRingLinkMode) {
-    throw FrameError(fmt::format("{} sent frame type {} where a link mode was expected",
-                                 connection.peer(), mode.type));
-  }
-  MetaReader answer(mode.meta);
-  if (answer.get<uint8_t>() == 0) return answer.rest_as_peer_text();  // it cannot read us
-  const MemoryOffer left = get_offer(answer);
-  const auto mailbox_fd = answer.get<int32_t>();
-  const std::string why = check_memory_offer(left, mine);
-  std::unique_ptr<SharedMailbox> mailbox;
-  if (why.empty() && mailbox_fd >= 0) mailbox = attach_mailbox(left, mailbox_fd);
-  MetaWriter ready;
-  ready.put(static_cast<uint8_t>(why.empty() ? 1 : 0))
-      .put(static_cast<uint8_t>(mailbox ? 1 : 0))
-      .put_string(why);
-  connection.send(proto::kRingLinkReady, 0, ready.bytes(), {});
-  if (why.empty()) {
-    left_link_.by_reference = true;
-    left_link_.peer_pid = left.pid;
-    left_link_.mailbox = std::move(mailbox);
-  }
-  return why;
-}
-
-// A link without a mailbox still moves chunks through memory, announcing them in frames: the
-// mailbox saves latency, it is not what makes the link work, so failing to share one is no error.
-std::unique_ptr<SharedMailbox> RingFormation::create_mailbox() const {
-  try {
-    return SharedMailbox::create(rank_name(right_rank()));
-  } catch (const TransportError& error) {
-    spdlog::info("ring: chunks to {} are announced in frames: {}", rank_name(right_rank()),
-                 error.what());
-    return nullptr;
-  }
-}
-
-std::unique_ptr<SharedMailbox> RingFormation::attach_mailbox(const MemoryOffer& left,
-                                                             int32_t fd) const {
-  try {
-    return SharedMailbox::attach(left.pid, fd, rank_name(left_rank()));
-  } catch (const TransportError& error) {
-    spdlog::info("ring: chunks from {} are announced in frames: {}", rank_name(left_rank()),
-                 error.what());
-    return nullptr;
-  }
 }
 
 std::string RingFormation::refusal_for(int ring_size, int peer_rank, uint64_t fingerprint,
@@ -373,13 +239,6 @@ std::string RingFormation::refusal_for(int ring_size, int peer_rank, uint64_t fi
         peer, rank_name(peer_rank), fingerprint, rank_name(rank()), options_.fingerprint);
   }
   return {};
-}
-
-std::string RingFormation::shm_failure(int peer_rank, std::string_view why) const {
-  return fmt::format(
-      "--transport shm: {} and {} cannot move chunks through memory: {}; run them with "
-      "--transport tcp or auto",
-      rank_name(rank()), rank_name(peer_rank), why);
 }
 
 }  // namespace dtrain

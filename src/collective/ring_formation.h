@@ -1,10 +1,9 @@
 // Forming a TCP ring (collective/tcp_ring.h): each rank listens for its left neighbour and connects
 // to its right one. Both ends authenticate with the cluster secret and check that they agree on
 // the ring's size, their ranks and a fingerprint of what they run; a neighbour that does not is
-// refused, and told why, by name. Between ranks of one host (--transport auto or shm) the two ends
-// then agree whether chunks move by reference (ring_protocol.h), each proving it can read the
-// other's memory, and share a mailbox page for the announcements where the kernel lets them.
-// What comes out is a FormedLink per side, which the progress engine (TcpRing) drives.
+// refused, and told why, by name. Whether chunks then move by value or by reference
+// (--transport) is each connection's own choice (comm/link_setup.h). What comes out is a connection
+// per side, which the progress engine (TcpRing) drives.
 #pragma once
 
 #include <condition_variable>
@@ -18,21 +17,9 @@
 #include "collective/ring_links.h"
 #include "comm/connection.h"
 #include "comm/host_port.h"
-#include "comm/peer_memory.h"
 #include "comm/server.h"
-#include "comm/shared_mailbox.h"
 
 namespace dtrain {
-
-// One neighbour of a formed ring: the connection and the way chunks travel on it.
-struct FormedLink {
-  Connection* connection = nullptr;  // owned by the RingFormation
-  // Chunks move by reference, read from the memory of process peer_pid; announced through
-  // `mailbox` when there is one, in frames otherwise.
-  bool by_reference = false;
-  int32_t peer_pid = 0;
-  std::unique_ptr<SharedMailbox> mailbox;
-};
 
 // Thread-safety: one thread makes every call except port() and connection(); the server's thread
 // runs the left neighbour's side of the handshake.
@@ -51,12 +38,9 @@ class RingFormation {
   // secret. REQUIRES: size > 1, not yet connected.
   void connect(const HostPort& right);
 
-  // The connection to the neighbour on `side` as far as the ring has formed (null before), for
-  // telling it why this rank stops.
+  // The connection to the neighbour on `side` as far as the ring has formed (null before): once
+  // connect() has returned, the link the progress engine drives.
   Connection* connection(Side side);
-  // The neighbour on `side` with what the handshake agreed, its mailbox moved out.
-  // REQUIRES: connect() returned; called once per side.
-  FormedLink take(Side side);
 
   // Stops taking connections and closes both links. Idempotent; the destructor calls it.
   void close();
@@ -82,31 +66,19 @@ class RingFormation {
   // " (this rank refused a peer: <why>)" when it has, for the errors of a ring that did not form:
   // the refused peer is usually the rank that never arrived.
   std::string refusal_note();
-  // Forming a by-reference link (ring_protocol.h), each rank reading the challenge it sent where
-  // the other says it holds it. The connecting side: `right` holds `mine`, we hold `theirs`;
-  // throws under kShm if the link stays on TCP. The listening side: returns "" once the link is
-  // by reference, otherwise why not.
-  void connect_by_reference(const MemoryOffer& right, const Challenge& mine,
-                            const Challenge& theirs);
-  std::string accept_by_reference(Connection& connection, const Challenge& mine);
-  // The shared mailbox of a by-reference link: the connecting side creates it (null where the
-  // system will not), the listening side maps it (null, with a note in the log, where it cannot).
-  std::unique_ptr<SharedMailbox> create_mailbox() const;
-  std::unique_ptr<SharedMailbox> attach_mailbox(const MemoryOffer& left, int32_t fd) const;
-  std::string shm_failure(int peer_rank, std::string_view why) const;
+  // The options of both links' connections: limits, timeouts, identity and --transport.
+  ConnectionOptions connection_options() const;
 
   const RingOptions options_;
   std::unique_ptr<Server> server_;     // accepts the left neighbour; null when size == 1
   std::unique_ptr<Connection> right_;  // we connected it
-  FormedLink left_link_;               // written by serve_left before it publishes left_
-  FormedLink right_link_;
 
   std::mutex mutex_;  // left_, closing_, last_refusal_, left_failure_, final_refusal_
   std::condition_variable membership_;
   Connection* left_ = nullptr;  // it connected to us; owned by server_'s handler
   bool closing_ = false;
   std::string last_refusal_;
-  std::string left_failure_;  // the left neighbour could not join under --transport shm: why
+  std::string left_failure_;  // the left neighbour's link was refused under --transport shm: why
   // A left neighbour refused for good (another ring size, order or fingerprint): no ring can form,
   // so this rank's own connect and wait end with it once the neighbour has been told.
   std::string final_refusal_;

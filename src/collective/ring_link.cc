@@ -1,4 +1,4 @@
-// RingLink's exchanges with a neighbour when a rank fails, and the mailbox's record of a chunk.
+// RingLink's exchanges with a neighbour when a rank fails.
 #include "collective/ring_link.h"
 
 #include <spdlog/spdlog.h>
@@ -65,21 +65,6 @@ void RingLink::drain(Connection& from, int timeout_ms) {
   } catch (const TransportError&) {
     // That neighbour has gone too (or sent junk): nothing is waiting on us there any more.
   }
-}
-
-SharedMailbox::Record chunk_record(ChunkTag tag, std::span<const float> data) {
-  return {{tag.op, uint64_t{tag.step} << 32 | tag.chunk, reinterpret_cast<uint64_t>(data.data()),
-           data.size_bytes()}};
-}
-
-RingLink::ChunkRef chunk_ref(const SharedMailbox::Record& record) {
-  RingLink::ChunkRef ref;
-  ref.tag.op = record.words[0];
-  ref.tag.step = static_cast<uint32_t>(record.words[1] >> 32);
-  ref.tag.chunk = static_cast<uint32_t>(record.words[1]);
-  ref.address = record.words[2];
-  ref.bytes = record.words[3];
-  return ref;
 }
 
 }  // namespace dtrain

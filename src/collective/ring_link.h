@@ -1,6 +1,6 @@
 // One neighbour of a TCP ring as its progress engine (collective/tcp_ring.h) sees it: the frames
-// queued for it, where its incoming frame stands, the chunks it announced by reference; and the
-// two exchanges a failing rank has with it, each bounded by a timeout.
+// queued for it and where its incoming frame stands; and the two exchanges a failing rank has with
+// it, each bounded by a timeout.
 #pragma once
 
 #include <cstddef>
@@ -14,22 +14,15 @@
 #include "collective/ring_links.h"
 #include "comm/connection.h"
 #include "comm/meta_codec.h"
-#include "comm/shared_mailbox.h"
 
 namespace dtrain {
 
 struct RingLink {
-  enum class Kind { kChunk, kKeepalive, kRead };
+  enum class Kind { kChunk, kKeepalive };
   struct Outgoing {
     std::span<const float> data;
     ChunkTag tag;
-    Kind kind = Kind::kChunk;  // kRead: a kRingChunkRead for the oldest chunk read from that side
-  };
-  // A chunk a neighbour announced by reference and that has not been read yet.
-  struct ChunkRef {
-    ChunkTag tag;
-    uint64_t address = 0;
-    uint64_t bytes = 0;
+    Kind kind = Kind::kChunk;
   };
 
   Connection* connection = nullptr;  // set once the ring has formed; owned by RingFormation
@@ -44,19 +37,11 @@ struct RingLink {
   // The neighbour closed the connection between frames: normal once it has finished, a loss
   // only if we still wait on it (then `closed` says how it went).
   std::string closed;
-  // FormedLink's: chunks move by reference on this link, read from the memory of process
-  // peer_pid; announced through `mailbox` when there is one, in frames otherwise.
-  bool by_reference = false;
-  int32_t peer_pid = 0;
-  std::unique_ptr<SharedMailbox> mailbox;
-  uint64_t acknowledged = 0;   // of our chunks, by the neighbour, as last read from the mailbox
-  uint64_t unread = 0;         // chunks we sent by reference that the neighbour has not read
-  std::vector<ChunkRef> refs;  // refs[ref_head..]: announced to us, not read yet
-  size_t ref_head = 0;
 
   bool idle() const { return head == queue.size(); }
-  // Nothing queued and nothing of ours still to be read: our memory is ours again.
-  bool settled() const { return idle() && unread == 0; }
+  // Nothing queued and, by reference, nothing of ours still to be read: our memory is ours again.
+  // Throws FrameError for a neighbour whose acknowledgements make no sense.
+  bool settled() const { return idle() && (connection == nullptr || connection->sends_settled()); }
 
   // Over `to` (this link's connection, or the one formed so far): finishes the frame already on
   // the wire, drops the rest of the queue, and sends a kRingAbort carrying `message`, giving up
@@ -68,9 +53,5 @@ struct RingLink {
   // rank gone.
   void drain(Connection& from, int timeout_ms);
 };
-
-// A chunk reference as a mailbox record (the fields of kRingChunkRef's meta), and back.
-SharedMailbox::Record chunk_record(ChunkTag tag, std::span<const float> data);
-RingLink::ChunkRef chunk_ref(const SharedMailbox::Record& record);
 
 }  // namespace dtrain

@@ -1,5 +1,5 @@
-// TcpRing: the progress loop that moves chunks on the calling thread (by value or by reference),
-// and failure propagation. Forming the ring is ring_formation.cc's.
+// TcpRing: the progress loop that moves chunks on the calling thread, and failure propagation.
+// Forming the ring is ring_formation.cc's; how the chunks travel, the connections'.
 #include "collective/tcp_ring.h"
 
 #include <fmt/format.h>
@@ -29,7 +29,13 @@ TcpRing::~TcpRing() {
         fmt::format("{} stopped in the middle of a collective", rank_name(rank()));
     for (const Side side : {Side::kLeft, Side::kRight}) {
       const RingLink& l = link(side);
-      if (l.settled() || l.head_started) continue;
+      bool settled = false;
+      try {
+        settled = l.settled();
+      } catch (const TransportError&) {
+        // That neighbour's mailbox makes no sense: it hears of this in the abort all the same.
+      }
+      if (settled || l.head_started) continue;
       if (!failure_) failure_ = std::make_exception_ptr(CollectiveError(message));
       send_abort(side, message);
     }
@@ -40,10 +46,9 @@ TcpRing::~TcpRing() {
 uint16_t TcpRing::port() const { return formation_.port(); }
 
 std::string TcpRing::describe_link(Side side) const {
-  if (!reads_memory(side)) return "tcp";
-  return shares_mailbox(side)
+  return reads_memory(side)
              ? "shm (copied out of the sender's memory, announced through a shared mailbox)"
-             : "shm (copied out of the sender's memory, announced in frames)";
+             : "tcp";
 }
 
 int TcpRing::left_rank() const { return (rank() + size() - 1) % size(); }
@@ -55,14 +60,8 @@ int TcpRing::right_rank() const { return (rank() + 1) % size(); }
 void TcpRing::connect(const HostPort& right) {
   if (size() == 1) return;
   formation_.connect(right);
-  for (const Side side : {Side::kLeft, Side::kRight}) {
-    FormedLink formed = formation_.take(side);
-    RingLink& l = link(side);
-    l.connection = formed.connection;
-    l.by_reference = formed.by_reference;
-    l.peer_pid = formed.peer_pid;
-    l.mailbox = std::move(formed.mailbox);
-  }
+  for (const Side side : {Side::kLeft, Side::kRight})
+    link(side).connection = formation_.connection(side);
 }
 
 Connection* TcpRing::reached(Side side) {
@@ -76,7 +75,6 @@ void TcpRing::send(Side to, std::span<const float> data, ChunkTag tag) {
   throw_if_failed();
   RingLink& l = link(to);
   l.queue.push_back(RingLink::Outgoing{data, tag, RingLink::Kind::kChunk});
-  if (l.by_reference) ++l.unread;
   // Start at once: the kernel takes what fits while the caller goes on with its next chunk.
   pump_sends(to);
 }
@@ -108,14 +106,18 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
   auto last_keepalive = now;                         // sent, or this wait began
   for (;;) {
     bool sent[2] = {pump_sends(Side::kLeft), pump_sends(Side::kRight)};
-    // A neighbour that read our chunks has taken them as surely as a socket that accepted them.
+    // A neighbour that read our chunks (by reference) has taken them as surely as a socket that
+    // accepted them.
+    bool settled[2];
     for (const Side side : kSides) {
-      RingLink& l = link(side);
-      if (!l.by_reference) continue;
-      const uint64_t unread = l.unread;
-      if (read_announcements(side) && side == from && reading) last_in = SteadyClock::now();
-      if (l.unread != unread) sent[static_cast<int>(side)] = true;
-      if (l.unread > 0 && !l.closed.empty()) fail_lost(side, l.closed);
+      const uint64_t acknowledged = connection(side).payloads_acknowledged();
+      settled[static_cast<int>(side)] = this->settled(side);
+      if (connection(side).payloads_acknowledged() != acknowledged) {
+        sent[static_cast<int>(side)] = true;
+      }
+      if (!settled[static_cast<int>(side)] && !link(side).closed.empty()) {
+        fail_lost(side, link(side).closed);
+      }
     }
     bool moved = sent[0] || sent[1];
     bool done = false;
@@ -127,13 +129,13 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
         last_in = SteadyClock::now();
       }
     } else {
-      done = left_link_.settled() && right_link_.settled();
+      done = settled[0] && settled[1];
     }
     if (done) return;
 
     now = SteadyClock::now();
     for (const Side side : kSides) {
-      if (sent[static_cast<int>(side)] || link(side).settled()) {
+      if (sent[static_cast<int>(side)] || settled[static_cast<int>(side)]) {
         last_out[static_cast<int>(side)] = now;
       }
     }
@@ -166,7 +168,7 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
     auto until = last_keepalive + keepalive_every;
     if (reading) until = std::min(until, last_in + timeout);
     for (const Side side : kSides) {
-      if (!link(side).settled()) {
+      if (!settled[static_cast<int>(side)]) {
         until = std::min(until, last_out[static_cast<int>(side)] + timeout);
       }
     }
@@ -177,7 +179,6 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
 bool TcpRing::pump_sends(Side side) {
   RingLink& l = link(side);
   if (l.idle()) return false;
-  if (l.mailbox) return pump_mailbox(side);
   Connection& to = connection(side);
   const uint64_t before = to.bytes_moved();
   try {
@@ -187,13 +188,6 @@ bool TcpRing::pump_sends(Side side) {
         l.send_meta.clear();
         if (item.kind == RingLink::Kind::kKeepalive) {
           to.start_send(proto::kRingKeepalive, 0, {}, {});
-        } else if (item.kind == RingLink::Kind::kRead) {
-          to.start_send(proto::kRingChunkRead, 0, {}, {});
-        } else if (l.by_reference) {
-          l.send_meta.put(item.tag.op).put(item.tag.step).put(item.tag.chunk);
-          l.send_meta.put(reinterpret_cast<uint64_t>(item.data.data()))
-              .put(static_cast<uint64_t>(item.data.size_bytes()));
-          to.start_send(proto::kRingChunkRef, 0, l.send_meta.bytes(), {});
         } else {
           l.send_meta.put(item.tag.op).put(item.tag.step).put(item.tag.chunk);
           const std::span<const float> tensors[] = {item.data};
@@ -208,7 +202,7 @@ bool TcpRing::pump_sends(Side side) {
   } catch (const CollectiveError&) {
     throw;
   } catch (const TransportError& error) {
-    fail_lost(side, error.what());
+    fail_link(side, error);
   }
   if (l.idle()) {
     l.queue.clear();  // keeps its capacity: no allocation once the largest collective has run
@@ -217,75 +211,22 @@ bool TcpRing::pump_sends(Side side) {
   return to.bytes_moved() != before;
 }
 
-bool TcpRing::pump_mailbox(Side side) {
-  RingLink& l = link(side);
-  Connection& to = connection(side);
-  const uint64_t before = to.bytes_moved();
-  bool posted = false;
-  const auto pump = [&] {
-    while (!l.idle()) {
-      const RingLink::Outgoing& item = l.queue[l.head];
-      if (item.kind == RingLink::Kind::kKeepalive) {
-        if (!l.head_started) to.start_send(proto::kRingKeepalive, 0, {}, {});
-        l.head_started = true;
-        if (!to.continue_send()) return;
-        l.head_started = false;
-      } else if (item.kind == RingLink::Kind::kRead) {
-        l.mailbox->acknowledge();
-        posted = true;
-      } else {
-        if (!l.mailbox->try_post(chunk_record(item.tag, item.data))) return;
-        posted = true;
-      }
-      ++l.head;
-    }
-  };
+bool TcpRing::settled(Side side) {
   try {
-    pump();
-    // A neighbour asleep in poll() does not see the mailbox: a frame wakes it.
-    if (posted && l.mailbox->peer_sleeping()) {
-      l.queue.push_back(RingLink::Outgoing{{}, {}, RingLink::Kind::kKeepalive});
-      pump();
-    }
-  } catch (const CollectiveError&) {
-    throw;
-  } catch (const FrameError& error) {
-    fail_corrupted(error);
+    return link(side).settled();
   } catch (const TransportError& error) {
-    fail_lost(side, error.what());
+    fail_link(side, error);
   }
-  if (l.idle()) {
-    l.queue.clear();
-    l.head = 0;
-  }
-  return posted || to.bytes_moved() != before;
 }
 
-bool TcpRing::read_mailbox(Side side) {
-  RingLink& l = link(side);
-  bool news = false;
-  try {
-    SharedMailbox::Record record;
-    while (l.mailbox->try_take(record)) {
-      l.refs.push_back(chunk_ref(record));
-      news = true;
-    }
-    const uint64_t acknowledged = l.mailbox->acknowledged();  // at most what we posted
-    if (acknowledged != l.acknowledged) {
-      l.unread -= acknowledged - l.acknowledged;
-      l.acknowledged = acknowledged;
-      news = true;
-    }
-  } catch (const FrameError& error) {
-    fail_corrupted(error);
+void TcpRing::fail_link(Side side, const TransportError& error) {
+  // A neighbour that sent nonsense is alive and waiting on us, as after a malformed frame: it must
+  // hear the abort too (if its connection still takes one), or it would wait out its timeout
+  // before it learnt why.
+  if (dynamic_cast<const FrameError*>(&error) != nullptr) {
+    fail(fmt::format("{} (seen by {})", error.what(), rank_name(rank())), std::nullopt);
   }
-  return news;
-}
-
-void TcpRing::fail_corrupted(const FrameError& error) {
-  // The neighbour is alive and waiting on us, as after a malformed frame: it must hear the abort
-  // too, or it would wait out its timeout before it learnt why.
-  fail(fmt::format("{} (seen by {})", error.what(), rank_name(rank())), std::nullopt);
+  fail_lost(side, error.what());
 }
 
 bool TcpRing::read_header(Side side) {
@@ -319,6 +260,8 @@ bool TcpRing::read_header(Side side) {
     }
   } catch (const CollectiveError&) {
     throw;
+  } catch (const FrameError& error) {
+    fail_link(side, error);
   } catch (const TransportError& error) {
     lost_while_reading(side, error);
     return false;
@@ -329,83 +272,6 @@ bool TcpRing::read_header(Side side) {
 void TcpRing::lost_while_reading(Side side, const TransportError& error) {
   if (!connection(side).closed_by_peer()) fail_lost(side, error.what());
   link(side).closed = error.what();
-}
-
-bool TcpRing::read_announcements(Side side) {
-  RingLink& l = link(side);
-  Connection& conn = connection(side);
-  // Frames can wait while the mailbox brings news: what matters now is there, and a neighbour
-  // that posts has neither stopped nor closed its connection.
-  if (l.mailbox && read_mailbox(side)) return true;
-  if (!l.closed.empty()) return false;
-  const uint64_t before = conn.bytes_moved();
-  try {
-    while (const std::optional<Connection::Incoming> in = conn.try_receive()) {
-      switch (in->type) {
-        case proto::kRingKeepalive:
-          continue;
-        case proto::kRingAbort:
-          l.abort_seen = true;
-          fail(MetaReader(in->meta).rest_as_peer_text(), std::nullopt);  // names the culprit
-        case proto::kRingChunkRead:
-          if (l.unread == 0) {
-            fail(fmt::format("{} said it read a chunk that was never sent to it", conn.peer()),
-                 std::nullopt);
-          }
-          --l.unread;
-          continue;
-        case proto::kRingChunkRef:
-          break;
-        default:
-          fail(fmt::format("{} sent frame type {} in the middle of a collective", conn.peer(),
-                           in->type),
-               std::nullopt);
-      }
-      RingLink::ChunkRef ref;
-      try {
-        MetaReader reader(in->meta);
-        ref.tag.op = reader.get<uint64_t>();
-        ref.tag.step = reader.get<uint32_t>();
-        ref.tag.chunk = reader.get<uint32_t>();
-        ref.address = reader.get<uint64_t>();
-        ref.bytes = reader.get<uint64_t>();
-      } catch (const ShortMeta&) {
-        fail(fmt::format("{} sent a malformed chunk reference", conn.peer()), std::nullopt);
-      }
-      l.refs.push_back(ref);
-    }
-  } catch (const CollectiveError&) {
-    throw;
-  } catch (const TransportError& error) {
-    lost_while_reading(side, error);
-  }
-  return conn.bytes_moved() != before;
-}
-
-bool TcpRing::receive_by_reference(Side from, std::span<float> into, ChunkTag tag) {
-  RingLink& l = link(from);
-  read_announcements(from);
-  if (l.ref_head == l.refs.size()) {
-    if (!l.closed.empty()) fail_lost(from, l.closed);
-    return false;
-  }
-  const RingLink::ChunkRef ref = l.refs[l.ref_head++];
-  if (l.ref_head == l.refs.size()) {
-    l.refs.clear();  // keeps its capacity, as the send queues do
-    l.ref_head = 0;
-  }
-  if (!(ref.tag == tag) || ref.bytes != into.size_bytes()) {
-    fail_mismatch(from, ref.tag, ref.bytes, tag, into.size_bytes());
-  }
-  try {
-    read_peer_memory(l.peer_pid, ref.address, std::as_writable_bytes(into),
-                     connection(from).peer());
-  } catch (const TransportError& error) {
-    fail_lost(from, error.what());
-  }
-  l.queue.push_back(RingLink::Outgoing{{}, {}, RingLink::Kind::kRead});
-  pump_sends(from);  // frees the neighbour's memory as early as the socket allows
-  return true;
 }
 
 void TcpRing::fail_mismatch(Side from, ChunkTag got, uint64_t got_bytes, ChunkTag tag,
@@ -419,7 +285,6 @@ void TcpRing::fail_mismatch(Side from, ChunkTag got, uint64_t got_bytes, ChunkTa
 }
 
 bool TcpRing::pump_receive(Side from, std::span<float> into, ChunkTag tag) {
-  if (link(from).by_reference) return receive_by_reference(from, into, tag);
   RingLink& l = link(from);
   if (!read_header(from)) {
     if (!l.closed.empty()) fail_lost(from, l.closed);
@@ -431,7 +296,7 @@ bool TcpRing::pump_receive(Side from, std::span<float> into, ChunkTag tag) {
   try {
     if (!connection(from).try_receive_tensors(into)) return false;
   } catch (const TransportError& error) {
-    fail_lost(from, error.what());
+    fail_link(from, error);
   }
   l.header_in = false;
   return true;
@@ -441,22 +306,17 @@ void TcpRing::wait_for_io(const Side* reading, SteadyClock::time_point until) {
   // A neighbour that posts to a mailbox wakes this rank only if it knows it sleeps; then looking
   // once more closes the window in which it posted without knowing.
   struct Sleeping {
-    RingLink* links[2];
-    explicit Sleeping(TcpRing& ring) : links{&ring.left_link_, &ring.right_link_} {
-      for (RingLink* l : links)
-        if (l->mailbox) l->mailbox->set_sleeping(true);
+    Connection* connections[2];
+    bool news = false;
+    explicit Sleeping(TcpRing& ring)
+        : connections{&ring.connection(Side::kLeft), &ring.connection(Side::kRight)} {
+      for (Connection* c : connections) news = !c->begin_wait() || news;
     }
     ~Sleeping() {
-      for (RingLink* l : links)
-        if (l->mailbox) l->mailbox->set_sleeping(false);
-    }
-    bool news() const {
-      for (RingLink* l : links)
-        if (l->mailbox && l->mailbox->has_news()) return true;
-      return false;
+      for (Connection* c : connections) c->end_wait();
     }
   } sleeping(*this);
-  if (sleeping.news()) return;
+  if (sleeping.news) return;
   const auto left_ms =
       std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now()).count();
   const int timeout_ms = static_cast<int>(std::clamp<int64_t>(left_ms, 1, 1000));
@@ -472,12 +332,10 @@ void TcpRing::wait_for_io(const Side* reading, SteadyClock::time_point until) {
   }
   TcpStream::wait_any(std::span(waits, count), timeout_ms);
   // Frames from a neighbour we are not reading from are keepalives or an abort, or a chunk
-  // arriving early; read their openings now so that an abort is acted on at once. A link moving
-  // chunks by reference is not read here: progress() reads its announcements first thing, where
-  // what they bring (a keepalive from the neighbour it waits on, a chunk read) counts against the
-  // timeouts. Read here, they kept a live neighbour's keepalives from counting.
+  // arriving early; read their openings now so that an abort is acted on at once. The one we read
+  // from is read by progress(), where what it brings counts against the timeouts.
   for (const Side side : {Side::kLeft, Side::kRight}) {
-    if (!link(side).by_reference && (reading == nullptr || *reading != side)) read_header(side);
+    if (reading == nullptr || *reading != side) read_header(side);
   }
 }
 

@@ -4,13 +4,12 @@
 // without blocking on either (the progress loop of MPI implementations): while it waits for a
 // chunk from one neighbour, queued chunks flow out, with no thread hand-offs on the hot path.
 //
-// Between ranks of one host (--transport auto, the default, or shm) a chunk does not cross the
-// socket: the sender sends where it lies (kRingChunkRef), the receiver copies it straight out of
-// the sender's memory (comm/peer_memory.h) and says so (kRingChunkRead), which is what wait_sent()
-// then waits for. Those two announcements go through a page the two ranks share
-// (comm/shared_mailbox.h) where the kernel lets them share one, so that a chunk's round trip costs
-// no system call; a rank that sleeps is woken by a keepalive frame. Frames still carry everything
-// else (keepalives, aborts, a closed connection), so failure detection is the same on both.
+// Between ranks of one host (--transport auto, the default, or shm) the connection moves a chunk
+// by reference (comm/memory_link.h): the receiver copies it straight out of the sender's memory
+// and acknowledges it, which is what wait_sent() then waits for, all through a page the two ranks
+// share, with no system call; a rank that sleeps is woken by a frame. The engine sees the same
+// non-blocking calls either way; keepalives, aborts and a closed connection still cross the
+// socket, so failure detection is the same on both.
 //
 // Failure: the first rank to find a neighbour lost (connection closed) or stuck (no byte for
 // timeout_ms, while the ranks that are merely waiting send keepalives) stops with a
@@ -37,7 +36,6 @@
 #include "comm/connection.h"
 #include "comm/host_port.h"
 #include "comm/meta_codec.h"
-#include "comm/shared_mailbox.h"
 
 namespace dtrain {
 
@@ -69,10 +67,10 @@ class TcpRing final : public RingLinks {
   std::string rank_name(int rank) const { return formation_.rank_name(rank); }  // "worker3"
 
   // Whether chunks to and from the neighbour on `side` are copied out of the sender's memory
-  // rather than sent over the socket. REQUIRES: connected.
-  bool reads_memory(Side side) const { return link(side).by_reference; }
-  // Whether the announcements of such chunks go through a shared page rather than frames.
-  bool shares_mailbox(Side side) const { return link(side).mailbox != nullptr; }
+  // rather than sent over the socket, announced through a page the two share (a by-reference
+  // link always has one). REQUIRES: connected.
+  bool reads_memory(Side side) const { return connection(side).payloads_by_reference(); }
+  bool shares_mailbox(Side side) const { return reads_memory(side); }
 
  private:
   // What a progress loop waits for.
@@ -102,18 +100,11 @@ class TcpRing final : public RingLinks {
   // A read from `side` failed: a neighbour that closed between frames is noted (RingLink::closed),
   // anything else fails the ring naming it.
   void lost_while_reading(Side side, const TransportError& error);
-  // For a by-reference link: reads every frame that has arrived (announcements are queued, reads
-  // counted, keepalives dropped, an abort thrown); returns whether a byte moved.
-  bool read_announcements(Side side);
-  // The mailbox's part of read_announcements and of pump_sends.
-  bool read_mailbox(Side side);
-  bool pump_mailbox(Side side);
-  // A neighbour's counters in a mailbox make no sense (SharedMailbox throws a FrameError naming
-  // it): fails the ring with that, telling both neighbours.
-  [[noreturn]] void fail_corrupted(const FrameError& error);
-  // pump_receive on a by-reference link: copies the next announced chunk out of the neighbour's
-  // memory and queues the kRingChunkRead that frees it.
-  bool receive_by_reference(Side from, std::span<float> into, ChunkTag tag);
+  // A link to `side` failed: a neighbour whose frames or mailbox make no sense (FrameError naming
+  // it) fails the ring telling every neighbour still reachable; any other error is a loss.
+  [[noreturn]] void fail_link(Side side, const TransportError& error);
+  // Whether the neighbour on `side` has every chunk we sent it (throws as fail_link).
+  bool settled(Side side);
   [[noreturn]] void fail_mismatch(Side from, ChunkTag got, uint64_t got_bytes, ChunkTag tag,
                                   uint64_t bytes);
   // Sleeps until a neighbour can move bytes, or `until`. Watches the link `reading` and every

@@ -48,15 +48,6 @@ Connection::~Connection() = default;  // the stream's destructor closes the sock
 
 // ---- state ----
 
-template <typename Body>
-auto Connection::guarded(Body&& body) {
-  try {
-    return body();
-  } catch (const TransportError&) {
-    fail(std::current_exception());
-  }
-}
-
 void Connection::fail(std::exception_ptr error, bool by_peer) {
   std::exception_ptr first;
   {
@@ -118,7 +109,10 @@ void Connection::send(uint16_t type, uint64_t request_id, std::span<const std::b
         fmt::format("Connection::send: frame type {} is reserved for the handshake", type));
   }
   check_state(State::kOpen, "send");
-  guarded([&] { writer_.write(type, request_id, meta, tensors, io_deadline()); });
+  guarded([&] {
+    if (link_) return link_->send(*this, type, request_id, meta, tensors);
+    writer_.write(type, request_id, meta, tensors, io_deadline());
+  });
 }
 
 void Connection::start_send(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
@@ -129,11 +123,15 @@ void Connection::start_send(uint16_t type, uint64_t request_id, std::span<const 
   }
   check_state(State::kOpen, "start_send");
   if (writer_.busy()) throw std::logic_error("Connection::start_send while a frame is being sent");
-  guarded([&] { writer_.start(type, request_id, meta, tensors); });
+  guarded([&] {
+    if (link_) return link_->start_send(*this, type, request_id, meta, tensors);
+    writer_.start(type, request_id, meta, tensors);
+  });
 }
 
 bool Connection::continue_send() {
   check_state(State::kOpen, "continue_send");
+  if (link_) return guarded([&] { return link_->continue_send(*this); });
   if (!writer_.busy()) return true;
   return guarded([&] { return pump_send(); });
 }
@@ -149,8 +147,13 @@ Connection::Incoming Connection::receive() {
         peer()));
   }
   return guarded([&] {
-    return receive_frame(IoDeadline{.stall_ms = options_.idle_timeout_ms}, io_deadline(),
-                         options_.max_payload_bytes, /*handshake=*/false);
+    for (;;) {
+      if (link_) return link_->receive(*this);
+      const Incoming in = receive_frame(IoDeadline{.stall_ms = options_.idle_timeout_ms},
+                                        io_deadline(), options_.max_payload_bytes,
+                                        /*handshake=*/false);
+      if (take_link_frames(in)) return in;
+    }
   });
 }
 
@@ -197,7 +200,10 @@ void Connection::accept_header(std::span<const std::byte, ff::kHeaderBytes> head
   } catch (const FrameError& error) {
     throw bad_frame_from(peer(), error);
   }
-  if (handshake != (header.type < ff::kFirstUserType)) {
+  // After the handshake, the link step's reserved types too (take_link_frames judges them).
+  const bool allowed =
+      handshake ? header.type < ff::kTypeLinkOffer : header.type >= ff::kTypeLinkOffer;
+  if (!allowed) {
     throw FrameError(
         fmt::format("bad frame from {}: type {} {}", peer(), header.type,
                     handshake ? "before the handshake finished" : "is reserved for the handshake"));
@@ -243,8 +249,14 @@ std::optional<Connection::Incoming> Connection::try_receive() {
         "discarded",
         peer()));
   }
-  return guarded(
-      [&] { return try_receive_frame(options_.max_payload_bytes, /*handshake=*/false); });
+  return guarded([&]() -> std::optional<Incoming> {
+    for (;;) {
+      if (link_) return link_->try_receive(*this);
+      const std::optional<Incoming> in =
+          try_receive_frame(options_.max_payload_bytes, /*handshake=*/false);
+      if (!in || take_link_frames(*in)) return in;
+    }
+  });
 }
 
 std::optional<Connection::Incoming> Connection::try_receive_frame(uint64_t max_payload_bytes,
@@ -316,6 +328,11 @@ bool Connection::try_receive_tensors(std::span<float> into) {
           "expected {}",
           receive_type_, receive_request_id_, peer(), tensor_bytes_, into.size_bytes()));
     }
+    if (link_) {
+      frame_unconsumed_ = false;
+      link_->receive_tensors(*this, std::span(&into, 1));
+      return true;
+    }
     const std::span<std::byte> bytes = std::as_writable_bytes(into);
     while (tensors_have_ < tensor_bytes_) {
       // Capped, so the CRC reads each piece while it is still in cache.
@@ -348,6 +365,7 @@ void Connection::receive_tensors(std::span<const std::span<float>> into) {
           receive_type_, receive_request_id_, peer(), tensor_bytes_, expected));
     }
     frame_unconsumed_ = false;
+    if (link_) return link_->receive_tensors(*this, into);
     for (auto tensor : into) read_tensor_bytes(std::as_writable_bytes(tensor));
     finish_frame(io_deadline());
   });
@@ -360,6 +378,7 @@ void Connection::discard_tensors() {
   }
   guarded([&] {
     frame_unconsumed_ = false;
+    if (link_) return link_->discard_tensors(*this);
     if (tensor_bytes_ > 0 && discard_.empty()) discard_.resize(kReceiveChunkBytes);
     for (uint64_t left = tensor_bytes_; left > 0;) {
       const size_t n = std::min<uint64_t>(left, discard_.size());
@@ -399,69 +418,6 @@ bool Connection::try_finish_frame() {
   }
   check_.check(peer(), receive_type_, receive_request_id_);
   return true;
-}
-
-// ---- handshake (comm/handshake.h runs it) ----
-
-void Connection::handshake_as_client(std::string_view secret) {
-  if (secret.empty()) throw std::invalid_argument("Connection::handshake_as_client: empty secret");
-  check_state(State::kHandshaking, "handshake_as_client");
-  const HandshakeResult result = guarded([&] { return ClientHandshake::run(*this, secret); });
-  open_after_handshake(result.peer, &result.keys.client_to_server, &result.keys.server_to_client);
-}
-
-void Connection::handshake_as_server(std::string_view secret, const Admission& admit) {
-  const auto until = SteadyClock::now() + std::chrono::milliseconds(options_.handshake_timeout_ms);
-  while (!continue_handshake_as_server(secret, admit)) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now());
-    if (left.count() <= 0) {
-      fail(std::make_exception_ptr(TransportError(
-          writer_.busy() ? fmt::format("timed out sending to {}", peer())
-                         : fmt::format("timed out waiting for data from {}", peer()))));
-    }
-    const TcpStream::Wait wait{stream_.get(), !writer_.busy(), writer_.busy()};
-    TcpStream::wait_any(std::span(&wait, 1), static_cast<int>(left.count()));
-  }
-}
-
-bool Connection::continue_handshake_as_server(std::string_view secret, const Admission& admit) {
-  if (secret.empty()) throw std::invalid_argument("Connection::handshake_as_server: empty secret");
-  check_state(State::kHandshaking, "handshake_as_server");
-  if (!server_handshake_) server_handshake_ = std::make_unique<ServerHandshake>(*this);
-  if (!guarded([&] { return server_handshake_->advance(secret, admit); })) return false;
-  const HandshakeResult result = server_handshake_->result();
-  server_handshake_.reset();
-  open_after_handshake(result.peer, &result.keys.server_to_client, &result.keys.client_to_server);
-  return true;
-}
-
-void Connection::send_handshake_frame(uint16_t type, std::span<const std::byte> meta,
-                                      const IoDeadline& deadline) {
-  writer_.write(type, 0, meta, {}, deadline);
-}
-
-Connection::Incoming Connection::receive_handshake_frame(const IoDeadline& deadline) {
-  return receive_frame(deadline, deadline, ff::kMaxHandshakePayloadBytes, /*handshake=*/true);
-}
-
-std::optional<Connection::Incoming> Connection::try_receive_handshake_frame() {
-  return try_receive_frame(ff::kMaxHandshakePayloadBytes, /*handshake=*/true);
-}
-
-void Connection::start_handshake_frame(uint16_t type, std::span<const std::byte> meta) {
-  writer_.start(type, 0, meta, {});  // no frame keys yet: a CRC
-}
-
-void Connection::open_after_handshake(const HandshakeParams& peer, const FrameKey* send_key,
-                                      const FrameKey* receive_key) {
-  peer_params_ = peer;
-  if (options_.authenticate_frames) {
-    writer_.set_key(*send_key);
-    check_.set_key(*receive_key);
-  }
-  std::lock_guard lock(mutex_);
-  // close() from another thread may have won; closed stays closed.
-  if (state_ == State::kHandshaking) state_ = State::kOpen;
 }
 
 }  // namespace dtrain

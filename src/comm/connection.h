@@ -1,11 +1,12 @@
-// A connected, authenticated peer: frames out and in over one TCP connection (format in
-// comm/frame_format.h), with tensors sent from and received into the caller's memory. Blocking I/O
-// on a thread per connection, deliberately: a task has few peers and large payloads. The sending
-// half is comm/frame_writer.h, the check of received frames comm/frame_check.h, the handshake
-// comm/handshake.h; a client opens one with comm/connect.h.
+// A connected, authenticated peer: frames out and in over one TCP connection (comm/frame_format.h),
+// tensors sent from and received into the caller's memory, by value or, as the link step after the
+// handshake chose (comm/link_setup.h), by reference (comm/memory_link.h): every call works the same
+// either way. Blocking I/O on a thread per connection, deliberately: a task has few peers and large
+// payloads. Sending: comm/frame_writer.h; checks: comm/frame_check.h; opening: comm/connect.h.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -25,6 +26,7 @@
 #include "comm/frame_format.h"
 #include "comm/frame_mac.h"
 #include "comm/frame_writer.h"
+#include "comm/memory_link.h"
 #include "comm/tcp_stream.h"
 
 namespace dtrain {
@@ -51,9 +53,11 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   // The two ends of the handshake (comm/auth.h, run by comm/handshake.h); `secret` is the cluster
-  // secret's raw bytes.
+  // secret's raw bytes. The client then runs the link step; a server answers it in its first
+  // receive() (which a server must make before it sends).
   // Throw AuthError if the peer fails it or rejects us (a client refused by `admit` included),
-  // TransportError / FrameError otherwise. REQUIRES: kHandshaking.
+  // LinkRefused (comm/link_setup.h) for a link --transport shm cannot have, TransportError /
+  // FrameError otherwise. REQUIRES: kHandshaking.
   void handshake_as_client(std::string_view secret);
   void handshake_as_server(std::string_view secret, const Admission& admit = {});
   // The server's side without blocking, for one thread that drives every connection still
@@ -67,17 +71,13 @@ class Connection {
 
   // Sends one frame: the meta block, then each tensor's floats in order, gathered into a single
   // write straight from the caller's memory (nothing is copied; the CRC is chained over the
-  // pieces). Blocks until the kernel has taken the last byte.
+  // pieces). Blocks until the kernel has taken the last byte, or, by reference, until the peer
+  // has copied the tensors out: either way the caller may then change them.
   // REQUIRES: kOpen; type >= frame_format::kFirstUserType.
   void send(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
             std::span<const std::span<const float>> tensors);
 
-  struct Incoming {
-    uint16_t type = 0;
-    uint64_t request_id = 0;
-    std::span<const std::byte> meta;  // valid until the next receive()
-    uint64_t tensor_bytes = 0;        // still to be read by receive_tensors / discard_tensors
-  };
+  using Incoming = IncomingFrame;  // type, request_id, meta (until the next receive), tensor_bytes
   // Reads the next frame's header and meta block. Types below kFirstUserType are a FrameError.
   // Where frames are tagged, the header and meta are authenticated before they are returned
   // (FrameError "frame N from <peer> failed authentication" if not). If tensor_bytes > 0 the
@@ -101,7 +101,8 @@ class Connection {
   // as the blocking calls, which must not be mixed with these in the middle of a frame.
 
   // Begins sending a frame as send() would; meta and tensors are referenced, not copied, and must
-  // stay valid until continue_send() returns true. REQUIRES: kOpen; no frame still being sent.
+  // stay valid until continue_send() returns true, and the tensors, by reference, unchanged until
+  // sends_settled(). REQUIRES: kOpen; no frame still being sent.
   void start_send(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
                   std::span<const std::span<const float>> tensors);
   // Writes what the socket takes of the frame being sent; true once all of it is written (and
@@ -114,9 +115,25 @@ class Connection {
   // once all are in and the CRC has been checked (FrameError if it fails, as receive_tensors).
   // REQUIRES: try_receive() returned a frame whose tensors are unread.
   bool try_receive_tensors(std::span<float> into);
-  // Bytes moved so far, both directions: how a caller tells whether a call made progress.
+  // Bytes moved so far, both directions (by reference, the tensors copied and the records passed):
+  // how a caller tells whether a call made progress.
   uint64_t bytes_moved() const { return bytes_moved_; }
   const TcpStream& stream() const { return *stream_; }
+
+  // ---- The link the link step chose. By reference, the receiver copies tensors out of this
+  // process's memory, and frames with tensors pass through a mailbox page the two share.
+  bool payloads_by_reference() const { return link_ != nullptr; }
+  // Non-blocking: every frame's tensors sent so far are the caller's again (by value always; by
+  // reference once the peer has acknowledged copying them), and how many the peer acknowledged.
+  bool sends_settled() { return link_ == nullptr || link_->sends_settled(); }
+  uint64_t payloads_acknowledged() const { return link_ ? link_->acknowledged() : 0; }
+  // Around a wait on stream() (TcpStream::wait_any) by the thread that drives the non-blocking
+  // calls: by reference, tells the peer in the mailbox to wake this side with a frame when it
+  // posts, and returns false if something came meanwhile (then do not sleep).
+  bool begin_wait() { return link_ == nullptr || link_->begin_wait(); }
+  void end_wait() {
+    if (link_) link_->end_wait();
+  }
 
   // Closes the connection (shuts the socket down, waking blocked calls); later calls throw
   // TransportError "connection to <peer> was closed locally". Idempotent.
@@ -139,6 +156,15 @@ class Connection {
 
  private:
   enum class State { kHandshaking, kOpen, kClosed };
+
+  // ---- For the link step (comm/link_setup.cc) and payloads by reference (comm/memory_link.cc).
+  friend class LinkStep;
+  friend class MemoryLink;
+  // Whether `in` is the protocol's; else handles the reserved frame: answers a link offer (the
+  // server's side of the link step), throws a refusal, drops a wake.
+  bool take_link_frames(const Incoming& in);
+  void send_link_frame(uint16_t type, std::span<const std::byte> meta);
+  Incoming receive_link_frame();
 
   // The checks of a frame's opening, shared by receive_frame and try_receive: the header's (noting
   // the frame's type, request id, length and CRC), then the meta length's.
@@ -203,7 +229,16 @@ class Connection {
   // Set by the handshake: what the peer said, and the frames' keys when they are authenticated.
   HandshakeParams peer_params_;
 
-  FrameWriter writer_;  // sender thread only (the handshake's thread before it)
+  // Sender thread only (the handshake's before it); by reference, the receiver's may write a wake
+  // frame under write_mutex_, or leave it to the sender (wake_pending_) while a frame is out.
+  FrameWriter writer_;
+  std::mutex write_mutex_;
+  std::atomic<bool> wake_pending_ = false;
+  // The link step's outcome, set before the connection is used by two threads (in the client's
+  // handshake, in a server's first receive): by reference when link_ is set.
+  std::unique_ptr<MemoryLink> link_;
+  bool server_side_ = false;
+  enum class LinkState : uint8_t { kAwaited, kOffered, kDone } link_step_ = LinkState::kAwaited;
 
   // Receiver thread only: the frame being received.
   std::vector<std::byte> meta_;     // reused; grows to the largest meta seen
@@ -225,8 +260,16 @@ class Connection {
   bool opening_absorbed_ = false;
   bool opening_checked_ = false;
   uint64_t tensors_have_ = 0;
-
   uint64_t bytes_moved_ = 0;
 };
+
+template <typename Body>
+auto Connection::guarded(Body&& body) {
+  try {
+    return body();
+  } catch (const TransportError&) {
+    fail(std::current_exception());
+  }
+}
 
 }  // namespace dtrain

@@ -8,6 +8,7 @@
 
 #include "base/stop_request.h"
 #include "comm/auth.h"
+#include "comm/transport.h"
 
 namespace dtrain {
 
@@ -56,6 +57,10 @@ struct ConnectionOptions {
   // declares tensor bytes is a FrameError, raised once its opening is authenticated and before it
   // is returned. Null: any type may.
   bool (*type_carries_tensors)(uint16_t type) = nullptr;
+  // How payloads travel (comm/transport.h), agreed with the peer in the link step right after the
+  // handshake (comm/link_setup.h). Both ends say what they want; a client says it in
+  // handshake_as_client, a server answers in its first receive().
+  Transport transport = Transport::kTcp;
 };
 
 // A server's say, during the handshake, over a client that has proved the secret: "" admits it,

@@ -14,6 +14,14 @@ namespace dtrain {
 
 using frame_format::FrameHeader;
 
+// A received frame's opening, as Connection::receive returns it.
+struct IncomingFrame {
+  uint16_t type = 0;
+  uint64_t request_id = 0;
+  std::span<const std::byte> meta;  // valid until the next receive
+  uint64_t tensor_bytes = 0;        // still to be read by receive_tensors / discard_tensors
+};
+
 // Writes every header field, crc32c included, little-endian.
 void encode_header(const FrameHeader& header, std::span<std::byte, frame_format::kHeaderBytes> out);
 

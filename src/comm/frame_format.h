@@ -36,9 +36,10 @@ static_assert(std::endian::native == std::endian::little,
 
 inline constexpr uint32_t kMagic = 0x4E525444;  // "DTRN" as little-endian bytes
 // 2: handshake params, frame tags; 3: the ps hello names the ps process and the step it restored,
-// ring links offer a shared mailbox; 4: the opening of a tagged frame has its own tag. Tasks of
-// different versions refuse each other at the first frame, naming both versions, rather than
-// misreading a field.
+// ring links offer a shared mailbox; 4: the opening of a tagged frame has its own tag. (The link
+// step after the handshake kept 4: a task from before it stops at its first frame, type 7, saying
+// so.) Tasks of different versions refuse each other at the first frame, naming both versions,
+// rather than misreading a field.
 inline constexpr uint16_t kVersion = 4;
 
 // Header field offsets and sizes.
@@ -62,6 +63,14 @@ inline constexpr uint16_t kTypeAuthFailed = 5;  // either side, before it hangs 
 // server, in place of AUTH_OK to a client that proved the secret but may not connect now (its
 // identity is another live connection's): the reason, as text
 inline constexpr uint16_t kTypeRefused = 6;
+// After the handshake, authenticated like every later frame: the link step (comm/link_setup.h),
+// which chooses whether payloads travel by value or by reference, and on a by-reference link the
+// frame that wakes a peer asleep on its socket (comm/memory_link.h).
+inline constexpr uint16_t kTypeLinkOffer = 7;   // client: wants u8, then if 1 a challenge
+inline constexpr uint16_t kTypeLinkAnswer = 8;  // server: verdict u8, offer and challenge or why
+inline constexpr uint16_t kTypeLinkProof = 9;   // client: verdict u8, offer and mailbox fd or why
+inline constexpr uint16_t kTypeLinkReady = 10;  // server: verdict u8, then why if not 1
+inline constexpr uint16_t kTypeWake = 11;       // either side, by-reference links: empty
 inline constexpr uint16_t kFirstUserType = 16;  // types below this are reserved for comm/
 
 // A handshake frame is tiny, so a peer that has not yet authenticated can make the other side

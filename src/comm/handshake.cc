@@ -1,4 +1,5 @@
-// The handshake's frames and checks, both sides (the protocol is in comm/auth.h).
+// The handshake's frames and checks, both sides (the protocol is in comm/auth.h), and Connection's
+// entry points to it, which the client's side follows with the link step (comm/link_setup.h).
 #include "comm/handshake.h"
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "base/peer_text.h"
 #include "comm/connection.h"
 #include "comm/frame_format.h"
+#include "comm/link_setup.h"
 
 namespace dtrain {
 
@@ -248,6 +250,76 @@ void ServerHandshake::answer(uint16_t type, std::span<const std::byte> meta,
   connection_.start_handshake_frame(type, outgoing_);
   failure_ = std::move(failure);
   stage_ = Stage::kAnswer;
+}
+
+// ---- Connection's entry points ----
+
+void Connection::handshake_as_client(std::string_view secret) {
+  if (secret.empty()) throw std::invalid_argument("Connection::handshake_as_client: empty secret");
+  check_state(State::kHandshaking, "handshake_as_client");
+  const HandshakeResult result = guarded([&] { return ClientHandshake::run(*this, secret); });
+  open_after_handshake(result.peer, &result.keys.client_to_server, &result.keys.server_to_client);
+  try {
+    link_ = guarded([&] { return LinkSetup::run_as_client(*this); });
+    link_step_ = LinkState::kDone;
+  } catch (const LinkRefused&) {
+    fail(std::current_exception());
+  }
+}
+
+void Connection::handshake_as_server(std::string_view secret, const Admission& admit) {
+  const auto until = SteadyClock::now() + std::chrono::milliseconds(options_.handshake_timeout_ms);
+  while (!continue_handshake_as_server(secret, admit)) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now());
+    if (left.count() <= 0) {
+      fail(std::make_exception_ptr(TransportError(
+          writer_.busy() ? fmt::format("timed out sending to {}", peer())
+                         : fmt::format("timed out waiting for data from {}", peer()))));
+    }
+    const TcpStream::Wait wait{stream_.get(), !writer_.busy(), writer_.busy()};
+    TcpStream::wait_any(std::span(&wait, 1), static_cast<int>(left.count()));
+  }
+}
+
+bool Connection::continue_handshake_as_server(std::string_view secret, const Admission& admit) {
+  if (secret.empty()) throw std::invalid_argument("Connection::handshake_as_server: empty secret");
+  check_state(State::kHandshaking, "handshake_as_server");
+  if (!server_handshake_) server_handshake_ = std::make_unique<ServerHandshake>(*this);
+  if (!guarded([&] { return server_handshake_->advance(secret, admit); })) return false;
+  const HandshakeResult result = server_handshake_->result();
+  server_handshake_.reset();
+  server_side_ = true;  // answers the link step in its first receive()
+  open_after_handshake(result.peer, &result.keys.server_to_client, &result.keys.client_to_server);
+  return true;
+}
+
+void Connection::send_handshake_frame(uint16_t type, std::span<const std::byte> meta,
+                                      const IoDeadline& deadline) {
+  writer_.write(type, 0, meta, {}, deadline);
+}
+
+Connection::Incoming Connection::receive_handshake_frame(const IoDeadline& deadline) {
+  return receive_frame(deadline, deadline, ff::kMaxHandshakePayloadBytes, /*handshake=*/true);
+}
+
+std::optional<Connection::Incoming> Connection::try_receive_handshake_frame() {
+  return try_receive_frame(ff::kMaxHandshakePayloadBytes, /*handshake=*/true);
+}
+
+void Connection::start_handshake_frame(uint16_t type, std::span<const std::byte> meta) {
+  writer_.start(type, 0, meta, {});  // no frame keys yet: a CRC
+}
+
+void Connection::open_after_handshake(const HandshakeParams& peer, const FrameKey* send_key,
+                                      const FrameKey* receive_key) {
+  peer_params_ = peer;
+  if (options_.authenticate_frames) {
+    writer_.set_key(*send_key);
+    check_.set_key(*receive_key);
+  }
+  std::lock_guard lock(mutex_);
+  // close() from another thread may have won; closed stays closed.
+  if (state_ == State::kHandshaking) state_ = State::kOpen;
 }
 
 }  // namespace dtrain

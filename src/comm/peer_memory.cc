@@ -12,7 +12,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <stdexcept>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -57,26 +56,6 @@ std::string other_user(int32_t pid) {
 }
 
 }  // namespace
-
-std::string_view transport_name(Transport transport) {
-  switch (transport) {
-    case Transport::kTcp:
-      return "tcp";
-    case Transport::kShm:
-      return "shm";
-    case Transport::kAuto:
-      break;
-  }
-  return "auto";
-}
-
-Transport parse_transport(std::string_view name) {
-  for (const Transport t : {Transport::kAuto, Transport::kTcp, Transport::kShm}) {
-    if (name == transport_name(t)) return t;
-  }
-  throw std::invalid_argument(
-      fmt::format("--transport {}: choose auto, tcp or shm", std::string(name)));
-}
 
 Challenge new_challenge() {
   Challenge challenge;

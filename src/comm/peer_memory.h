@@ -25,17 +25,9 @@
 #include "base/error.h"
 #include "comm/meta_codec.h"
 #include "comm/tcp_stream.h"
+#include "comm/transport.h"
 
 namespace dtrain {
-
-// How payloads travel between co-located tasks: kAuto copies through a peer's memory where the
-// proof above holds and uses TCP elsewhere; kTcp always uses TCP; kShm requires the single copy and
-// refuses a peer with which it does not work.
-enum class Transport { kAuto, kTcp, kShm };
-
-std::string_view transport_name(Transport transport);  // "auto", "tcp", "shm"
-// Throws std::invalid_argument naming the value and the choices.
-Transport parse_transport(std::string_view name);
 
 inline constexpr size_t kChallengeBytes = 16;
 using Challenge = std::array<std::byte, kChallengeBytes>;
@@ -50,8 +42,8 @@ struct MemoryOffer {
   uint64_t address = 0;
 };
 
-// How a challenge (16 bytes) and an offer (pid i32, address u64) travel in meta blocks; the ring
-// and the ps protocols both carry them.
+// How a challenge (16 bytes) and an offer (pid i32, address u64) travel in meta blocks
+// (comm/link_setup.h).
 inline void put_challenge(MetaWriter& meta, const Challenge& challenge) {
   for (const std::byte b : challenge) meta.put(b);
 }

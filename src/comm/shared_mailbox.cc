@@ -157,11 +157,11 @@ void SharedMailbox::acknowledge(uint64_t count) {
       .store(acknowledged_, std::memory_order_seq_cst);
 }
 
-uint64_t SharedMailbox::acknowledged() {
+uint64_t SharedMailbox::acknowledged(uint64_t sent) {
   const uint64_t count = load(page_->direction[side_].acknowledged.value);
-  if (count < peer_acknowledged_ || count > posted_) {
-    insane(fmt::format("it says it finished with {} records of {} posted (it had said {})", count,
-                       posted_, peer_acknowledged_));
+  if (count < peer_acknowledged_ || count > sent) {
+    insane(fmt::format("it says it finished with {} records of {} sent (it had said {})", count,
+                       sent, peer_acknowledged_));
   }
   peer_acknowledged_ = count;
   return count;

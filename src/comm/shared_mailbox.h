@@ -26,9 +26,10 @@ namespace dtrain {
 
 class SharedMailbox {
  public:
-  // A record: what it means is the protocol's business (collective/tcp_ring.h: a chunk reference).
+  // A record, one cache line: what it means is the user's business (comm/memory_link.h: a frame
+  // whose tensors go by reference).
   struct Record {
-    uint64_t words[4] = {};
+    uint64_t words[8] = {};
   };
   // Records one side may have posted that the other has not taken yet.
   static constexpr uint64_t kSlots = 256;
@@ -58,8 +59,10 @@ class SharedMailbox {
   // Says that this side has finished with `count` more of the records it took.
   void acknowledge(uint64_t count = 1);
   // How many of this side's records the peer has acknowledged so far. Throws FrameError when that
-  // is more than were posted, or fewer than it said before.
-  uint64_t acknowledged();
+  // is more than `sent` (what it may acknowledge: the records posted, unless the user counts more,
+  // as comm/memory_link.h does its frames over the socket), or fewer than it said before.
+  uint64_t acknowledged(uint64_t sent);
+  uint64_t acknowledged() { return acknowledged(posted_); }
   // Whether a try_take or acknowledged() would find something new.
   bool has_news();
 

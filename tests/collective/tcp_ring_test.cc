@@ -347,7 +347,7 @@ TEST(TcpRingTest, ShmRankRefusesANeighbourOnTcpNamingTheFlag) {
     options.timeout_ms = 5'000;
   });
   const auto errors = group.connect();
-  EXPECT_THAT(errors[0], HasSubstr("--transport shm: worker0 and worker1 cannot move chunks"));
+  EXPECT_THAT(errors[0], HasSubstr("--transport shm: worker0 and worker1 cannot move payloads"));
   EXPECT_THAT(errors[0], HasSubstr("worker1 was started with --transport tcp"));
   EXPECT_THAT(errors[1], HasSubstr("refused worker1: --transport shm"));
 }

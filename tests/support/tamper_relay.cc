@@ -22,7 +22,8 @@ constexpr size_t kTagBytes = 16;
 constexpr int kForgeAt = 20;  // which frame of its type the relay forges
 
 // One direction of a connection, cut into whole frames (comm/frame_format.h). After the
-// handshake, a tagged frame carries a tag after its meta and, if it has tensors, one after those.
+// handshake (the link step's frames included), a tagged frame carries a tag after its meta and, if
+// it has tensors, one after those.
 class FrameCutter {
  public:
   using OnFrame = std::function<void(std::vector<std::byte>& frame, uint16_t type)>;
@@ -53,7 +54,7 @@ class FrameCutter {
     const auto payload_len = ff::load_le<uint64_t>(p.subspan(ff::kPayloadLenOffset));
     const auto meta_len = ff::load_le<uint32_t>(p.subspan(ff::kHeaderBytes));
     size_t size = ff::kHeaderBytes + payload_len;
-    if (tagged_ && type >= ff::kFirstUserType) {
+    if (tagged_ && type >= ff::kTypeLinkOffer) {  // the handshake's frames are not tagged
       size += kTagBytes;
       if (payload_len > ff::kMetaLenBytes + meta_len) size += kTagBytes;
     }

@@ -1,0 +1,19 @@
+// How a connection's payloads travel (comm/link_setup.h chooses, once per connection, after the
+// handshake): by value over TCP, or by reference between two processes of one host, the receiver
+// copying them straight out of the sender's memory (comm/peer_memory.h, comm/memory_link.h).
+#pragma once
+
+#include <string_view>
+
+namespace dtrain {
+
+// kAuto moves payloads by reference where the peer proves its memory reachable and over TCP
+// elsewhere; kTcp always over TCP; kShm requires by reference and refuses a peer with which it
+// does not work, saying why.
+enum class Transport { kAuto, kTcp, kShm };
+
+std::string_view transport_name(Transport transport);  // "auto", "tcp", "shm"
+// Throws std::invalid_argument naming the value and the choices.
+Transport parse_transport(std::string_view name);
+
+}  // namespace dtrain
