@@ -24,6 +24,7 @@
 #include "collective/reduction_check.h"
 #include "collective/ring_connector.h"
 #include "comm/loopback.h"
+#include "support/mailbox_pages.h"
 #include "support/tamper_relay.h"
 
 namespace dtrain {
@@ -219,20 +220,7 @@ TEST(TcpRingTest, AMailboxScribbledOverStopsEveryRankNamingTheNeighbour) {
   expect_links(group, Transport::kAuto);
   // Each link's creator holds its page open as a memfd; the test maps each and overwrites all but
   // the first line (the magic number) with ones, as a peer could in its own mapping.
-  int scribbled = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-    std::error_code error;
-    const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
-    if (error || target.find("memfd:dtrain-mailbox") == std::string::npos) continue;
-    const int fd = std::stoi(entry.path().filename().string());
-    const auto bytes = static_cast<size_t>(lseek(fd, 0, SEEK_END));
-    void* page = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ASSERT_NE(page, MAP_FAILED);
-    std::memset(static_cast<char*>(page) + 64, 0xff, bytes - 64);
-    munmap(page, bytes);
-    ++scribbled;
-  }
-  ASSERT_EQ(scribbled, kRanks);
+  ASSERT_EQ(testing::scribble_over_mailboxes(), kRanks);
   const auto start = std::chrono::steady_clock::now();
   const auto errors = group.run([&](int rank) {
     std::vector<float> data = testing::rank_values(rank, 100'000);

@@ -28,6 +28,7 @@
 #include "comm/loopback.h"
 #include "comm/server.h"
 #include "comm/tcp_stream.h"
+#include "support/mailbox_pages.h"
 
 namespace dtrain {
 namespace {
@@ -90,18 +91,7 @@ struct Listener {
     options.io_timeout_ms = 10'000;
     Connection connection(std::make_unique<TcpStream>(fd, "parent"), options);
     connection.handshake_as_server(kLoopbackSecret);
-    std::vector<std::byte> meta;
-    std::vector<float> tensors;
-    for (;;) {
-      const Connection::Incoming in = connection.receive();
-      meta.assign(in.meta.begin(), in.meta.end());
-      tensors.resize(in.tensor_bytes / sizeof(float));
-      const std::span<float> into[] = {tensors};
-      connection.receive_tensors(into);
-      const std::span<const float> out[] = {tensors};
-      connection.send(in.type, in.request_id, meta,
-                      tensors.empty() ? std::span<const std::span<const float>>() : out);
-    }
+    testing::echo(connection);
   } catch (const TransportError&) {
     _exit(0);  // the parent closed the connection: done
   } catch (...) {
@@ -306,20 +296,7 @@ TEST(Link, AMailboxWhoseCountersMakeNoSenseIsAFrameErrorNamingThePeer) {
   ASSERT_TRUE(link.client().payloads_by_reference());
   // The client created the one mailbox; every line but the first (the magic) becomes ones, as a
   // peer could write them in its own mapping.
-  int scribbled = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-    std::error_code error;
-    const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
-    if (error || target.find("memfd:dtrain-mailbox") == std::string::npos) continue;
-    const int fd = std::stoi(entry.path().filename().string());
-    const auto bytes = static_cast<size_t>(lseek(fd, 0, SEEK_END));
-    void* page = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ASSERT_NE(page, MAP_FAILED);
-    std::memset(static_cast<char*>(page) + 64, 0xff, bytes - 64);
-    munmap(page, bytes);
-    ++scribbled;
-  }
-  ASSERT_EQ(scribbled, 1);
+  ASSERT_EQ(testing::scribble_over_mailboxes(), 1);
   EXPECT_THAT(link.outcome(), HasSubstr("worker1 corrupted the mailbox it shares with this task"));
 }
 
