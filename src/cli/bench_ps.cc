@@ -172,7 +172,7 @@ void run_worker(SizeRun& run, int worker, WorkerTimes& result) {
     std::ranges::fill(grads.values(0), 1.0f);
     const std::unique_ptr<PsClient> client = ready_client(run, worker, params);
     for (int p = 0; p < run.map.num_ps(); ++p)
-      result.memory_paths += client->payload_path(p).memory;
+      result.memory_paths += client->payloads_by_reference(p);
     meet();
     const double fastest = warm_up(*client, grads, params, run.config.warmup_seconds);
     meet();
@@ -247,7 +247,7 @@ void print_header(const PsBenchConfig& config, const std::string& transport, std
           : fmt::format("shards cut at {}", format_bytes(config.max_shard_bytes));
   const std::string payloads =
       transport == "shm"   ? "payloads copied by the ps out of and into the workers' memory "
-                             "(process_vm_readv/writev), frames over loopback TCP"
+                             "(process_vm_readv/writev), announced through shared mailboxes"
       : transport == "tcp" ? "payloads over loopback TCP"
                            : "payloads through memory on some connections, TCP on others";
   fmt::print(out,

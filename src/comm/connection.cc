@@ -115,6 +115,34 @@ void Connection::send(uint16_t type, uint64_t request_id, std::span<const std::b
   });
 }
 
+void Connection::post(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
+                      std::span<const std::span<const float>> tensors) {
+  if (!link_) return send(type, request_id, meta, tensors);
+  if (type < ff::kFirstUserType) {
+    throw std::invalid_argument(
+        fmt::format("Connection::post: frame type {} is reserved for the handshake", type));
+  }
+  check_state(State::kOpen, "post");
+  guarded([&] { link_->post(*this, type, request_id, meta, tensors); });
+}
+
+void Connection::offer_landing(std::span<float> into) {
+  if (!link_) return;
+  check_state(State::kOpen, "offer_landing");
+  guarded([&] { link_->offer_landing(*this, into); });
+}
+
+void Connection::settle() {
+  if (!link_) return;
+  check_state(State::kOpen, "settle");
+  guarded([&] { link_->settle(*this); });
+}
+
+bool Connection::input_waiting() {
+  if (link_ && link_->input_waiting()) return true;
+  return TcpStream::wait_either(stream_.get(), nullptr, /*timeout_ms=*/0);
+}
+
 void Connection::start_send(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
                             std::span<const std::span<const float>> tensors) {
   if (type < ff::kFirstUserType) {

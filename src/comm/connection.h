@@ -27,6 +27,7 @@
 #include "comm/frame_mac.h"
 #include "comm/frame_writer.h"
 #include "comm/memory_link.h"
+#include "comm/peer_memory.h"
 #include "comm/tcp_stream.h"
 
 namespace dtrain {
@@ -77,6 +78,24 @@ class Connection {
   void send(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
             std::span<const std::span<const float>> tensors);
 
+  // send() without its wait for the peer: by reference, returns once the frame is out, and the
+  // tensors must stay unchanged until settle() (or sends_settled()); by value it is send(). For a
+  // sender that has more to do before the peer copies (the next requests, reading replies).
+  void post(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,
+            std::span<const std::span<const float>> tensors);
+  // Blocks until every tensor posted so far is the caller's again (by value, at once). Throws as
+  // send() when the peer copies nothing within io_timeout_ms or its process has gone.
+  // REQUIRES: kOpen; called by the sender thread.
+  void settle();
+
+  // By reference: tells the peer that our next frame's tensor of exactly into.size() floats may
+  // be written straight into `into` (comm/memory_link.h's landings), saving the copy out of its
+  // memory; `into` must then be left alone until that frame's receive_tensors, which finds it in
+  // place (or copies it from there into what it is given). Offers are used in order, by frames
+  // with one tensor and a small meta block. By value: nothing. Sender thread; not while a
+  // start_send's frame is being sent.
+  void offer_landing(std::span<float> into);
+
   using Incoming = IncomingFrame;  // type, request_id, meta (until the next receive), tensor_bytes
   // Reads the next frame's header and meta block. Types below kFirstUserType are a FrameError.
   // Where frames are tagged, the header and meta are authenticated before they are returned
@@ -115,6 +134,9 @@ class Connection {
   // once all are in and the CRC has been checked (FrameError if it fails, as receive_tensors).
   // REQUIRES: try_receive() returned a frame whose tensors are unread.
   bool try_receive_tensors(std::span<float> into);
+  // Whether a frame from the peer has arrived, or begun to, and is not received yet: by the
+  // receiver thread, to choose between answering now and reading on first.
+  bool input_waiting();
   // Bytes moved so far, both directions (by reference, the tensors copied and the records passed):
   // how a caller tells whether a call made progress.
   uint64_t bytes_moved() const { return bytes_moved_; }
@@ -123,6 +145,9 @@ class Connection {
   // ---- The link the link step chose. By reference, the receiver copies tensors out of this
   // process's memory, and frames with tensors pass through a mailbox page the two share.
   bool payloads_by_reference() const { return link_ != nullptr; }
+  // Why a client that asked for payloads by reference has them by value ("ps0 was started with
+  // --transport tcp"); empty otherwise.
+  const std::string& why_by_value() const { return why_by_value_; }
   // Non-blocking: every frame's tensors sent so far are the caller's again (by value always; by
   // reference once the peer has acknowledged copying them), and how many the peer acknowledged.
   bool sends_settled() { return link_ == nullptr || link_->sends_settled(); }
@@ -237,6 +262,7 @@ class Connection {
   // The link step's outcome, set before the connection is used by two threads (in the client's
   // handshake, in a server's first receive): by reference when link_ is set.
   std::unique_ptr<MemoryLink> link_;
+  std::string why_by_value_;
   bool server_side_ = false;
   enum class LinkState : uint8_t { kAwaited, kOffered, kDone } link_step_ = LinkState::kAwaited;
 
@@ -267,6 +293,10 @@ template <typename Body>
 auto Connection::guarded(Body&& body) {
   try {
     return body();
+  } catch (const PeerProcessGone&) {
+    // By reference, the peer's process has gone: its socket is closing too, and the loss is the
+    // one a peer that closed the connection makes, counted and reported alike.
+    fail(std::current_exception(), /*by_peer=*/true);
   } catch (const TransportError&) {
     fail(std::current_exception());
   }

@@ -38,9 +38,10 @@ inline constexpr uint32_t kMagic = 0x4E525444;  // "DTRN" as little-endian bytes
 // 2: handshake params, frame tags; 3: the ps hello names the ps process and the step it restored,
 // ring links offer a shared mailbox; 4: the opening of a tagged frame has its own tag. (The link
 // step after the handshake kept 4: a task from before it stops at its first frame, type 7, saying
-// so.) Tasks of different versions refuse each other at the first frame, naming both versions,
-// rather than misreading a field.
-inline constexpr uint16_t kVersion = 4;
+// so.) 5: the ps hello has no memory fields and the ps's by-reference types are gone (the link
+// moves payloads by reference, into landings the receiver offers). Tasks of different versions
+// refuse each other at the first frame, naming both versions, rather than misreading a field.
+inline constexpr uint16_t kVersion = 5;
 
 // Header field offsets and sizes.
 inline constexpr size_t kMagicOffset = 0;

@@ -83,8 +83,10 @@ class LinkStep {
     }
     if (transport() == Transport::kShm) throw LinkRefused(failure(why));
     spdlog::debug("payloads to {} travel over TCP: {}", peer(), why);
+    c_.why_by_value_ = why;
     return why;
   }
+  void note_by_value(std::string_view why) { c_.why_by_value_ = why; }
   std::unique_ptr<MemoryLink> link(int32_t pid, std::unique_ptr<SharedMailbox> mailbox) const {
     return std::make_unique<MemoryLink>(pid, std::move(mailbox), c_.peer());
   }
@@ -123,12 +125,15 @@ std::unique_ptr<MemoryLink> LinkSetup::run_as_client(Connection& connection) {
     }
     if (!why.empty()) {
       if (step.transport() == Transport::kShm) step.refuse(ff::kTypeLinkProof, why);
+      step.note_by_value(why);
       MetaWriter proof;
       proof.put(uint8_t{kByValue}).put_string(why);
       step.send(ff::kTypeLinkProof, proof);
     } else {
-      // We have just read the server's memory: it is on this host, and reads ours next.
-      const MemoryProof held(theirs, /*verifier_shares_host=*/true);
+      // We have just read the server's memory, so it reads ours next; Yama's restriction is
+      // lifted for it only if its address is one of this host's, as on the server's side (a
+      // task in another network namespace of this machine is a host apart for that rule).
+      const MemoryProof held(theirs, step.peer_shares_host());
       MetaWriter proof;
       proof.put(uint8_t{kProve});
       put_offer(proof, held.offer());

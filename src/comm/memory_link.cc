@@ -22,9 +22,12 @@ namespace ff = frame_format;
 
 namespace {
 
-constexpr size_t kRefBytes = 16;                  // address u64, bytes u64
-constexpr size_t kTrailerFixedBytes = 4 + 8;      // tensor count u32, records_before u64
-constexpr size_t kMetaWord = 5;                   // the record's first word of meta
+constexpr size_t kRefBytes = 16;              // address u64, bytes u64
+constexpr size_t kTrailerFixedBytes = 4 + 8;  // tensor count u32, records_before u64
+constexpr size_t kMetaWord = 5;               // the record's first word of meta
+// Flags in a record's first word, above its type and meta length.
+constexpr uint64_t kLanded = uint64_t{1} << 32;   // its tensor was written into a landing
+constexpr uint64_t kLanding = uint64_t{1} << 33;  // not a frame: a landing offered
 constexpr uint64_t kMaxRefs = uint64_t{1} << 20;  // far beyond any frame's tensors
 // A blocking call polls for this long before it sleeps: a peer on this host answers within it.
 constexpr auto kSpin = std::chrono::microseconds(50);
@@ -54,6 +57,13 @@ MemoryLink::Outgoing MemoryLink::prepare(uint16_t type, uint64_t request_id,
     record_.words[3] = reinterpret_cast<uint64_t>(tensors[0].data());
     record_.words[4] = tensors[0].size_bytes();
     if (!meta.empty()) std::memcpy(&record_.words[kMetaWord], meta.data(), meta.size());
+    record_needs_ack_ = true;
+    if (const auto landing = use_landing(tensors[0].size_bytes())) {
+      write_to_landing(*landing, tensors[0]);
+      record_.words[0] |= kLanded;
+      record_.words[3] = landing->address;
+      record_needs_ack_ = false;
+    }
     return {.as_record = true, .meta = {}};
   }
   send_meta_.assign(meta.begin(), meta.end());
@@ -73,11 +83,51 @@ MemoryLink::Outgoing MemoryLink::prepare(uint16_t type, uint64_t request_id,
   return {.as_record = false, .meta = send_meta_};
 }
 
-bool MemoryLink::post() {
+bool MemoryLink::try_post() {
   if (!mailbox_->try_post(record_)) return false;
   ++records_posted_;
-  ++by_reference_sent_;
+  if (record_needs_ack_) ++by_reference_sent_;
   return true;
+}
+
+std::optional<MemoryLink::Ref> MemoryLink::use_landing(uint64_t bytes) {
+  std::lock_guard lock(landings_mutex_);
+  if (landings_.empty() || landings_.front().bytes != bytes) return std::nullopt;
+  const Ref landing = landings_.front();
+  landings_.pop_front();
+  return landing;
+}
+
+void MemoryLink::write_to_landing(const Ref& landing, std::span<const float> tensor) {
+  try {
+    write_peer_memory(peer_pid_, landing.address, std::as_bytes(tensor), peer_);
+  } catch (const PeerProcessGone&) {
+    throw PeerProcessGone(fmt::format("{} closed the connection", peer_));
+  } catch (const TransportError& error) {
+    insane(fmt::format("it offered a landing at {:#x} of {} bytes outside its memory ({})",
+                       landing.address, landing.bytes, error.what()));
+  }
+}
+
+void MemoryLink::offer_landing(Connection& c, std::span<float> into) {
+  if (into.empty()) return;
+  {
+    std::lock_guard lock(landings_mutex_);
+    offered_.push_back({reinterpret_cast<uint64_t>(into.data()), into.size_bytes()});
+  }
+  std::unique_lock lock(c.write_mutex_);
+  record_ = {};
+  record_.words[0] = kLanding;
+  record_.words[2] = frames_sent_;
+  record_.words[3] = reinterpret_cast<uint64_t>(into.data());
+  record_.words[4] = into.size_bytes();
+  record_needs_ack_ = false;
+  const auto began = std::chrono::steady_clock::now();
+  const auto until = began + std::chrono::milliseconds(c.options_.io_timeout_ms);
+  while (!try_post()) {
+    wait(c, began, c.options_.io_timeout_ms < 0 ? std::nullopt : std::optional(until),
+         "took no mailbox record", SharedMailbox::kForAcks);
+  }
 }
 
 bool MemoryLink::sends_settled() {
@@ -89,6 +139,13 @@ bool MemoryLink::sends_settled() {
 void MemoryLink::send(Connection& c, uint16_t type, uint64_t request_id,
                       std::span<const std::byte> meta,
                       std::span<const std::span<const float>> tensors) {
+  post(c, type, request_id, meta, tensors);
+  if (!tensors.empty()) settle(c);
+}
+
+void MemoryLink::post(Connection& c, uint16_t type, uint64_t request_id,
+                      std::span<const std::byte> meta,
+                      std::span<const std::span<const float>> tensors) {
   {
     std::unique_lock lock(c.write_mutex_);
     const Outgoing out = prepare(type, request_id, meta, tensors);
@@ -96,22 +153,25 @@ void MemoryLink::send(Connection& c, uint16_t type, uint64_t request_id,
       // A full mailbox empties as the peer reads, without telling: look again now and then.
       const auto began = std::chrono::steady_clock::now();
       const auto until = began + std::chrono::milliseconds(c.options_.io_timeout_ms);
-      while (!post()) {
+      while (!try_post()) {
         wait(c, began, c.options_.io_timeout_ms < 0 ? std::nullopt : std::optional(until),
-             "took no mailbox record");
+             "took no mailbox record", SharedMailbox::kForAcks);
       }
     } else {
       c.writer_.write(type, request_id, out.meta, {}, c.io_deadline());
     }
-    write_wake(c);
+    write_wake(c, SharedMailbox::kForRecords);
   }
-  if (tensors.empty()) return;
+}
+
+void MemoryLink::settle(Connection& c) {
+  if (sends_settled()) return;
   const auto began = std::chrono::steady_clock::now();
   const auto until = began + std::chrono::milliseconds(c.options_.io_timeout_ms);
   while (!sends_settled()) {
     c.check_state(Connection::State::kOpen, "send");  // the receiver may have found it closed
     wait(c, began, c.options_.io_timeout_ms < 0 ? std::nullopt : std::optional(until),
-         "copied no tensor it was sent");
+         "copied no tensor it was sent", SharedMailbox::kForAcks);
   }
 }
 
@@ -128,47 +188,57 @@ void MemoryLink::start_send(Connection& c, uint16_t type, uint64_t request_id,
 
 bool MemoryLink::continue_send(Connection& c) {
   if (post_pending_) {
-    if (!post()) return false;
+    if (!try_post()) return false;
     post_pending_ = false;
     c.bytes_moved_ += sizeof(SharedMailbox::Record);
-    wake_peer(c);
+    wake_peer(c, SharedMailbox::kForRecords);
     return true;
   }
   if (!c.writer_.busy()) return true;
   if (!c.pump_send()) return false;
-  wake_peer(c);  // one the receiver left pending while the writer was busy
+  wake_peer(c, SharedMailbox::kForRecords);  // or one left pending while the writer was busy
   return true;
 }
 
 // ---- waking and waiting ----
 
-void MemoryLink::wake_peer(Connection& c) {
-  if (!mailbox_->peer_sleeping() && !c.wake_pending_.load()) return;
+void MemoryLink::wake_peer(Connection& c, unsigned reason) {
+  if (!mailbox_->peer_sleeping(reason) && !c.wake_pending_.load()) return;
   c.wake_pending_ = true;
   std::unique_lock lock(c.write_mutex_, std::try_to_lock);
-  if (lock.owns_lock() && !c.writer_.busy()) write_wake(c);
+  if (lock.owns_lock() && !c.writer_.busy()) write_wake(c, reason);
 }
 
-void MemoryLink::write_wake(Connection& c) {
-  if (!mailbox_->peer_sleeping() && !c.wake_pending_.load()) return;
+void MemoryLink::write_wake(Connection& c, unsigned reason) {
+  if (!mailbox_->peer_sleeping(reason) && !c.wake_pending_.load()) return;
   c.wake_pending_ = false;
   // Empty and tiny: the kernel takes it at once unless the peer has stopped reading altogether.
   c.writer_.write(ff::kTypeWake, 0, {}, {}, c.io_deadline());
 }
 
-bool MemoryLink::begin_wait() {
-  if (sleepers_.fetch_add(1) == 0) mailbox_->set_sleeping(true);
+bool MemoryLink::begin_wait(unsigned reasons) {
+  {
+    std::lock_guard lock(sleep_mutex_);
+    for (unsigned k = 0; k < 2; ++k)
+      if (reasons & (1u << k)) ++sleepers_[k];
+    mailbox_->set_sleeping((sleepers_[0] > 0 ? SharedMailbox::kForRecords : 0) |
+                           (sleepers_[1] > 0 ? SharedMailbox::kForAcks : 0));
+  }
   // A record taken ahead waits for a socket frame, which wakes the sleeper by itself.
-  return !mailbox_->has_news() && !stashed_;
+  return !mailbox_->has_news(reasons) && !(stashed_ && (reasons & SharedMailbox::kForRecords));
 }
 
-void MemoryLink::end_wait() {
-  if (sleepers_.fetch_sub(1) == 1) mailbox_->set_sleeping(false);
+void MemoryLink::end_wait(unsigned reasons) {
+  std::lock_guard lock(sleep_mutex_);
+  for (unsigned k = 0; k < 2; ++k)
+    if (reasons & (1u << k)) --sleepers_[k];
+  mailbox_->set_sleeping((sleepers_[0] > 0 ? SharedMailbox::kForRecords : 0) |
+                         (sleepers_[1] > 0 ? SharedMailbox::kForAcks : 0));
 }
 
 void MemoryLink::wait(Connection& c, std::chrono::steady_clock::time_point began,
-                      std::optional<std::chrono::steady_clock::time_point> until,
-                      const char* what) {
+                      std::optional<std::chrono::steady_clock::time_point> until, const char* what,
+                      unsigned reasons) {
   const auto now = std::chrono::steady_clock::now();
   if (now - began < kSpin) {
     std::this_thread::yield();
@@ -179,37 +249,76 @@ void MemoryLink::wait(Connection& c, std::chrono::steady_clock::time_point began
                                      std::chrono::duration<double>(*until - began).count()));
   }
   if (kill(peer_pid_, 0) != 0 && errno == ESRCH) {
-    throw TransportError(fmt::format("{} closed the connection", c.peer()));
+    throw PeerProcessGone(fmt::format("{} closed the connection", c.peer()));
   }
-  if (begin_wait()) {
+  if (begin_wait(reasons)) {
     const TcpStream::Wait socket{c.stream_.get(), true, false};
     TcpStream::wait_any(std::span(&socket, 1), kSliceMs);
   }
-  end_wait();
+  end_wait(reasons);
 }
 
 // ---- receiving ----
 
 std::optional<IncomingFrame> MemoryLink::take_record() {
-  if (!lookahead_) {
-    SharedMailbox::Record record;
-    if (!mailbox_->try_take(record)) return std::nullopt;
-    lookahead_ = record;
+  for (;;) {
+    if (!lookahead_) {
+      SharedMailbox::Record record;
+      if (!mailbox_->try_take(record)) return std::nullopt;
+      lookahead_ = record;
+    }
+    const SharedMailbox::Record& record = *lookahead_;
+    const uint64_t frames_before = record.words[2];
+    if (frames_before > frames_delivered_) return std::nullopt;  // a socket frame comes first
+    if (frames_before < frames_delivered_) {
+      insane(fmt::format("its mailbox record {} says {} frames came before it, but {} did",
+                         records_taken_, frames_before, frames_delivered_));
+    }
+    if ((record.words[0] & kLanding) == 0) return take_frame_record();
+    // A landing for one of our later frames: kept for the sending side.
+    const Ref landing{record.words[3], record.words[4]};
+    if (landing.bytes == 0 || landing.address > UINT64_MAX - landing.bytes) {
+      insane(fmt::format("its mailbox record {} offers a landing at {:#x} of {} bytes",
+                         records_taken_, landing.address, landing.bytes));
+    }
+    {
+      std::lock_guard lock(landings_mutex_);
+      if (landings_.size() >= kMaxLandings) {
+        insane(fmt::format("it offered more than {} landings unused", kMaxLandings));
+      }
+      landings_.push_back(landing);
+    }
+    lookahead_.reset();
+    ++records_taken_;
   }
+}
+
+IncomingFrame MemoryLink::take_frame_record() {
   const SharedMailbox::Record& record = *lookahead_;
-  const uint64_t frames_before = record.words[2];
-  if (frames_before > frames_delivered_) return std::nullopt;  // a socket frame comes first
-  if (frames_before < frames_delivered_) {
-    insane(fmt::format("its mailbox record {} says {} frames came before it, but {} did",
-                       records_taken_, frames_before, frames_delivered_));
+  if ((record.words[0] >> 32 & ~uint64_t{1}) != 0) {
+    insane(fmt::format("its mailbox record {} has unknown flags {:#x}", records_taken_,
+                       record.words[0] >> 32));
   }
-  const size_t meta_len = record.words[0] >> 16;
+  const size_t meta_len = (record.words[0] >> 16) & 0xffff;
   if (meta_len > kRecordMetaBytes) {
     insane(fmt::format("its mailbox record {} has a {}-byte meta block", records_taken_, meta_len));
   }
   record_meta_.resize(meta_len);
   if (meta_len > 0) std::memcpy(record_meta_.data(), &record.words[kMetaWord], meta_len);
   refs_.assign(1, Ref{record.words[3], record.words[4]});
+  landed_ = (record.words[0] & kLanded) != 0;
+  if (landed_) {
+    // Written straight into the place we offered for it, the oldest still offered.
+    std::lock_guard lock(landings_mutex_);
+    if (offered_.empty() || offered_.front().address != record.words[3] ||
+        offered_.front().bytes != record.words[4]) {
+      insane(
+          fmt::format("its mailbox record {} says it wrote {} bytes at {:#x}, which is not "
+                      "the landing offered next",
+                      records_taken_, record.words[4], record.words[3]));
+    }
+    offered_.pop_front();
+  }
   const IncomingFrame frame{.type = static_cast<uint16_t>(record.words[0]),
                             .request_id = record.words[1],
                             .meta = record_meta_,
@@ -262,6 +371,7 @@ IncomingFrame MemoryLink::accept_frame(const IncomingFrame& wire) {
 void MemoryLink::frame_delivered() {
   ++frames_delivered_;
   refs_.swap(frame_refs_);
+  landed_ = false;
 }
 
 IncomingFrame MemoryLink::deliver(Connection& c, const IncomingFrame& frame) {
@@ -273,20 +383,24 @@ IncomingFrame MemoryLink::deliver(Connection& c, const IncomingFrame& frame) {
   c.bytes_moved_ += sizeof(SharedMailbox::Record);
   // Empty tensors are never read, so they are acknowledged at once. (Only "all acknowledged" is
   // ever asked of the count, so this may overtake an earlier frame's.)
-  if (frame.tensor_bytes == 0 && !refs_.empty()) acknowledge(c);
+  if (frame.tensor_bytes == 0 && !refs_.empty() && !landed_) acknowledge(c);
   return frame;
 }
 
-std::optional<IncomingFrame> MemoryLink::try_receive(Connection& c) {
-  if (stashed_) {
-    if (in_order()) {
-      const IncomingFrame frame = *std::exchange(stashed_, std::nullopt);
-      frame_delivered();
-      return deliver(c, frame);
-    }
+IncomingFrame MemoryLink::deliver_stashed(Connection& c) {
+  if (!in_order()) {
+    // Its records were posted before it was written, so they are in the mailbox by now: frames
+    // come first, and landings are kept until it is in order.
     if (const auto record = take_record()) return deliver(c, *record);
-    insane("a frame came before the mailbox records it says were sent before it");
   }
+  if (!in_order()) insane("a frame came before the mailbox records it says were sent before it");
+  const IncomingFrame frame = *std::exchange(stashed_, std::nullopt);
+  frame_delivered();
+  return deliver(c, frame);
+}
+
+std::optional<IncomingFrame> MemoryLink::try_receive(Connection& c) {
+  if (stashed_) return deliver_stashed(c);
   if (const auto record = take_record()) return deliver(c, *record);
   for (;;) {
     const std::optional<IncomingFrame> wire =
@@ -296,15 +410,8 @@ std::optional<IncomingFrame> MemoryLink::try_receive(Connection& c) {
     if (wire->type < ff::kFirstUserType) {
       insane(fmt::format("link frame type {} on a by-reference link", wire->type));
     }
-    const IncomingFrame frame = accept_frame(*wire);
-    if (in_order()) {
-      frame_delivered();
-      return deliver(c, frame);
-    }
-    // Its records were posted before it was written, so they are in the mailbox by now.
-    stashed_ = frame;
-    if (const auto record = take_record()) return deliver(c, *record);
-    insane("a frame came before the mailbox records it says were sent before it");
+    stashed_ = accept_frame(*wire);
+    return deliver_stashed(c);
   }
 }
 
@@ -314,24 +421,41 @@ IncomingFrame MemoryLink::receive(Connection& c) {
   const auto until = began + std::chrono::milliseconds(idle_ms);
   for (;;) {
     if (const auto frame = try_receive(c)) return *frame;
-    wait(c, began, idle_ms < 0 ? std::nullopt : std::optional(until), "sent nothing");
+    wait(c, began, idle_ms < 0 ? std::nullopt : std::optional(until), "sent nothing",
+         SharedMailbox::kForRecords);
   }
 }
 
 void MemoryLink::receive_tensors(Connection& c, std::span<const std::span<float>> into) {
   if (c.tensor_bytes_ == 0) return;  // acknowledged when it was delivered
+  if (landed_) {
+    // Already here; read elsewhere, it is copied from where it landed.
+    const auto* landed = reinterpret_cast<const std::byte*>(refs_.front().address);
+    for (const auto tensor : into) {
+      if (static_cast<const void*>(tensor.data()) != landed && !tensor.empty())
+        std::memmove(tensor.data(), landed, tensor.size_bytes());
+      landed += tensor.size_bytes();
+    }
+    c.bytes_moved_ += c.tensor_bytes_;
+    refs_.clear();
+    return;
+  }
   try {
     read_tensors(into);
   } catch (const PeerProcessGone&) {
     // Its connection is closing too: the loss reads as it would over TCP.
-    throw TransportError(fmt::format("{} closed the connection", c.peer()));
+    throw PeerProcessGone(fmt::format("{} closed the connection", c.peer()));
   }
   c.bytes_moved_ += c.tensor_bytes_;
   acknowledge(c);
 }
 
 void MemoryLink::discard_tensors(Connection& c) {
-  if (c.tensor_bytes_ > 0) acknowledge(c);
+  if (landed_) {
+    refs_.clear();
+  } else if (c.tensor_bytes_ > 0) {
+    acknowledge(c);
+  }
 }
 
 void MemoryLink::read_tensors(std::span<const std::span<float>> into) {
@@ -367,7 +491,7 @@ void MemoryLink::read_tensors(std::span<const std::span<float>> into) {
 void MemoryLink::acknowledge(Connection& c) {
   refs_.clear();
   mailbox_->acknowledge();
-  wake_peer(c);
+  wake_peer(c, SharedMailbox::kForAcks);
 }
 
 }  // namespace dtrain

@@ -167,20 +167,22 @@ uint64_t SharedMailbox::acknowledged(uint64_t sent) {
   return count;
 }
 
-bool SharedMailbox::has_news() {
+bool SharedMailbox::has_news(unsigned reasons) {
   const auto seen = [](const uint64_t& word) {
     return std::atomic_ref(const_cast<uint64_t&>(word)).load(std::memory_order_seq_cst);
   };
-  return seen(page_->direction[1 - side_].posted.value) != taken_ ||
-         seen(page_->direction[side_].acknowledged.value) != peer_acknowledged_;
+  return ((reasons & kForRecords) && seen(page_->direction[1 - side_].posted.value) != taken_) ||
+         ((reasons & kForAcks) &&
+          seen(page_->direction[side_].acknowledged.value) != peer_acknowledged_);
 }
 
-void SharedMailbox::set_sleeping(bool sleeping) {
-  std::atomic_ref(page_->sleeping[side_].value).store(sleeping ? 1 : 0, std::memory_order_seq_cst);
+void SharedMailbox::set_sleeping(unsigned reasons) {
+  std::atomic_ref(page_->sleeping[side_].value).store(reasons, std::memory_order_seq_cst);
 }
 
-bool SharedMailbox::peer_sleeping() const {
-  return std::atomic_ref(page_->sleeping[1 - side_].value).load(std::memory_order_seq_cst) != 0;
+bool SharedMailbox::peer_sleeping(unsigned reasons) const {
+  return (std::atomic_ref(page_->sleeping[1 - side_].value).load(std::memory_order_seq_cst) &
+          reasons) != 0;
 }
 
 }  // namespace dtrain

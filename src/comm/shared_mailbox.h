@@ -63,15 +63,18 @@ class SharedMailbox {
   // as comm/memory_link.h does its frames over the socket), or fewer than it said before.
   uint64_t acknowledged(uint64_t sent);
   uint64_t acknowledged() { return acknowledged(posted_); }
-  // Whether a try_take or acknowledged() would find something new.
-  bool has_news();
+  // What a side may sleep for: the peer's records, its acknowledgements, or both.
+  static constexpr unsigned kForRecords = 1;
+  static constexpr unsigned kForAcks = 2;
+  // Whether a try_take (kForRecords) or acknowledged() (kForAcks) would find something new.
+  bool has_news(unsigned reasons = kForRecords | kForAcks);
 
-  // Between set_sleeping(true) and set_sleeping(false) this side may sleep without polling; a
-  // peer that posts or acknowledges meanwhile sees peer_sleeping() and must wake it. A side sets
-  // it, then checks has_news() before it sleeps: the order of the two pairs of accesses (sequential
-  // consistency) makes a lost wake-up impossible.
-  void set_sleeping(bool sleeping);
-  bool peer_sleeping() const;
+  // While set_sleeping(reasons) with reasons != 0 this side may sleep without polling; a peer that
+  // posts (kForRecords) or acknowledges (kForAcks) meanwhile sees peer_sleeping(that reason) and
+  // must wake it. A side sets it, then checks has_news(reasons) before it sleeps: the order of the
+  // two pairs of accesses (sequential consistency) makes a lost wake-up impossible.
+  void set_sleeping(unsigned reasons);
+  bool peer_sleeping(unsigned reasons) const;
 
  private:
   struct Page;

@@ -39,8 +39,7 @@ PsClient::PsClient(const ParamSet& layout, const PartitionMap& map, PsClientOpti
       const int ps = static_cast<int>(p);
       lanes_.push_back(std::make_unique<Lane>(ps, connect_to_ps_retrying(options_, ps, deadline)));
     }
-    // The hello is a dialogue (a challenge, then the offer that answers it): each lane's
-    // receiver thread holds all of it, and the senders have nothing to do.
+    // Each lane's receiver thread says hello and reads the answer; the senders have nothing to do.
     round([](Lane&) {}, [&](Lane& lane) { say_hello(lane); });
   } catch (const StopRequested&) {
     throw;
@@ -68,11 +67,8 @@ void PsClient::report_failure(const std::string& why) noexcept {
 PsClient::~PsClient() = default;
 
 int64_t PsClient::say_hello(Lane& lane) {
-  const bool ask_memory = options_.transport != Transport::kTcp;
   lane.meta.clear();
-  lane.meta.put(fingerprint_)
-      .put(static_cast<int32_t>(worker_))
-      .put(static_cast<uint8_t>(ask_memory));
+  lane.meta.put(fingerprint_).put(static_cast<int32_t>(worker_));
   lane.connection->send(proto::kHello, 0, lane.meta.bytes(), {});
   proto::MetaReader r(lane.expect(proto::kHelloReply).meta);
   const auto ps = r.get<int32_t>();
@@ -87,23 +83,6 @@ int64_t PsClient::say_hello(Lane& lane) {
                     "than that task was started with",
                     lane.connection->peer(), ps));
   }
-  PayloadPath path;
-  if (r.get<uint8_t>() != 0) {
-    // The ps reads its challenge back where we hold it; the proof lives until it has answered.
-    const MemoryProof proof(get_challenge(r), peer_shares_host(lane.connection->stream()));
-    lane.meta.clear();
-    put_offer(lane.meta, proof.offer());
-    lane.connection->send(proto::kMemoryOffer, 0, lane.meta.bytes(), {});
-    proto::MetaReader ready(lane.expect(proto::kMemoryReady).meta);
-    path.memory = ready.get<uint8_t>() != 0;
-    if (!path.memory) path.why_not = ready.rest_as_peer_text();
-  } else if (ask_memory) {
-    path.why_not = r.rest_as_peer_text();
-  }
-  if (!path.memory && options_.transport == Transport::kShm) {
-    throw Error(shm_failure(lane.ps, path.why_not));
-  }
-  lane.path = path;
   lane.instance = instance;
   lane.restored_step = restored_step;
   std::lock_guard lock(mutex_);
@@ -113,15 +92,12 @@ int64_t PsClient::say_hello(Lane& lane) {
   return step;
 }
 
-std::string PsClient::shm_failure(int ps, std::string_view why) const {
-  return fmt::format(
-      "--transport shm: {} and ps{} cannot move payloads through memory: {}; run them with "
-      "--transport tcp or auto",
-      worker_ >= 0 ? fmt::format("worker{}", worker_) : std::string("this client"), ps, why);
+bool PsClient::payloads_by_reference(int ps) const {
+  return lanes_.at(static_cast<size_t>(ps))->connection->payloads_by_reference();
 }
 
-PayloadPath PsClient::payload_path(int ps) const {
-  return lanes_.at(static_cast<size_t>(ps))->path;
+std::string PsClient::why_by_value(int ps) const {
+  return lanes_.at(static_cast<size_t>(ps))->connection->why_by_value();
 }
 
 void PsClient::report(const std::string& line) const {
@@ -141,17 +117,17 @@ void PsClient::reconnect(Lane& lane, const std::string& why,
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   int64_t step = 0;
-  const bool memory_before = lane.path.memory;
+  const bool memory_before = lane.connection->payloads_by_reference();
   const uint64_t instance_before = lane.instance;
   PeerWait wait = ps_wait(options_, lane.ps, deadline, "reconnect to");
   retry_connection(wait, [&] {
     lane.connection = connect_to_ps(options_, lane.ps, wait);
     step = say_hello(lane);
   });
-  if (lane.path.memory != memory_before) {
-    report(lane.path.memory
-               ? fmt::format("payloads to ps{} now go through memory", lane.ps)
-               : fmt::format("payloads to ps{} now go over TCP: {}", lane.ps, lane.path.why_not));
+  if (const bool memory = lane.connection->payloads_by_reference(); memory != memory_before) {
+    report(memory ? fmt::format("payloads to ps{} now go through memory", lane.ps)
+                  : fmt::format("payloads to ps{} now go over TCP: {}", lane.ps,
+                                lane.connection->why_by_value()));
   }
   int64_t before = 0;
   for (size_t shard : map_.shards_of_ps[static_cast<size_t>(lane.ps)])
@@ -263,8 +239,9 @@ void PsClient::round(Send&& send, Receive&& receive, bool by_caller) {
       }
     };
     std::vector<std::string> why(pending.size());
-    if (by_caller &&
-        std::all_of(pending.begin(), pending.end(), [](const Lane* l) { return l->path.memory; })) {
+    if (by_caller && std::all_of(pending.begin(), pending.end(), [](const Lane* l) {
+          return l->connection->payloads_by_reference();
+        })) {
       // Every frame is small, so sending never waits for a reply being read: this thread sends
       // every lane's requests, then reads each lane's replies in turn, where handing them to two
       // threads a lane would cost more wake-ups than the frames cost to move.
@@ -273,9 +250,17 @@ void PsClient::round(Send&& send, Receive&& receive, bool by_caller) {
       for (size_t i = 0; i < pending.size(); ++i) {
         if (why[i].empty()) outcome(*pending[i], why[i], [&] { receive_checked(*pending[i]); });
       }
+      // The ps copied what it was sent before it replied (or, refusing it, released it unread).
+      for (size_t i = 0; i < pending.size(); ++i) {
+        if (why[i].empty()) outcome(*pending[i], why[i], [&] { pending[i]->connection->settle(); });
+      }
     } else {
       for (Lane* l : pending) {
-        l->sender.post([&send, l] { send(*l); });
+        // The sender waits until the ps has copied what it posted, while the receiver reads.
+        l->sender.post([&send, l] {
+          send(*l);
+          l->connection->settle();
+        });
         l->receiver.post([&receive_checked, l] { receive_checked(*l); });
       }
       for (size_t i = 0; i < pending.size(); ++i) {
@@ -385,39 +370,25 @@ proto::ShardReply read_reply_for(const Connection::Incoming& in, size_t shard,
   return reply;
 }
 
-// Where a buffer of this process lies, for a ps that copies it itself.
-proto::MemoryRef ref_to(std::span<const float> buffer) {
-  return {.address = reinterpret_cast<uint64_t>(buffer.data()), .bytes = buffer.size_bytes()};
-}
-
 }  // namespace
-
-// A reply's values: in its frame, or, through memory, already written into `into` by the ps
-// before it replied (a ps may still answer in the frame).
-void PsClient::receive_values(Lane& lane, const Connection::Incoming& in, std::span<float> into) {
-  if (lane.path.memory && in.tensor_bytes == 0) return;
-  const std::span<float> spans[] = {into};
-  lane.connection->receive_tensors(spans);
-}
 
 void PsClient::pull(ParamSet& params) {
   round(
       [&](Lane& lane) {
-        if (!lane.path.memory) {
-          lane.connection->send(proto::kPull, 0, {}, {});
-          return;
+        // Through memory the ps writes each shard straight into its place in the arena.
+        for (size_t shard : map_.shards_of_ps[lane.ps]) {
+          const Shard& s = map_.shards[shard];
+          lane.connection->offer_landing(params.flat().subspan(s.begin, s.size()));
         }
-        // Every shard lands at its own offset in the arena.
-        lane.meta.clear();
-        proto::write(lane.meta, ref_to(params.flat()));
-        lane.connection->send(proto::kPullRef, 0, lane.meta.bytes(), {});
+        lane.connection->send(proto::kPull, 0, {}, {});
       },
       [&](Lane& lane) {
         for (size_t shard : map_.shards_of_ps[lane.ps]) {
           const Shard& s = map_.shards[shard];
           const auto in = lane.expect(proto::kValues);
           const proto::ShardReply reply = read_reply_for(in, shard, *lane.connection);
-          receive_values(lane, in, params.flat().subspan(s.begin, s.size()));
+          const std::span<float> into[] = {params.flat().subspan(s.begin, s.size())};
+          lane.connection->receive_tensors(into);
           note_reply(reply);
         }
       },
@@ -447,14 +418,9 @@ RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float l
                                                   .lr = lr,
                                                   .want_values = 1});
           const std::span<const float> grad = grads.flat().subspan(s.begin, s.size());
-          if (lane.path.memory) {
-            proto::write(lane.meta, ref_to(grad));
-            proto::write(lane.meta, ref_to(params.flat().subspan(s.begin, s.size())));
-            lane.connection->send(proto::kPushRef, 0, lane.meta.bytes(), {});
-          } else {
-            const std::span<const float> tensors[] = {grad};
-            lane.connection->send(proto::kPush, 0, lane.meta.bytes(), tensors);
-          }
+          const std::span<const float> tensors[] = {grad};
+          lane.connection->offer_landing(params.flat().subspan(s.begin, s.size()));
+          lane.connection->post(proto::kPush, 0, lane.meta.bytes(), tensors);
         }
       },
       [&](Lane& lane) {
@@ -464,7 +430,8 @@ RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float l
           const Shard& s = map_.shards[shard];
           const auto in = lane.expect(proto::kPushReply);
           const proto::ShardReply reply = read_reply_for(in, shard, *lane.connection);
-          receive_values(lane, in, params.flat().subspan(s.begin, s.size()));
+          const std::span<float> into[] = {params.flat().subspan(s.begin, s.size())};
+          lane.connection->receive_tensors(into);
           note_reply(reply);
           switch (static_cast<PushResult::Outcome>(reply.outcome)) {
             case PushResult::Outcome::kApplied:

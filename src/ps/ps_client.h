@@ -3,8 +3,8 @@
 // optimizer state for a checkpoint, report done. Every operation runs on all ps tasks at once, and
 // on each connection the requests go out from one thread while the replies come in on another, so
 // a model streams through the servers shard by shard; values land straight in the caller's arena.
-// With a ps of this host that can reach this process's memory, pushes and pulls carry only where
-// the gradient and the values lie, and the ps copies them itself (ps_protocol.h).
+// With a ps of this host, the connections' links move the payloads by reference
+// (comm/link_setup.h).
 #pragma once
 
 #include <atomic>
@@ -18,7 +18,6 @@
 
 #include "comm/connection.h"
 #include "comm/host_port.h"
-#include "comm/peer_memory.h"
 #include "comm/peer_wait.h"
 #include "nn/param_set.h"
 #include "ps/partition.h"
@@ -90,16 +89,20 @@ class PsClient {
   // A ps task said it is stopping (a signal asked it to): the worker should stop too.
   bool halting() const { return halting_; }
   uint64_t next_sequence() const { return sequence_; }
-  // As of the last (re)connection to ps `ps`. REQUIRES: 0 <= ps < the number of ps tasks.
-  PayloadPath payload_path(int ps) const;
+  // Whether payloads to and from ps `ps` travel by reference (comm/link_setup.h), as of the last
+  // (re)connection. REQUIRES: 0 <= ps < the number of ps tasks.
+  bool payloads_by_reference(int ps) const;
+  // Why not, where this client asked for it (Connection::why_by_value); empty otherwise.
+  std::string why_by_value(int ps) const;
 
  private:
   using Lane = PsLane;
 
   // Runs send(lane) on each lane's sender thread and receive(lane) on its receiver thread, every
   // lane at once, and waits for all; rethrows the first error. With by_caller, where every lane
-  // moves its payloads through memory (so that no frame carries tensors), this thread sends every
-  // lane's requests and then reads each lane's replies itself instead.
+  // moves its payloads by reference (so that every frame is small), this thread sends every
+  // lane's requests and then reads each lane's replies itself instead. Sends are to post(): each
+  // lane's are settled once its replies are in.
   template <typename Send, typename Receive>
   void round(Send&& send, Receive&& receive, bool by_caller = false);
   // The chief's answer to a ps that came back without its variables: every shard of it from
@@ -112,12 +115,8 @@ class PsClient {
   ps_protocol::DoneReply counters_round(uint16_t reply_type,
                                         const std::function<void(Lane&)>& request);
   void note_reply(const ps_protocol::ShardReply& reply);
-  void receive_values(Lane& lane, const Connection::Incoming& in, std::span<float> into);
-  // The hello and, where this client asks for it, the ps's proof that it can reach this process's
-  // memory; returns the ps's step. Sends and receives on the calling thread.
+  // The hello; returns the ps's step. Sends and receives on the calling thread.
   int64_t say_hello(Lane& lane);
-  // "--transport shm: worker0 and ps1 cannot move payloads through memory: <why>; ...".
-  std::string shm_failure(int ps, std::string_view why) const;
   // A new connection and hello in place of a lost one, the lane's `losses`-th in this operation;
   // throws TransportError once deadline has passed. A ps that came back without its variables is
   // re-seeded (the chief) or waited for until it is (the others; Error at the deadline).

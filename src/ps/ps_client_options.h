@@ -1,4 +1,4 @@
-// What a worker's PsClient is given (ps/ps_client.h), and which way its payloads travel.
+// What a worker's PsClient is given (ps/ps_client.h).
 #pragma once
 
 #include <functional>
@@ -7,7 +7,6 @@
 
 #include "comm/connection_options.h"
 #include "comm/host_port.h"
-#include "comm/peer_memory.h"
 #include "nn/param_set.h"
 
 namespace dtrain {
@@ -21,9 +20,10 @@ struct PsClientOptions {
   int worker = -1;
   // Told of each lost ps and of its return, one line each (not one per step); may be empty.
   std::function<void(const std::string&)> report;
-  // How payloads travel to a ps of this host (ps_protocol.h): kAuto through memory where the ps
-  // agrees and proves it can reach ours, else TCP; kTcp always TCP; kShm fails the connection
-  // (Error naming the flag, both tasks and why) where memory does not work.
+  // How payloads travel to a ps (comm/transport.h), agreed in each connection's link step: kAuto
+  // by reference where the ps is on this host and both prove they reach the other's memory, else
+  // TCP; kTcp always TCP; kShm fails the connection (LinkRefused naming the flag, both tasks and
+  // why) where memory does not work.
   Transport transport = Transport::kAuto;
   // The chief's: its latest copy of the values (what its pulls and push-pulls write into). A ps
   // that comes back without its variables (restarted, no checkpoint to restore) is re-seeded
@@ -31,12 +31,6 @@ struct PsClientOptions {
   // which wait for the chief to do that. The client reads it only while an operation is under
   // way, which the caller's blocking already ensures is not while it is written.
   const ParamSet* reseed_from = nullptr;
-};
-
-// Which way payloads travel to and from one ps task.
-struct PayloadPath {
-  bool memory = false;  // the ps copies them out of and into this process's buffers
-  std::string why_not;  // when memory was asked for and the connection stays on TCP
 };
 
 }  // namespace dtrain

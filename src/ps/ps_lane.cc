@@ -27,6 +27,7 @@ ConnectionOptions ps_connection_options(const PsClientOptions& options, int ps) 
   ConnectionOptions connection = options.connection;
   connection.task_name = fmt::format("ps{}", ps);
   connection.type_carries_tensors = ps_protocol::carries_tensors;
+  connection.transport = options.transport;
   if (!connection.wait_report) connection.wait_report = options.report;
   // The ps binds this worker's pushes and done report to the connections that say it.
   if (options.worker >= 0) connection.identity = ps_protocol::worker_identity(options.worker);

@@ -89,7 +89,6 @@ class PsLane {
   int ps;
   std::unique_ptr<Connection> connection;
   bool initialized = false;  // as of the last hello
-  PayloadPath path;          // as of the last hello
   // As of the last hello: which ps process answered (a restarted ps has another) and the step of
   // the checkpoint it restored, -1 for none.
   uint64_t instance = 0;

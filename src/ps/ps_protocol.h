@@ -5,23 +5,17 @@
 //
 // clang-format off
 //   request                          meta                                tensors         reply
-//   kHello                           fingerprint u64, worker i32,        -               kHelloReply
-//                                    memory u8
+//   kHello                           fingerprint u64, worker i32         -               kHelloReply
 //     (worker -1: a client that never pushes; else the worker its handshake's identity names)
-//     (memory 1: the worker asks to move payloads through memory, below)
 //     (kHelloReply: ps i32, initialized u8, next_sequence u64, step i64 of its first shard,
-//      instance u64, restored_step i64, memory u8, then if 1 a challenge, else why not)
+//      instance u64, restored_step i64)
 //     (instance: drawn at random when the ps process starts, so that a worker tells a restarted
 //      ps from a cut connection; restored_step: the global step that process's shards started
 //      from, the checkpoint's it restored or the chief's last kInit (a re-seed), -1 before either)
-//   kMemoryOffer (after memory 1)    an offer                            -               kMemoryReady
-//     (kMemoryReady: memory u8, then if 0 why not)
 //   kInit (chief)                    shard u32, step i64, slots u32      values, slots   kAck
 //   kWaitReady                       timeout_ms u32                      -               kReady
 //   kPull                            -                                   -               kValues per shard held
-//   kPullRef (memory)                destination: a ref to the arena     -               kValues per shard held
 //   kPush                            PushMeta                            gradient        kPushReply
-//   kPushRef (memory)                PushMeta, gradient ref, values ref  -               kPushReply
 //   kPullState (chief, checkpoints)  -                                   -               kState per shard held
 //   kWorkerDone                      worker i32, finished u8             -               kDoneReply
 //     (finished 0: the worker stops before the end, for a signal; it is then as good as lost)
@@ -36,20 +30,9 @@
 // Any request may instead be answered by kError, whose meta is the message: the worker reports it
 // and stops.
 //
-// Payloads through memory, between a worker and a ps of one host (comm/peer_memory.h): the ps
-// proves that it can reach the worker's memory by reading back, at the offer (pid i32, address
-// u64) the worker answers with, the 16-byte challenge it sent in kHelloReply. From then on, on
-// that connection, the worker sends kPushRef and kPullRef, which say where its buffers lie (a
-// ref: address u64, bytes u64) instead of carrying them. The ps copies the gradient out of the
-// worker's memory (process_vm_readv) and writes the values it replies with straight into the
-// destination the request named (process_vm_writev), before it sends the reply, which then
-// carries no tensor: kPushReply and kValues keep their meta. A push's values ref has 0 bytes when
-// it does not want values; kPullRef's arena holds every shard at its offset in the model's
-// parameter arena (Shard::begin floats in). The worker leaves those buffers alone until it has
-// every reply of the request, so the ps copies them while the worker waits. kInit and kPullState
-// (the chief's, rare and large) stay on TCP. The worker never reads or writes the ps's memory, so
-// it proves nothing in turn. A ps started with --transport shm answers a hello that does not ask
-// for memory, or an offer it cannot read back, with kError naming the flag and both tasks.
+// How the tensors travel is the connection's business (comm/link_setup.h): by value over TCP, or,
+// between a worker and a ps of one host, by reference, each side copying what it receives straight
+// out of the other's memory. The protocol is the same either way.
 #pragma once
 
 #include <cstddef>
@@ -86,11 +69,7 @@ inline constexpr uint16_t kDoneReply = 29;
 inline constexpr uint16_t kError = 30;
 inline constexpr uint16_t kCounters = 31;
 inline constexpr uint16_t kCountersReply = 32;
-inline constexpr uint16_t kMemoryOffer = 33;
-inline constexpr uint16_t kMemoryReady = 34;
-inline constexpr uint16_t kPushRef = 35;
-inline constexpr uint16_t kPullRef = 36;
-inline constexpr uint16_t kWorkerFailed = 37;
+inline constexpr uint16_t kWorkerFailed = 33;
 
 // The types the table above gives tensors (ConnectionOptions::type_carries_tensors): any other
 // that declares some is refused before it is handled. kPushReply carries the values a push asked
@@ -134,20 +113,6 @@ inline PushMeta read_push(MetaReader& r) {
   m.computed_at_step = r.get<int64_t>();
   m.lr = r.get<float>();
   m.want_values = r.get<uint8_t>();
-  return m;
-}
-
-// Where a buffer lies in the worker's memory (kPushRef, kPullRef).
-struct MemoryRef {
-  uint64_t address = 0;
-  uint64_t bytes = 0;
-};
-
-inline void write(MetaWriter& w, const MemoryRef& m) { w.put(m.address).put(m.bytes); }
-inline MemoryRef read_ref(MetaReader& r) {
-  MemoryRef m;
-  m.address = r.get<uint64_t>();
-  m.bytes = r.get<uint64_t>();
   return m;
 }
 

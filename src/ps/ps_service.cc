@@ -2,11 +2,9 @@
 // and answers it, so replies keep request order; a gradient is applied only after its frame has
 // been checked. Sync: a push whose reply must wait for its step hands that reply to the
 // connection's replier thread, and so do the pushes after it until the replier has caught up; the
-// connection's thread reads on meanwhile. A connection whose worker proved its memory reachable
-// moves payloads by reference: gradients are copied out of the worker's memory into the
-// connection's scratch, and values straight from the store into the worker's memory, by the
-// connection's replier (which such a connection has in async mode too) while the connection's
-// thread copies and applies the next gradient.
+// connection's thread reads on meanwhile. A connection whose payloads travel by reference
+// (comm/link_setup.h) has a replier in async mode too: it copies a reply's values from the store
+// into the worker's memory while the connection's thread copies and applies the next gradient.
 #include "ps/ps_service.h"
 
 #include <fmt/format.h>
@@ -24,7 +22,6 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/resident_memory.h"
-#include "ps/by_reference.h"
 #include "ps/ps_protocol.h"
 #include "ps/push_replier.h"
 #include "tensor/aligned.h"
@@ -40,12 +37,6 @@ uint64_t random_instance() {
   return (static_cast<uint64_t>(device()) << 32) ^ device();
 }
 
-// How messages name the peer that said hello as `worker`: "worker1", or "a client" for one that
-// never pushes.
-std::string worker_name(int worker) {
-  return worker >= 0 ? fmt::format("worker{}", worker) : std::string("a client");
-}
-
 }  // namespace
 
 // Per connection, sized once for the largest shard held (values plus every slot).
@@ -54,20 +45,15 @@ struct PsService::Scratch {
   FloatBuffer buffer;
   proto::MetaWriter meta;
   int worker = -1;  // the training worker that said hello on this connection, if any
-  // Sync mode, and connections whose payloads go through memory: own_replier, started once.
+  // Sync mode, and connections whose payloads travel by reference: own_replier, started once.
   PushReplier* replier = nullptr;
   std::optional<PushReplier> own_replier;
-  // Payloads by reference: the challenge sent with the hello, until the worker's offer; then the
-  // pid whose memory holds the worker's buffers (0: payloads travel in the frames).
-  std::optional<Challenge> challenge;
-  int32_t worker_pid = 0;
 };
 
 PsService::PsService(PsServiceOptions options, const PsRestoredState* restored)
     : options_(std::move(options)),
       fingerprint_(partition_fingerprint(ParamSet(options_.specs), options_.map)),
       instance_(random_instance()),
-      arena_floats_(ParamSet(options_.specs).flat().size()),
       store_(std::make_unique<ShardStore>(options_.specs, options_.map, options_.ps,
                                           options_.optimizer, options_.sync)),
       roster_(options_, *store_),
@@ -80,6 +66,10 @@ PsService::PsService(PsServiceOptions options, const PsRestoredState* restored)
   }
   ServerOptions server = options_.server;
   server.connection.type_carries_tensors = proto::carries_tensors;
+  server.connection.transport = options_.transport;
+  // Said in the handshake, and how the link step's messages name this task.
+  if (server.connection.identity.empty())
+    server.connection.identity = proto::ps_identity(options_.ps);
   server_ = std::make_unique<Server>(std::move(server),
                                      [this](Connection& connection) { serve(connection); });
 }
@@ -166,12 +156,10 @@ void PsService::serve(Connection& connection) {
     InFlight in_flight(*this);
     try {
       // Only pushes queue behind a deferred reply; anything else is answered after those.
-      if (scratch.replier != nullptr && in.type != proto::kPush && in.type != proto::kPushRef) {
+      if (scratch.replier != nullptr && in.type != proto::kPush) {
         scratch.replier->drain();
       }
       handle(connection, in, scratch);
-    } catch (const PeerProcessGone&) {
-      read_to_the_end(connection);
     } catch (const TransportError&) {
       throw;
     } catch (const proto::ShortMeta& error) {
@@ -191,22 +179,16 @@ void PsService::handle(Connection& connection, const Connection::Incoming& in, S
   switch (in.type) {
     case proto::kHello:
       return hello(connection, in, scratch);
-    case proto::kMemoryOffer:
-      return memory_offer(connection, in, scratch);
     case proto::kInit:
       return init(connection, in, scratch);
     case proto::kWaitReady:
       return wait_ready(connection, in, scratch);
     case proto::kPull:
       return pull(connection, /*with_slots=*/false, scratch);
-    case proto::kPullRef:
-      return pull_by_reference(connection, in, scratch);
     case proto::kPullState:
       return pull(connection, /*with_slots=*/true, scratch);
     case proto::kPush:
       return push(connection, in, scratch);
-    case proto::kPushRef:
-      return push_by_reference(connection, in, scratch);
     case proto::kWorkerDone:
       return worker_done(connection, in, scratch);
     case proto::kCounters:
@@ -240,7 +222,6 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
   proto::MetaReader r(in.meta);
   const auto fingerprint = r.get<uint64_t>();
   const auto worker = r.get<int32_t>();
-  const bool wants_memory = r.get<uint8_t>() != 0;
   if (fingerprint != fingerprint_) {
     throw Error(fmt::format(
         "{} has another model or partition than this ps task (fingerprint {:016x}, ours "
@@ -261,17 +242,6 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
     throw Error(fmt::format("{} said hello as worker {} and now as worker {}", connection.peer(),
                             scratch.worker, worker));
   }
-  // A hello (again) puts the connection back on TCP until the worker proves its memory anew.
-  scratch.worker_pid = 0;
-  scratch.challenge.reset();
-  if (!wants_memory && options_.transport == Transport::kShm) {
-    const std::string refusal =
-        shm_failure(options_.ps, worker_name(worker),
-                    fmt::format("{} was started with --transport tcp", worker_name(worker)));
-    spdlog::warn("ps{}: refused {}: {}", options_.ps, connection.peer(), refusal);
-    send_ps_error(connection, refusal);
-    return;
-  }
   if (worker >= 0 && scratch.worker < 0) {
     scratch.worker = worker;
     roster_.connected(worker, connection.address());
@@ -290,53 +260,12 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
       .put(step)
       .put(instance_)
       .put(restored_step_.load());
-  const bool offer_memory = wants_memory && options_.transport != Transport::kTcp;
-  meta.put(static_cast<uint8_t>(offer_memory));
-  if (offer_memory) {
-    scratch.challenge = new_challenge();
-    put_challenge(meta, *scratch.challenge);
-  } else if (wants_memory) {
-    meta.put_string(fmt::format("ps{} was started with --transport tcp", options_.ps));
-  }
   connection.send(proto::kHelloReply, in.request_id, meta.bytes(), {});
-}
-
-void PsService::memory_offer(Connection& connection, const Connection::Incoming& in,
-                             Scratch& scratch) {
-  if (!scratch.challenge) {
-    throw Error(fmt::format("{} sent a memory offer without having been sent a challenge",
-                            connection.peer()));
-  }
-  proto::MetaReader r(in.meta);
-  const MemoryOffer offer = get_offer(r);
-  const Challenge challenge = *scratch.challenge;
-  scratch.challenge.reset();  // one offer per challenge
-  const std::string why = check_memory_offer(offer, challenge);
-  if (!why.empty() && options_.transport == Transport::kShm) {
-    const std::string refusal = shm_failure(options_.ps, worker_name(scratch.worker), why);
-    spdlog::warn("ps{}: refused {}: {}", options_.ps, connection.peer(), refusal);
-    send_ps_error(connection, refusal);
-    return;
-  }
-  if (why.empty()) {
-    scratch.worker_pid = offer.pid;
-    start_replier(connection, scratch);
-  }
-  scratch.meta.clear();
-  scratch.meta.put(static_cast<uint8_t>(why.empty())).put_string(why);
-  connection.send(proto::kMemoryReady, in.request_id, scratch.meta.bytes(), {});
 }
 
 void PsService::start_replier(Connection& connection, Scratch& scratch) {
   if (scratch.replier == nullptr)
     scratch.replier = &scratch.own_replier.emplace(reply_context_, connection, max_shard_size_);
-}
-
-void PsService::require_memory(const Connection& connection, const Scratch& scratch,
-                               const char* what) const {
-  if (scratch.worker_pid != 0) return;
-  throw Error(fmt::format("{} sent {} on a connection that has not proved its memory reachable",
-                          connection.peer(), what));
 }
 
 void PsService::init(Connection& connection, const Connection::Incoming& in, Scratch& scratch) {
@@ -402,7 +331,14 @@ void PsService::wait_ready(Connection& connection, const Connection::Incoming& i
 }
 
 void PsService::pull(Connection& connection, bool with_slots, Scratch& scratch) {
-  const size_t slots = with_slots ? store_->slot_suffixes().size() : 0;
+  if (!with_slots) {
+    for (size_t shard : store_->shards()) {
+      send_shard_values(*store_, connection, proto::kValues, 0, static_cast<uint32_t>(shard),
+                        /*outcome=*/0, scratch.buffer, scratch.meta);
+    }
+    return;
+  }
+  const size_t slots = store_->slot_suffixes().size();
   for (size_t shard : store_->shards()) {
     const size_t size = store_->shard_size(shard);
     std::vector<std::span<const float>> tensors;
@@ -415,17 +351,8 @@ void PsService::pull(Connection& connection, bool with_slots, Scratch& scratch) 
     }
     scratch.meta.clear();
     proto::write(scratch.meta, shard_reply(*store_, static_cast<uint32_t>(shard), step));
-    connection.send(with_slots ? proto::kState : proto::kValues, 0, scratch.meta.bytes(), tensors);
+    connection.send(proto::kState, 0, scratch.meta.bytes(), tensors);
   }
-}
-
-void PsService::pull_by_reference(Connection& connection, const Connection::Incoming& in,
-                                  Scratch& scratch) {
-  proto::MetaReader r(in.meta);
-  const proto::MemoryRef arena = proto::read_ref(r);
-  require_memory(connection, scratch, "a pull by reference");
-  pull_into_worker_memory(*store_, options_.map, arena, arena_floats_, scratch.worker_pid,
-                          connection, scratch.meta);
 }
 
 void PsService::check_push(const Connection& connection, const proto::PushMeta& m,
@@ -450,24 +377,11 @@ void PsService::push(Connection& connection, const Connection::Incoming& in, Scr
   }
   const std::span<float> into[] = {std::span(scratch.buffer).first(store_->shard_size(m.shard))};
   connection.receive_tensors(into);
-  apply_push(connection, in.request_id, m, {}, scratch);
-}
-
-void PsService::push_by_reference(Connection& connection, const Connection::Incoming& in,
-                                  Scratch& scratch) {
-  proto::MetaReader r(in.meta);
-  const proto::PushMeta m = proto::read_push(r);
-  const proto::MemoryRef grad = proto::read_ref(r);
-  const proto::MemoryRef values = proto::read_ref(r);
-  check_push(connection, m, scratch);
-  require_memory(connection, scratch, "a push by reference");
-  read_pushed_gradient(m, grad, values, scratch.worker_pid, connection,
-                       std::span(scratch.buffer).first(store_->shard_size(m.shard)));
-  apply_push(connection, in.request_id, m, values, scratch);
+  apply_push(connection, in.request_id, m, scratch);
 }
 
 void PsService::apply_push(Connection& connection, uint64_t request_id, const proto::PushMeta& m,
-                           const proto::MemoryRef& values, Scratch& scratch) {
+                           Scratch& scratch) {
   const size_t size = store_->shard_size(m.shard);
   const auto grad = std::span(scratch.buffer).first(size);
   const PushResult result =
@@ -494,16 +408,16 @@ void PsService::apply_push(Connection& connection, uint64_t request_id, const pr
                             .wait = options_.sync.sync_replicas && m.want_values && counted &&
                                     result.step == m.computed_at_step,
                             .want_values = m.want_values != 0,
-                            .values = values,
-                            .worker_pid = scratch.worker_pid,
                             .deadline = std::chrono::steady_clock::now() +
                                         std::chrono::milliseconds(options_.sync_wait_ms)};
   // Values by reference go to the replier when the worker's next request has arrived already
   // (the next shard of its round): this thread then copies and applies that one while the replier
-  // copies these values into the worker, and one worker's round keeps two cores busy. With nothing
-  // waiting, handing them over would only add a wake-up.
+  // copies these values into the worker, and one worker's round keeps two cores busy. With
+  // nothing waiting, handing them over would only add a wake-up.
   const bool overlap =
-      values.bytes > 0 && TcpStream::wait_either(&connection.stream(), nullptr, /*timeout_ms=*/0);
+      m.want_values && connection.payloads_by_reference() && connection.input_waiting();
+  // (The link is chosen in the connection's first receive, so the replier starts here.)
+  if (overlap) start_replier(connection, scratch);
   if (scratch.replier != nullptr && (reply.wait || overlap || !scratch.replier->idle())) {
     scratch.replier->defer(reply);
     return;

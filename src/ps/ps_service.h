@@ -1,7 +1,7 @@
 // A parameter-server task on the wire: a ShardStore behind an authenticated comm::Server, one
 // thread per worker connection, speaking ps/ps_protocol.h. Unlike TensorFlow's server.join(), it
 // knows when training is over: run() returns once every training worker has reported done
-// (ps/worker_roster.h). In sync mode, and where payloads go through memory (ps/by_reference.h),
+// (ps/worker_roster.h). In sync mode, and where payloads travel by reference (comm/link_setup.h),
 // each connection also has a replier thread (ps/push_replier.h).
 #pragma once
 
@@ -21,7 +21,6 @@
 
 #include "base/stop_request.h"
 #include "comm/meta_codec.h"
-#include "comm/peer_memory.h"
 #include "comm/server.h"
 #include "nn/param_set.h"
 #include "ps/partition.h"
@@ -80,26 +79,18 @@ class PsService {
   void serve(Connection& connection);
   void handle(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
   void hello(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
-  // The worker's answer to the hello's challenge: where it holds it. Reads it back there.
-  void memory_offer(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
   // Gives the connection its replier thread, unless it has one.
   void start_replier(Connection& connection, Scratch& scratch);
-  // Throws Error unless the connection's worker has proved its memory reachable.
-  void require_memory(const Connection& connection, const Scratch& scratch, const char* what) const;
   void init(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
   void wait_ready(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
   void pull(Connection& connection, bool with_slots, Scratch& scratch);
-  // kPullRef: each shard's values written straight into the worker's arena.
-  void pull_by_reference(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
-  // kPush and kPushRef: the gradient received, or copied out of the worker's memory, then
-  // applied and answered by apply_push.
+  // kPush: the gradient received, then applied and answered by apply_push.
   void push(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
-  void push_by_reference(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
   // Throws Error for a push this task must refuse (a shard held elsewhere, another worker's).
   void check_push(const Connection& connection, const ps_protocol::PushMeta& m,
                   const Scratch& scratch) const;
   void apply_push(Connection& connection, uint64_t request_id, const ps_protocol::PushMeta& m,
-                  const ps_protocol::MemoryRef& values, Scratch& scratch);
+                  Scratch& scratch);
   void worker_done(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
   // kWorkerFailed: the worker ends with an error; it is given up at once.
   void worker_failed(Connection& connection, const Connection::Incoming& in);
@@ -118,7 +109,6 @@ class PsService {
   // The step this process's values started from: a checkpoint's, or the chief's init (a re-seed
   // after a restart without one); -1 before either. Read by every connection's hello.
   std::atomic<int64_t> restored_step_ = -1;
-  const size_t arena_floats_;  // of the model's parameter arena, where kPullRef's values land
   std::unique_ptr<ShardStore> store_;
   size_t max_shard_size_ = 0;
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "base/stop_request.h"
-#include "comm/peer_memory.h"
 #include "comm/server.h"
+#include "comm/transport.h"
 #include "nn/param_set.h"
 #include "ps/partition.h"
 #include "ps/ps_protocol.h"
@@ -43,9 +43,10 @@ struct PsServiceOptions {
   // While a worker is not connected (not yet, or lost), run() says so this often: which, from
   // where it was last connected, and the time left for a lost one.
   int wait_report_interval_ms = 10'000;
-  // How payloads move between this task and a worker of its host (ps_protocol.h): kAuto through
-  // the worker's memory where it asks for that and the proof holds, over TCP otherwise; kTcp
-  // always over TCP; kShm refuses a worker with which memory does not work, naming the flag.
+  // How payloads move between this task and a worker (comm/transport.h), agreed in each
+  // connection's link step: kAuto by reference where the worker wants it and the proofs hold, over
+  // TCP otherwise; kTcp always over TCP; kShm refuses a worker with which memory does not work,
+  // naming the flag. Overrides server.connection.transport.
   Transport transport = Transport::kAuto;
 };
 

@@ -9,7 +9,6 @@
 #include <string>
 
 #include "base/error.h"
-#include "comm/peer_memory.h"
 
 namespace dtrain {
 
@@ -55,14 +54,6 @@ void PushReplier::loop(std::stop_token stop) {
     lock.unlock();
     try {
       send_push_reply(context_, connection_, reply, buffer_, meta_, stop);
-    } catch (const PeerProcessGone&) {
-      // The worker's process has gone: its connection is ending by itself, and the connection's
-      // thread, reading, sees that end as it would over TCP. Closing it here would instead
-      // make the loss look like a failure of this task's.
-      lock.lock();
-      failure_ = std::current_exception();
-      changed_.notify_all();
-      return;
     } catch (...) {
       lock.lock();
       failure_ = std::current_exception();
@@ -128,24 +119,32 @@ void send_push_reply(const PushReplyContext& context, Connection& connection,
       return;
     }
   }
-  std::span<const float> values[1];
-  size_t count = 0;
-  if (reply.want_values && reply.values.bytes > 0) {
-    // Never into a worker that has left this connection: it may have moved on.
-    if (!connection.is_open()) return;
-    step = store.read_to(reply.shard, [&](std::span<const float> shard_values) {
-      write_peer_memory(reply.worker_pid, reply.values.address, std::as_bytes(shard_values),
-                        connection.peer());
-    });
-  } else if (reply.want_values) {
-    const auto shard_values = buffer.first(store.shard_size(reply.shard));
-    step = store.read(reply.shard, shard_values);
-    values[count++] = shard_values;
+  if (reply.want_values) {
+    send_shard_values(store, connection, ps_protocol::kPushReply, reply.request_id, reply.shard,
+                      reply.outcome, buffer, meta);
+    return;
   }
   meta.clear();
   ps_protocol::write(meta, shard_reply(store, reply.shard, step, reply.outcome));
-  connection.send(ps_protocol::kPushReply, reply.request_id, meta.bytes(),
-                  std::span(values, count));
+  connection.send(ps_protocol::kPushReply, reply.request_id, meta.bytes(), {});
+}
+
+void send_shard_values(const ShardStore& store, Connection& connection, uint16_t type,
+                       uint64_t request_id, uint32_t shard, uint8_t outcome,
+                       std::span<float> buffer, ps_protocol::MetaWriter& meta) {
+  const auto send = [&](std::span<const float> values, int64_t step) {
+    meta.clear();
+    ps_protocol::write(meta, shard_reply(store, shard, step, outcome));
+    const std::span<const float> tensors[] = {values};
+    connection.send(type, request_id, meta.bytes(), tensors);
+  };
+  if (connection.payloads_by_reference()) {
+    store.read_to(shard, send);
+    return;
+  }
+  const auto values = buffer.first(store.shard_size(shard));
+  const int64_t step = store.read(shard, values);
+  send(values, step);
 }
 
 }  // namespace dtrain

@@ -1,8 +1,7 @@
 // The replies of a ps task that carry a shard's values and step: a pull's, and a push's, which in
 // sync mode waits for the push's step to complete. A connection's PushReplier thread sends the
-// push replies that wait, or that write values into a worker's memory, while the connection's
-// own thread goes on reading: a ps that stopped reading would leave the worker's data
-// unacknowledged, and the worker would take it for dead.
+// push replies that wait, or, by reference, that copy values into the worker while the
+// connection's own thread goes on reading and applying the next push.
 #pragma once
 
 #include <chrono>
@@ -41,9 +40,6 @@ struct DeferredReply {
   int64_t computed_at_step = 0;
   bool wait = false;
   bool want_values = false;
-  // Where the values go when they go by reference (values.bytes > 0): into process worker_pid.
-  ps_protocol::MemoryRef values;
-  int32_t worker_pid = 0;
   std::chrono::steady_clock::time_point deadline;
 };
 
@@ -52,8 +48,16 @@ void send_ps_error(Connection& connection, const std::string& message);
 // The reply of a shard at `step`, with whether training is over and the task is halting.
 ps_protocol::ShardReply shard_reply(const ShardStore& store, uint32_t shard, int64_t step,
                                     uint8_t outcome = 0);
-// The reply to a push once its step allows: the shard's values (if asked; into `buffer`, or
-// straight into the worker's memory) and step, or an error saying why the step will not come.
+// A frame of `type` (kValues, kPushReply) with the shard's values and reply. By reference they
+// go straight from the store into the place the worker offered for them (Connection::
+// offer_landing), under the shard's lock; a worker that offered none copies them out of the
+// store, the shard locked until it has. By value they are copied into `buffer` first, so that
+// the lock is not held while they travel.
+void send_shard_values(const ShardStore& store, Connection& connection, uint16_t type,
+                       uint64_t request_id, uint32_t shard, uint8_t outcome,
+                       std::span<float> buffer, ps_protocol::MetaWriter& meta);
+// The reply to a push once its step allows: the shard's values (if asked) and step, or an error
+// saying why the step will not come.
 // Blocks up to the reply's deadline; stop, or the connection's end, ends the wait unanswered.
 void send_push_reply(const PushReplyContext& context, Connection& connection,
                      const DeferredReply& reply, std::span<float> buffer,

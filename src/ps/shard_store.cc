@@ -274,13 +274,12 @@ int64_t ShardStore::read(size_t shard, std::span<float> out) const {
   return s.step;
 }
 
-int64_t ShardStore::read_to(size_t shard, void (*call)(const void*, std::span<const float>),
-                            const void* out) const {
+void ShardStore::read_to(size_t shard, void (*call)(const void*, std::span<const float>, int64_t),
+                         const void* out) const {
   const LocalShard& s = local(shard);
   std::lock_guard lock(s.mutex);
   check_initialized(s.initialized, s.index, ps_);
-  call(out, {values_.data() + s.offset, s.size});
-  return s.step;
+  call(out, {values_.data() + s.offset, s.size}, s.step);
 }
 
 void ShardStore::read_slot(size_t shard, size_t k, std::span<float> out) const {

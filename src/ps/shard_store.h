@@ -110,14 +110,18 @@ class ShardStore {
   // A pull: copies the shard's current values into out and returns its step.
   // REQUIRES: out.size() == shard_size(shard); the shard is initialised.
   int64_t read(size_t shard, std::span<float> out) const;
-  // A read without a buffer between: calls out(values) with the shard's current values under its
-  // lock, so that they are copied once, straight to where they go (another process's memory), and
-  // returns the shard's step. `out` must not call into the store; what it throws is thrown on,
-  // after the lock is released. REQUIRES: the shard is initialised.
+  // A read without a buffer between: calls out(values, step) with the shard's current values and
+  // step under its lock, so that they are copied once, straight to where they go (by a worker
+  // that copies them out of this process's memory before the send returns). `out` may read the
+  // store's flags (finished(), halting()) but call nothing else in it; what it throws is thrown
+  // on, after the lock is released. REQUIRES: the shard is initialised.
   template <typename Out>
-  int64_t read_to(size_t shard, const Out& out) const {
-    return read_to(
-        shard, [](const void* o, std::span<const float> v) { (*static_cast<const Out*>(o))(v); },
+  void read_to(size_t shard, const Out& out) const {
+    read_to(
+        shard,
+        [](const void* o, std::span<const float> v, int64_t step) {
+          (*static_cast<const Out*>(o))(v, step);
+        },
         &out);
   }
   // Copies slot k (see slot_suffixes()) of the shard, for a checkpoint.
@@ -186,8 +190,8 @@ class ShardStore {
   // REQUIRES: s.mutex held. Throws Error for a sequence far beyond `next` (see push_async).
   void check_sequence(const LocalShard& s, int worker, uint64_t sequence, uint64_t next) const;
   void apply(LocalShard& s, std::span<const float> grad, float lr);
-  int64_t read_to(size_t shard, void (*call)(const void*, std::span<const float>),
-                  const void* out) const;
+  void read_to(size_t shard, void (*call)(const void*, std::span<const float>, int64_t),
+               const void* out) const;
   void apply_step(LocalShard& s);
   void wake_initialization_waiters();
 

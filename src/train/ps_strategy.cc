@@ -155,12 +155,13 @@ void PsStrategy::print_payload_paths(size_t ps_tasks) {
   std::string paths;
   bool memory = false;
   for (size_t p = 0; p < ps_tasks; ++p) {
-    const PayloadPath path = client_->payload_path(static_cast<int>(p));
-    memory = memory || path.memory;
+    const bool by_reference = client_->payloads_by_reference(static_cast<int>(p));
+    const std::string why_not = client_->why_by_value(static_cast<int>(p));
+    memory = memory || by_reference;
     paths += fmt::format("{}ps{}: {}", p == 0 ? "" : "; ", p,
-                         path.memory            ? "shm"
-                         : path.why_not.empty() ? "tcp"
-                                                : fmt::format("tcp ({})", path.why_not));
+                         by_reference      ? "shm"
+                         : why_not.empty() ? "tcp"
+                                           : fmt::format("tcp ({})", why_not));
   }
   if (memory) {
     paths +=

@@ -90,8 +90,8 @@ TEST(BenchCsv, PsRowsGiveEverySizeAndTransportAndAFileOfOtherColumnsIsRefusedByN
     EXPECT_THAT(r.out, HasSubstr(std::string(transport) == "tcp"
                                      ? "payloads over loopback TCP (--transport tcp)"
                                      : "payloads copied by the ps out of and into the workers' "
-                                       "memory (process_vm_readv/writev), frames over loopback "
-                                       "TCP (--transport shm)"))
+                                       "memory (process_vm_readv/writev), announced through "
+                                       "shared mailboxes (--transport shm)"))
         << r.out;
   }
   const auto rows = read_rows(csv);

@@ -60,7 +60,7 @@ TEST(FrameFormat, MagicSpellsDtrnOnTheWire) {
 
 TEST(FrameFormat, HeaderFieldsAreLittleEndianAtFixedOffsets) {
   const auto frame = sample_frame();
-  EXPECT_EQ(frame[ff::kVersionOffset], std::byte{4});
+  EXPECT_EQ(frame[ff::kVersionOffset], std::byte{5});
   EXPECT_EQ(frame[ff::kVersionOffset + 1], std::byte{0});
   EXPECT_EQ(frame[ff::kTypeOffset], std::byte{17});
   EXPECT_EQ(frame[ff::kRequestIdOffset], std::byte{0x08});
@@ -108,7 +108,7 @@ TEST(Frame, DecodeRejectsAnotherVersion) {
   patch<uint16_t>(frame, ff::kVersionOffset, 2);
   EXPECT_THAT([&] { decode(frame); },
               ::testing::ThrowsMessage<FrameError>(
-                  HasSubstr("unsupported frame version 2, this build speaks version 4")));
+                  HasSubstr("unsupported frame version 2, this build speaks version 5")));
 }
 
 TEST(Frame, DecodeRejectsAPayloadOverTheLimitFromTheHeaderAlone) {

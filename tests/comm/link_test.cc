@@ -1,8 +1,9 @@
 // The link step and payloads by reference under Connection (comm/link_setup.h,
 // comm/memory_link.h): two processes of this host move frames with tensors bit for bit both ways,
-// in the order they were sent, whichever way each frame goes; a reference outside the sender's
-// memory and a mailbox whose counters make no sense are FrameErrors naming the peer; and
-// --transport shm against a peer that cannot have it is refused on both sides, saying why.
+// in the order they were sent, whichever way each frame goes, and into the landings a receiver
+// offers; a reference outside the sender's memory and a mailbox whose counters make no sense are
+// FrameErrors naming the peer; and --transport shm against a peer that cannot have it is refused
+// on both sides, saying why.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -35,6 +36,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::kLoopbackSecret;
+using ::testing::ThrowsMessage;
 
 constexpr uint16_t kFrameType = 20;
 
@@ -112,6 +114,10 @@ class EchoChild {
     }
   }
   uint16_t port() const { return listener_.port; }
+  void kill_now() {
+    kill(pid_, SIGKILL);
+    waitpid(std::exchange(pid_, -1), nullptr, 0);
+  }
   // The child's exit status once the connection has ended.
   int wait() {
     int status = 0;
@@ -179,6 +185,68 @@ TEST(Link, ByReferenceMovesFramesWithTensorsBitForBitBothWaysBetweenTwoProcesses
   }
   connection->close();
   EXPECT_EQ(child.wait(), 0);
+}
+
+// A receiver that offers a landing for its next tensor of a size has the peer write it there: the
+// echo's bytes are in place when its frame arrives, before anything is copied on this side; a
+// tensor of another size leaves the landing for the next one of its size; and a frame that landed
+// read into another place is copied from where it landed.
+TEST(Link, ATensorOfferedALandingIsWrittenThereByThePeerBeforeItsFrameArrives) {
+  EchoChild child(Transport::kShm);
+  const std::unique_ptr<Connection> connection =
+      connect("127.0.0.1", child.port(), kLoopbackSecret, client_options(Transport::kShm));
+  ASSERT_TRUE(connection->payloads_by_reference());
+  const std::vector<float> a = bit_patterns(1000, 5);
+  const std::vector<float> other = bit_patterns(500, 6);
+  const std::vector<std::byte> meta(16, std::byte{3});
+  std::vector<float> landing(a.size(), 0.0f);
+  const std::vector<float> untouched = landing;
+  connection->offer_landing(landing);
+
+  std::vector<float> back_other(other.size());
+  const std::span<const float> out_other[] = {other};
+  const std::span<float> in_other[] = {back_other};
+  round_trip(*connection, 1, meta, out_other, in_other);
+  EXPECT_TRUE(same_bits(back_other, other));
+  EXPECT_TRUE(same_bits(landing, untouched)) << "a tensor of another size used the landing";
+
+  const std::span<const float> out_a[] = {a};
+  connection->send(kFrameType, 2, meta, out_a);
+  const Connection::Incoming in = connection->receive();
+  ASSERT_EQ(in.tensor_bytes, a.size() * sizeof(float));
+  EXPECT_TRUE(same_bits(landing, a)) << "the echo was not written into the landing";
+  const std::span<float> in_landing[] = {landing};
+  connection->receive_tensors(in_landing);
+  EXPECT_TRUE(same_bits(landing, a));
+
+  std::vector<float> second(a.size(), 0.0f), elsewhere(a.size(), 0.0f);
+  connection->offer_landing(second);
+  const std::span<float> in_elsewhere[] = {elsewhere};
+  round_trip(*connection, 3, meta, out_a, in_elsewhere);
+  EXPECT_TRUE(same_bits(second, a));
+  EXPECT_TRUE(same_bits(elsewhere, a));
+  connection->close();
+  EXPECT_EQ(child.wait(), 0);
+}
+
+// A peer whose process has gone while its tensors wait to be copied ends the connection as a peer
+// that closed it does: the same error, and counted as a normal end, not a failure.
+TEST(Link, APeerGoneBeforeItsTensorsAreCopiedEndsTheConnectionAsIfItHadClosedIt) {
+  EchoChild child(Transport::kShm);
+  const std::unique_ptr<Connection> connection =
+      connect("127.0.0.1", child.port(), kLoopbackSecret, client_options(Transport::kShm));
+  ASSERT_TRUE(connection->payloads_by_reference());
+  const std::vector<float> a = bit_patterns(1000, 7);
+  const std::span<const float> out_a[] = {a};
+  connection->send(kFrameType, 1, {}, out_a);
+  const Connection::Incoming in = connection->receive();  // the echo, waiting in the child
+  ASSERT_EQ(in.tensor_bytes, a.size() * sizeof(float));
+  child.kill_now();
+  std::vector<float> back(a.size());
+  const std::span<float> into[] = {back};
+  EXPECT_THAT([&] { connection->receive_tensors(into); },
+              ThrowsMessage<TransportError>(HasSubstr("closed the connection")));
+  EXPECT_TRUE(connection->closed_by_peer());
 }
 
 // One process plays both ends (a process can read its own memory, so the link goes by

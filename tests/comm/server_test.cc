@@ -115,7 +115,7 @@ TEST(Server, APeerOfAnotherBuildIsRejectedNamingBothFrameVersions) {
   ASSERT_TRUE(wait_for_rejected(server, 1));
   EXPECT_THAT(log.text(),
               AllOf(HasSubstr("rejected connection: bad frame from 127.0.0.1:"),
-                    HasSubstr("unsupported frame version 2, this build speaks version 4")));
+                    HasSubstr("unsupported frame version 2, this build speaks version 5")));
   expect_echo_works(*connect_to(server));
 }
 

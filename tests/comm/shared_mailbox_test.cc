@@ -95,9 +95,10 @@ TEST(SharedMailbox, AFullMailboxRefusesAPostUntilThePeerTakesOne) {
 TEST(SharedMailbox, ASleepingSideIsSeenAndFindsThePeersPostsAndAcknowledgementsAsNews) {
   auto a = SharedMailbox::create("b");
   auto b = SharedMailbox::attach(getpid(), a->fd(), "a");
-  EXPECT_FALSE(b->peer_sleeping());
-  a->set_sleeping(true);
-  EXPECT_TRUE(b->peer_sleeping());
+  EXPECT_FALSE(b->peer_sleeping(SharedMailbox::kForRecords | SharedMailbox::kForAcks));
+  a->set_sleeping(SharedMailbox::kForRecords);
+  EXPECT_TRUE(b->peer_sleeping(SharedMailbox::kForRecords));
+  EXPECT_FALSE(b->peer_sleeping(SharedMailbox::kForAcks));
   EXPECT_FALSE(a->has_news());
   ASSERT_TRUE(b->try_post(record_for(1)));
   EXPECT_TRUE(a->has_news());
@@ -109,8 +110,11 @@ TEST(SharedMailbox, ASleepingSideIsSeenAndFindsThePeersPostsAndAcknowledgementsA
   EXPECT_TRUE(b->has_news());
   EXPECT_EQ(b->acknowledged(), 1u);
   EXPECT_FALSE(b->has_news());
-  a->set_sleeping(false);
-  EXPECT_FALSE(b->peer_sleeping());
+  a->set_sleeping(SharedMailbox::kForAcks);
+  EXPECT_TRUE(b->peer_sleeping(SharedMailbox::kForAcks));
+  EXPECT_FALSE(b->peer_sleeping(SharedMailbox::kForRecords));
+  a->set_sleeping(0);
+  EXPECT_FALSE(b->peer_sleeping(SharedMailbox::kForRecords | SharedMailbox::kForAcks));
 }
 
 TEST(SharedMailbox, CountersAPeerScribbledOverAreAFrameErrorNamingIt) {

@@ -30,12 +30,14 @@
 
 #include "base/error.h"
 #include "comm/connect.h"
+#include "comm/link_setup.h"
 #include "comm/loopback.h"
 #include "ps/ps_client.h"
 
 namespace dtrain {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing::kLoopbackSecret;
 using ::testing::ThrowsMessage;
@@ -102,9 +104,8 @@ class PsServiceTransportTest : public ::testing::TestWithParam<Transport> {
   // Asserts that the client's payloads go the way the parameter says to every ps.
   void expect_paths(const PsClient& client, const Cluster& cluster) {
     for (int p = 0; p < static_cast<int>(cluster.services.size()); ++p) {
-      const PayloadPath path = client.payload_path(p);
-      EXPECT_EQ(path.memory, GetParam() != Transport::kTcp) << "ps" << p;
-      EXPECT_EQ(path.why_not, "") << "ps" << p;
+      EXPECT_EQ(client.payloads_by_reference(p), GetParam() != Transport::kTcp) << "ps" << p;
+      EXPECT_EQ(client.why_by_value(p), "") << "ps" << p;
     }
   }
 };
@@ -292,9 +293,9 @@ class HandSpokenPeer {
     connection_->discard_tensors();
     return {in.type, text};
   }
-  std::pair<uint16_t, std::string> hello(uint64_t fingerprint, int worker, bool memory = false) {
+  std::pair<uint16_t, std::string> hello(uint64_t fingerprint, int worker) {
     ps_protocol::MetaWriter meta;
-    meta.put(fingerprint).put(static_cast<int32_t>(worker)).put(static_cast<uint8_t>(memory));
+    meta.put(fingerprint).put(static_cast<int32_t>(worker));
     return request(ps_protocol::kHello, meta);
   }
   std::pair<uint16_t, std::string> push(int worker, uint64_t sequence,
@@ -309,11 +310,10 @@ class HandSpokenPeer {
   struct HelloReply {
     uint64_t instance = 0;
     int64_t restored_step = 0;
-    std::optional<Challenge> challenge;  // when it offers payloads through memory
   };
-  HelloReply hello_reply(uint64_t fingerprint, int worker, bool memory) {
+  HelloReply hello_reply(uint64_t fingerprint, int worker) {
     ps_protocol::MetaWriter meta;
-    meta.put(fingerprint).put(static_cast<int32_t>(worker)).put(static_cast<uint8_t>(memory));
+    meta.put(fingerprint).put(static_cast<int32_t>(worker));
     connection_->send(ps_protocol::kHello, 0, meta.bytes(), {});
     const auto in = connection_->receive();
     EXPECT_EQ(in.type, ps_protocol::kHelloReply);
@@ -325,39 +325,17 @@ class HandSpokenPeer {
     HelloReply reply;
     reply.instance = r.get<uint64_t>();
     reply.restored_step = r.get<int64_t>();
-    if (r.get<uint8_t>() != 0) reply.challenge = get_challenge(r);
     return reply;
   }
   // Which ps process answers a hello, and the step it restored.
   std::pair<uint64_t, int64_t> hello_instance(uint64_t fingerprint, int worker) {
-    const HelloReply reply = hello_reply(fingerprint, worker, /*memory=*/false);
+    const HelloReply reply = hello_reply(fingerprint, worker);
     return {reply.instance, reply.restored_step};
-  }
-  // The challenge of a hello that asks for payloads through memory.
-  Challenge hello_asking_memory(uint64_t fingerprint, int worker) {
-    const HelloReply reply = hello_reply(fingerprint, worker, /*memory=*/true);
-    EXPECT_TRUE(reply.challenge) << "the ps offers no memory link";
-    return reply.challenge.value_or(Challenge{});
   }
   void send(uint16_t type, const ps_protocol::MetaWriter& meta) {
     connection_->send(type, 0, meta.bytes(), {});
   }
   void close() { connection_->close(); }
-  // A push that says the gradient lies at `grad` in this process.
-  std::pair<uint16_t, std::string> push_by_reference(int worker, uint64_t sequence,
-                                                     std::span<const float> grad) {
-    return request(ps_protocol::kPushRef, push_by_reference_meta(worker, sequence, grad));
-  }
-  static ps_protocol::MetaWriter push_by_reference_meta(int worker, uint64_t sequence,
-                                                        std::span<const float> grad) {
-    ps_protocol::MetaWriter meta;
-    ps_protocol::write(meta, ps_protocol::PushMeta{
-                                 .shard = 0, .worker = worker, .sequence = sequence, .lr = 0.1f});
-    ps_protocol::write(
-        meta, ps_protocol::MemoryRef{reinterpret_cast<uint64_t>(grad.data()), grad.size_bytes()});
-    ps_protocol::write(meta, ps_protocol::MemoryRef{});
-    return meta;
-  }
   std::pair<uint16_t, std::string> init(std::span<const float> values, int64_t step) {
     ps_protocol::MetaWriter meta;
     meta.put(uint32_t{0}).put(step).put(uint32_t{0});  // shard 0, no slots
@@ -598,93 +576,23 @@ TEST(PsService, AWorkerReportsTheStepsARestartedPsLostAfterOthersPushedItPastThe
       ::testing::Contains(HasSubstr("restored at global step 2: the 3 steps after that are lost")));
 }
 
-// Payloads through memory are the ps's copies into and out of a process its handshake proved: a
-// peer with the secret cannot have the ps read from where it likes before it has shown, at the
-// ps's challenge, that the memory is its own; nor by pointing at bytes other than the challenge.
-TEST(PsService, APushByReferenceNeedsTheWorkersMemoryProvedFirst) {
-  Cluster cluster(1, 1, /*sync=*/false);
-  PsService& ps = *cluster.services[0];
-  ParamSet params(specs());
-  ps.initialize_from(params, {}, 0);
-  const uint64_t fingerprint = partition_fingerprint(ParamSet(specs()), cluster.map);
-  const std::vector<float> gradient(ps.store().shard_size(0), 1.0f);
-
-  HandSpokenPeer peer(ps, "worker 0", 97);
-  ASSERT_EQ(peer.hello(fingerprint, 0).first, ps_protocol::kHelloReply);  // payloads by TCP
-  auto [type, text] = peer.push_by_reference(0, 0, gradient);
-  EXPECT_EQ(type, ps_protocol::kError);
-  EXPECT_THAT(text, HasSubstr("sent a push by reference on a connection that has not proved its "
-                              "memory reachable"));
-
-  // Asked for, then answered with an offer where the challenge is not.
-  ASSERT_EQ(peer.hello(fingerprint, 0, /*memory=*/true).first, ps_protocol::kHelloReply);
-  ps_protocol::MetaWriter offer;
-  put_offer(offer, MemoryOffer{.pid = static_cast<int32_t>(getpid()),
-                               .address = reinterpret_cast<uint64_t>(gradient.data())});
-  std::tie(type, text) = peer.request(ps_protocol::kMemoryOffer, offer);
-  EXPECT_EQ(type, ps_protocol::kMemoryReady);
-  EXPECT_THAT(text, HasSubstr("is another process"));  // after the 0 byte: why not
-  std::tie(type, text) = peer.push_by_reference(0, 0, gradient);
-  EXPECT_EQ(type, ps_protocol::kError);
-  EXPECT_THAT(text, HasSubstr("has not proved its memory reachable"));
-  EXPECT_EQ(ps.store().counters(0).applied, 0);
-}
-
-// A worker whose process is gone while the ps copies out of its memory is lost as a worker whose
-// connection closed is: the ps reads on to the connection's end instead of failing it, so its log
-// and its counts (a finished connection, not a failed one) are those of a killed worker over TCP.
-// The worker here is a child process that shares a page with the test, so that it holds the
-// ps's challenge without having been sent it; the test speaks for it, then kills it.
-TEST(PsService, AWorkerGoneDuringACopyIsLostAsOneWhoseConnectionClosed) {
-  Cluster cluster(1, 1, /*sync=*/false, 0, Transport::kAuto, /*worker_timeout_ms=*/100);
-  PsService& ps = *cluster.services[0];
-  ParamSet params(specs());
-  ps.initialize_from(params, {}, 0);
-  const uint64_t fingerprint = partition_fingerprint(ParamSet(specs()), cluster.map);
-
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  void* shared = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(shared, MAP_FAILED);
-  const pid_t child = fork();
-  if (child == 0) {
-    for (;;) pause();
-  }
-  HandSpokenPeer peer(ps, "worker 0", 95);
-  const Challenge challenge = peer.hello_asking_memory(fingerprint, 0);
-  std::memcpy(shared, challenge.data(), challenge.size());
-  ps_protocol::MetaWriter offer;
-  put_offer(offer, MemoryOffer{.pid = child, .address = reinterpret_cast<uint64_t>(shared)});
-  const auto [type, text] = peer.request(ps_protocol::kMemoryOffer, offer);
-  ASSERT_EQ(type, ps_protocol::kMemoryReady);
-  EXPECT_EQ(text, "\\x01");  // proved, by the child's pid (the meta as printable text)
-
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
-  const std::vector<float> gradient(ps.store().shard_size(0), 1.0f);  // where the child held it
-  peer.send(ps_protocol::kPushRef, HandSpokenPeer::push_by_reference_meta(0, 0, gradient));
-  peer.close();
-  ps.run();  // returns once worker 0 is given up as lost
-  EXPECT_EQ(ps.stats().failed, 0u);
-  EXPECT_EQ(ps.store().counters(0).applied, 0);
-  munmap(shared, page);
-}
-
-// --transport shm on one side and tcp on the other: each side's refusal names the flag and both
-// tasks. auto against tcp trains over TCP, and says why when it had asked for memory.
+// --transport shm on one side and tcp on the other: the link step refuses the connection on both
+// sides, naming the flag and both tasks, and the client does not retry it. auto against tcp
+// trains over TCP.
 TEST(PsService, ShmAgainstTcpIsRefusedNamingTheFlagAndAutoFallsBackToTcp) {
   ParamSet params(specs());
   {
     Cluster cluster(1, 1, /*sync=*/false, 0, Transport::kTcp);
     PsClientOptions options = cluster.client(0);
     options.transport = Transport::kShm;
-    EXPECT_THAT([&] { PsClient client(params, cluster.map, options); },
-                ThrowsMessage<Error>(HasSubstr(
-                    "--transport shm: worker0 and ps0 cannot move payloads through memory: ps0 "
-                    "was started with --transport tcp; run them with --transport tcp or auto")));
+    EXPECT_THAT(
+        [&] { PsClient client(params, cluster.map, options); },
+        ThrowsMessage<LinkRefused>(AllOf(HasSubstr("--transport shm"), HasSubstr("ps0"),
+                                         HasSubstr("--transport tcp"), HasSubstr("worker0"))));
     options.transport = Transport::kAuto;
     PsClient client(params, cluster.map, options);
-    EXPECT_FALSE(client.payload_path(0).memory);
-    EXPECT_EQ(client.payload_path(0).why_not, "ps0 was started with --transport tcp");
+    EXPECT_FALSE(client.payloads_by_reference(0));
+    EXPECT_EQ(client.why_by_value(0), "ps0 was started with --transport tcp");
     client.initialize(params, {}, 0);
     client.pull(params);
   }
@@ -693,13 +601,11 @@ TEST(PsService, ShmAgainstTcpIsRefusedNamingTheFlagAndAutoFallsBackToTcp) {
     PsClientOptions options = cluster.client(0);
     options.transport = Transport::kTcp;
     EXPECT_THAT([&] { PsClient client(params, cluster.map, options); },
-                ThrowsMessage<Error>(HasSubstr(
-                    "--transport shm: ps0 and worker0 cannot move payloads through memory: "
-                    "worker0 was started with --transport tcp; run them with --transport tcp or "
-                    "auto")));
+                ThrowsMessage<Error>(AllOf(HasSubstr("--transport shm"), HasSubstr("ps0"),
+                                           HasSubstr("--transport tcp"))));
     options.transport = Transport::kAuto;
     PsClient client(params, cluster.map, options);
-    EXPECT_TRUE(client.payload_path(0).memory);
+    EXPECT_TRUE(client.payloads_by_reference(0));
   }
 }
 

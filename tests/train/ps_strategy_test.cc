@@ -1,7 +1,9 @@
 // The ps strategy in one process: a ps task (PsTaskServer) and two PsStrategy workers as threads
-// over loopback TCP, with the real handshake and protocol, each worker running the training loop
-// as the run plan's composition root (plan/run.h) does. Sync training of W workers on batch B is
-// local training on batch W·B (DESIGN.md §5), and every worker ends with the ps's values.
+// over loopback connections, with the real handshake and protocol, payloads by value over TCP or
+// by reference through memory (the link step goes by reference within one process too), each
+// worker running the training loop as the run plan's composition root (plan/run.h) does. Sync
+// training of W workers on batch B is local training on batch W·B (DESIGN.md §5), and every
+// worker ends with the ps's values.
 #include "train/ps_strategy.h"
 
 #include <fmt/format.h>
@@ -64,7 +66,7 @@ struct TaskRun {
   std::exception_ptr error;
 };
 
-class PsStrategyInOneProcess : public ::testing::Test {
+class PsStrategyInOneProcess : public ::testing::TestWithParam<Transport> {
  protected:
   PsStrategyInOneProcess() {
     blas_set_threads(1);
@@ -88,7 +90,8 @@ class PsStrategyInOneProcess : public ::testing::Test {
 
   // A cluster of one ps at `ps_port` and two workers, as task `job` `index` sees it. The workers'
   // addresses are never listened on: in the ps strategies only the ps tasks serve.
-  static PsClusterConfig cluster_config(uint16_t ps_port, const char* job, int index) {
+  static PsClusterConfig cluster_config(uint16_t ps_port, const char* job, int index,
+                                        Transport transport) {
     PsClusterConfig c;
     c.cluster.cluster = ClusterSpec(
         {{"ps", {HostPort{"127.0.0.1", ps_port}}},
@@ -99,7 +102,7 @@ class PsStrategyInOneProcess : public ::testing::Test {
     c.sync.sync_replicas = true;
     c.sync.total_num_replicas = 2;
     c.sync.replicas_to_aggregate = 2;
-    c.transport = Transport::kTcp;
+    c.transport = transport;
     // A worker that fails ends the test soon rather than after the default minute.
     c.worker_timeout_ms = 5'000;
     c.peer_timeout_ms = 30'000;
@@ -113,10 +116,11 @@ class PsStrategyInOneProcess : public ::testing::Test {
     // A worker that fails stops the ps, which would otherwise wait for it.
     TrainConfig ps_train = train;
     ps_train.stop = &worker_failed_;
-    const PsClusterConfig ps_config = cluster_config(0, "ps", 0);
+    const PsClusterConfig ps_config = cluster_config(0, "ps", 0, GetParam());
     PsTaskServer server(ps_train, ps_config, ps_.out);
-    const PsClusterConfig worker_config[] = {cluster_config(server.port(), "worker", 0),
-                                             cluster_config(server.port(), "worker", 1)};
+    const PsClusterConfig worker_config[] = {
+        cluster_config(server.port(), "worker", 0, GetParam()),
+        cluster_config(server.port(), "worker", 1, GetParam())};
     {
       std::jthread ps_thread([&] {
         try {
@@ -182,10 +186,15 @@ class PsStrategyInOneProcess : public ::testing::Test {
   TaskRun workers_[2];
 };
 
-TEST_F(PsStrategyInOneProcess, SyncWorkersEndEqualAndMatchLocalTrainingOnTheCombinedBatch) {
+TEST_P(PsStrategyInOneProcess, SyncWorkersEndEqualAndMatchLocalTrainingOnTheCombinedBatch) {
   constexpr int kWorkerBatch = 10;
   run_sync_cluster(kWorkerBatch);
   ASSERT_FALSE(HasFatalFailure());
+  const std::string path = GetParam() == Transport::kTcp ? "tcp" : "shm";
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_THAT(workers_[w].out.str(),
+                ::testing::HasSubstr(fmt::format("worker={}: transport to ps0: {}", w, path)));
+  }
   const std::vector<float> combined = run_local(2 * kWorkerBatch);
   const std::vector<float> one_slice = run_local(kWorkerBatch);
 
@@ -205,6 +214,10 @@ TEST_F(PsStrategyInOneProcess, SyncWorkersEndEqualAndMatchLocalTrainingOnTheComb
   EXPECT_LE(max_abs_difference(workers_[0].params, combined), kTolerance);
   EXPECT_GT(max_abs_difference(workers_[0].params, one_slice), 10 * kTolerance);
 }
+
+INSTANTIATE_TEST_SUITE_P(Links, PsStrategyInOneProcess,
+                         ::testing::Values(Transport::kTcp, Transport::kShm),
+                         [](const auto& info) { return std::string(transport_name(info.param)); });
 
 }  // namespace
 }  // namespace dtrain
