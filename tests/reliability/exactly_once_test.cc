@@ -74,7 +74,9 @@ TEST_P(ExactlyOnce, PushesRetriedAcrossCutConnectionsAreAppliedExactlyOnce) {
   EXPECT_EQ(summary->applied, 2 * acknowledged) << all_output(ps_result);
   EXPECT_EQ(summary->applied, 2 * summary->step);
   // Over TCP each cut dropped the reply to a push the ps had applied: its retry was a duplicate.
-  if (tcp) EXPECT_GE(summary->duplicates, kCuts) << all_output(ps_result);
+  if (tcp) {
+    EXPECT_GE(summary->duplicates, kCuts) << all_output(ps_result);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ExactlyOnce, ::testing::Values("tcp", "shm"),
