@@ -19,22 +19,11 @@ namespace dtrain {
 
 namespace ff = frame_format;
 
-namespace {
-
-// Tensor bytes are received and checked (CRC or tag) in chunks of this size, so the check reads
-// each chunk while it is still in cache.
-constexpr size_t kReceiveChunkBytes = size_t{1} << 20;
-
-FrameError bad_frame_from(const std::string& peer, const FrameError& error) {
-  return FrameError(fmt::format("bad frame from {}: {}", peer, error.what()));
-}
-
-}  // namespace
-
 Connection::Connection(std::unique_ptr<TcpStream> stream, ConnectionOptions options)
     : stream_(std::move(stream)),
       options_(std::move(options)),
-      writer_(*stream_, options_.max_meta_bytes, options_.max_payload_bytes) {
+      writer_(*stream_, options_.max_meta_bytes, options_.max_payload_bytes),
+      reader_(*stream_, options_.max_meta_bytes, options_.type_carries_tensors) {
   if (options_.identity.size() > kMaxIdentityBytes) {
     throw std::invalid_argument(fmt::format("connection identity \"{}\" is over {} bytes",
                                             options_.identity, kMaxIdentityBytes));
@@ -187,86 +176,11 @@ Connection::Incoming Connection::receive() {
 
 Connection::Incoming Connection::receive_frame(const IoDeadline& first_byte, const IoDeadline& rest,
                                                uint64_t max_payload_bytes, bool handshake) {
-  // A quiet peer may be idle, so the first byte waits by `first_byte`; once a frame has begun,
-  // the rest must keep coming.
-  std::array<std::byte, ff::kHeaderBytes> header_bytes;
-  const size_t got = stream_->read_some(header_bytes, first_byte);
-  if (got == 0) {
-    fail(std::make_exception_ptr(TransportError(fmt::format("{} closed the connection", peer()))),
-         /*by_peer=*/true);
-  }
-  stream_->read_exact(std::span(header_bytes).subspan(got), rest);
-  accept_header(header_bytes, max_payload_bytes, handshake);  // before reading on: it may be junk
-  std::array<std::byte, ff::kMetaLenBytes> meta_len;
-  stream_->read_exact(meta_len, rest);
-  const PayloadLayout layout = accept_meta_len(meta_len);
-  // The meta and, where frames are tagged, the opening's tag after it, in one read. (The vector
-  // keeps its capacity: no allocation once warmed up.)
-  const size_t tag_bytes = check_.tagged() ? kFrameTagBytes : 0;
-  meta_.resize(layout.meta_len + tag_bytes);
-  stream_->read_exact(meta_, rest);
-  check_.open(header_bytes, meta_len, std::span(meta_).first(layout.meta_len), expected_crc_,
-              tensor_bytes_ > 0);
-  if (check_.tagged()) {
-    const auto tag = std::span(meta_).subspan(layout.meta_len);
-    std::ranges::copy(tag, check_.missing_tag().begin());
-    check_.tag_arrived(tag.size());
-    check_.check_opening(peer(), receive_type_);
-  }
-  meta_.resize(layout.meta_len);
-  if (!handshake) check_tensors_allowed();
-  frame_unconsumed_ = true;
-  if (tensor_bytes_ == 0) finish_frame(rest);  // the whole frame is in
-  return incoming();
-}
-
-void Connection::accept_header(std::span<const std::byte, ff::kHeaderBytes> header_bytes,
-                               uint64_t max_payload_bytes, bool handshake) {
-  FrameHeader header;
   try {
-    header = decode_header(header_bytes, max_payload_bytes);
-  } catch (const FrameError& error) {
-    throw bad_frame_from(peer(), error);
+    return received(reader_.read(first_byte, rest, max_payload_bytes, handshake));
+  } catch (const PeerClosed&) {
+    fail(std::current_exception(), /*by_peer=*/true);  // between frames: a normal end
   }
-  // After the handshake, the link step's reserved types too (take_link_frames judges them).
-  const bool allowed =
-      handshake ? header.type < ff::kTypeLinkOffer : header.type >= ff::kTypeLinkOffer;
-  if (!allowed) {
-    throw FrameError(
-        fmt::format("bad frame from {}: type {} {}", peer(), header.type,
-                    handshake ? "before the handshake finished" : "is reserved for the handshake"));
-  }
-  expected_crc_ = header.crc32c;
-  receive_type_ = header.type;
-  receive_request_id_ = header.request_id;
-  receive_payload_len_ = header.payload_len;
-}
-
-PayloadLayout Connection::accept_meta_len(std::span<const std::byte, ff::kMetaLenBytes> meta_len) {
-  PayloadLayout layout;
-  try {
-    layout = payload_layout(receive_payload_len_, ff::load_le<uint32_t>(meta_len),
-                            options_.max_meta_bytes);
-  } catch (const FrameError& error) {
-    throw bad_frame_from(peer(), error);
-  }
-  tensor_bytes_ = layout.tensor_bytes;
-  return layout;
-}
-
-void Connection::check_tensors_allowed() const {
-  if (tensor_bytes_ == 0 || options_.type_carries_tensors == nullptr ||
-      options_.type_carries_tensors(receive_type_)) {
-    return;
-  }
-  throw FrameError(fmt::format(
-      "bad frame from {}: type {} (request {}) carries no tensors, but this one declares {} "
-      "tensor bytes",
-      peer(), receive_type_, receive_request_id_, tensor_bytes_));
-}
-
-Connection::Incoming Connection::incoming() const {
-  return Incoming{receive_type_, receive_request_id_, meta_, tensor_bytes_};
 }
 
 std::optional<Connection::Incoming> Connection::try_receive() {
@@ -289,58 +203,33 @@ std::optional<Connection::Incoming> Connection::try_receive() {
 
 std::optional<Connection::Incoming> Connection::try_receive_frame(uint64_t max_payload_bytes,
                                                                   bool handshake) {
-  const auto header_bytes = std::span(prefix_).first<ff::kHeaderBytes>();
-  const auto meta_len = std::span(prefix_).last<ff::kMetaLenBytes>();
-  if (!prefix_done_) {
-    // The header and the meta length in one read: every payload opens with the meta length,
-    // so this never reads past the frame.
-    size_t n = 0;
-    try {
-      n = stream_->read_available(std::span(prefix_).subspan(prefix_have_));
-    } catch (const PeerClosed&) {
-      if (prefix_have_ == 0) fail(std::current_exception(), /*by_peer=*/true);  // between frames
-      throw;
-    }
-    prefix_have_ += n;
-    bytes_moved_ += n;
-    // The header is checked as soon as it is in: a stray client's junk may be all it sends.
-    if (!header_accepted_ && prefix_have_ >= ff::kHeaderBytes) {
-      accept_header(header_bytes, max_payload_bytes, handshake);
-      header_accepted_ = true;
-    }
-    if (prefix_have_ < prefix_.size()) return std::nullopt;
-    meta_.resize(accept_meta_len(meta_len).meta_len);
-    prefix_done_ = true;
-    meta_have_ = 0;
+  try {
+    const std::optional<Incoming> in = reader_.try_read(max_payload_bytes, handshake);
+    if (!in) return std::nullopt;
+    return received(*in);
+  } catch (const PeerClosed&) {
+    fail(std::current_exception(), /*by_peer=*/true);  // between frames: a normal end
   }
-  if (meta_have_ < meta_.size()) {
-    const size_t n = stream_->read_available(std::span(meta_).subspan(meta_have_));
-    meta_have_ += n;
-    bytes_moved_ += n;
-    if (meta_have_ < meta_.size()) return std::nullopt;
-  }
-  if (!opening_absorbed_) {
-    check_.open(header_bytes, meta_len, meta_, expected_crc_, tensor_bytes_ > 0);
-    opening_absorbed_ = true;
-  }
-  if (check_.tagged() && !opening_checked_) {
-    const size_t n = stream_->read_available(check_.missing_tag());
-    check_.tag_arrived(n);
-    bytes_moved_ += n;
-    if (!check_.missing_tag().empty()) return std::nullopt;
-    check_.check_opening(peer(), receive_type_);
-    opening_checked_ = true;
-  }
-  if (!handshake) check_tensors_allowed();
-  if (tensor_bytes_ == 0 && !try_finish_frame()) return std::nullopt;  // the CRC is not checked
-  prefix_have_ = 0;
-  header_accepted_ = false;
-  prefix_done_ = false;
-  opening_absorbed_ = false;
-  opening_checked_ = false;
-  tensors_have_ = 0;
+}
+
+Connection::Incoming Connection::received(const Incoming& in) {
+  receive_type_ = in.type;
+  receive_request_id_ = in.request_id;
+  tensor_bytes_ = in.tensor_bytes;
   frame_unconsumed_ = true;
-  return incoming();
+  return in;
+}
+
+void Connection::check_tensors_allowed() const {
+  dtrain::check_tensors_allowed(options_.type_carries_tensors, peer(),
+                                {receive_type_, receive_request_id_, {}, tensor_bytes_});
+}
+
+void Connection::check_tensor_sizes(uint64_t expected) const {
+  if (expected == tensor_bytes_) return;
+  throw FrameError(fmt::format(
+      "frame of type {} (request {}) from {} carries {} tensor bytes, but the receiver expected {}",
+      receive_type_, receive_request_id_, peer(), tensor_bytes_, expected));
 }
 
 bool Connection::try_receive_tensors(std::span<float> into) {
@@ -350,29 +239,13 @@ bool Connection::try_receive_tensors(std::span<float> into) {
         "Connection::try_receive_tensors without a frame whose tensors are unread");
   }
   return guarded([&] {
-    if (into.size_bytes() != tensor_bytes_) {
-      throw FrameError(fmt::format(
-          "frame of type {} (request {}) from {} carries {} tensor bytes, but the receiver "
-          "expected {}",
-          receive_type_, receive_request_id_, peer(), tensor_bytes_, into.size_bytes()));
-    }
+    check_tensor_sizes(into.size_bytes());
     if (link_) {
       frame_unconsumed_ = false;
       link_->receive_tensors(*this, std::span(&into, 1));
       return true;
     }
-    const std::span<std::byte> bytes = std::as_writable_bytes(into);
-    while (tensors_have_ < tensor_bytes_) {
-      // Capped, so the CRC reads each piece while it is still in cache.
-      const size_t want = std::min<uint64_t>(tensor_bytes_ - tensors_have_, kReceiveChunkBytes);
-      const auto piece = bytes.subspan(tensors_have_, want);
-      const size_t n = stream_->read_available(piece);
-      check_.absorb(piece.first(n));
-      tensors_have_ += n;
-      bytes_moved_ += n;
-      if (n < want) return false;  // the socket is drained; another read would find nothing
-    }
-    if (!try_finish_frame()) return false;
+    if (!reader_.try_read_tensors(into)) return false;
     frame_unconsumed_ = false;
     return true;
   });
@@ -386,16 +259,10 @@ void Connection::receive_tensors(std::span<const std::span<float>> into) {
   guarded([&] {
     uint64_t expected = 0;
     for (auto tensor : into) expected += tensor.size_bytes();
-    if (expected != tensor_bytes_) {
-      throw FrameError(fmt::format(
-          "frame of type {} (request {}) from {} carries {} tensor bytes, but the receiver "
-          "expected {}",
-          receive_type_, receive_request_id_, peer(), tensor_bytes_, expected));
-    }
+    check_tensor_sizes(expected);
     frame_unconsumed_ = false;
     if (link_) return link_->receive_tensors(*this, into);
-    for (auto tensor : into) read_tensor_bytes(std::as_writable_bytes(tensor));
-    finish_frame(io_deadline());
+    reader_.read_tensors(into, io_deadline());
   });
 }
 
@@ -407,45 +274,8 @@ void Connection::discard_tensors() {
   guarded([&] {
     frame_unconsumed_ = false;
     if (link_) return link_->discard_tensors(*this);
-    if (tensor_bytes_ > 0 && discard_.empty()) discard_.resize(kReceiveChunkBytes);
-    for (uint64_t left = tensor_bytes_; left > 0;) {
-      const size_t n = std::min<uint64_t>(left, discard_.size());
-      read_tensor_bytes(std::span(discard_).first(n));
-      left -= n;
-    }
-    finish_frame(io_deadline());
+    reader_.discard_tensors(io_deadline());
   });
-}
-
-void Connection::read_tensor_bytes(std::span<std::byte> into) {
-  while (!into.empty()) {
-    const auto chunk = into.first(std::min(into.size(), kReceiveChunkBytes));
-    stream_->read_exact(chunk, io_deadline());
-    check_.absorb(chunk);
-    into = into.subspan(chunk.size());
-  }
-}
-
-void Connection::finish_frame(const IoDeadline& deadline) {
-  if (check_.checked()) return;
-  if (check_.tagged()) {
-    const auto tag = check_.missing_tag();
-    stream_->read_exact(tag, deadline);
-    check_.tag_arrived(tag.size());
-  }
-  check_.check(peer(), receive_type_, receive_request_id_);
-}
-
-bool Connection::try_finish_frame() {
-  if (check_.checked()) return true;
-  if (check_.tagged()) {
-    const size_t n = stream_->read_available(check_.missing_tag());
-    check_.tag_arrived(n);
-    bytes_moved_ += n;
-    if (!check_.missing_tag().empty()) return false;
-  }
-  check_.check(peer(), receive_type_, receive_request_id_);
-  return true;
 }
 
 }  // namespace dtrain

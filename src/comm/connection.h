@@ -2,7 +2,7 @@
 // tensors sent from and received into the caller's memory, by value or, as the link step after the
 // handshake chose (comm/link_setup.h), by reference (comm/memory_link.h): every call works the same
 // either way. Blocking I/O on a thread per connection, deliberately: a task has few peers and large
-// payloads. Sending: comm/frame_writer.h; checks: comm/frame_check.h; opening: comm/connect.h.
+// payloads. Sending: comm/frame_writer.h; receiving: comm/frame_reader.h; opening: comm/connect.h.
 #pragma once
 
 #include <array>
@@ -22,9 +22,9 @@
 #include "comm/auth.h"
 #include "comm/connection_options.h"
 #include "comm/frame.h"
-#include "comm/frame_check.h"
 #include "comm/frame_format.h"
 #include "comm/frame_mac.h"
+#include "comm/frame_reader.h"
 #include "comm/frame_writer.h"
 #include "comm/memory_link.h"
 #include "comm/peer_memory.h"
@@ -139,7 +139,7 @@ class Connection {
   bool input_waiting();
   // Bytes moved so far, both directions (by reference, the tensors copied and the records passed):
   // how a caller tells whether a call made progress.
-  uint64_t bytes_moved() const { return bytes_moved_; }
+  uint64_t bytes_moved() const { return bytes_moved_ + reader_.bytes_read(); }
   const TcpStream& stream() const { return *stream_; }
 
   // ---- The link the link step chose. By reference, the receiver copies tensors out of this
@@ -191,25 +191,17 @@ class Connection {
   void send_link_frame(uint16_t type, std::span<const std::byte> meta);
   Incoming receive_link_frame();
 
-  // The checks of a frame's opening, shared by receive_frame and try_receive: the header's (noting
-  // the frame's type, request id, length and CRC), then the meta length's.
-  void accept_header(std::span<const std::byte, frame_format::kHeaderBytes> header_bytes,
-                     uint64_t max_payload_bytes, bool handshake);
-  PayloadLayout accept_meta_len(std::span<const std::byte, frame_format::kMetaLenBytes> meta_len);
-  // The protocol's rule (ConnectionOptions::type_carries_tensors) for the frame just opened.
-  void check_tensors_allowed() const;
-  Incoming incoming() const;
+  // The reader's next frame (FrameReader::read, try_read, under the limits of the handshake or of
+  // the frames after it), noted as the frame being received; the peer closing between frames
+  // fails the connection as closed by the peer.
   Incoming receive_frame(const IoDeadline& first_byte, const IoDeadline& rest,
                          uint64_t max_payload_bytes, bool handshake);
-  void read_tensor_bytes(std::span<std::byte> into);
-  // Once the whole payload is in: reads the tensors' tag, if frames carry one, and checks the
-  // frame (blocking, or as far as the socket allows now: false until the tag is in). FrameError
-  // "bad CRC32C from <peer>" or "frame N from <peer> ... failed authentication" if it does not
-  // match.
-  void finish_frame(const IoDeadline& deadline);
-  bool try_finish_frame();
-  // try_receive's work, under the limits of the handshake or of the frames after it.
   std::optional<Incoming> try_receive_frame(uint64_t max_payload_bytes, bool handshake);
+  Incoming received(const Incoming& in);
+  // The protocol's rule (ConnectionOptions::type_carries_tensors) for the frame being received.
+  void check_tensors_allowed() const;
+  // FrameError naming the peer unless the frame being received carries `expected` tensor bytes.
+  void check_tensor_sizes(uint64_t expected) const;
   void open_after_handshake(const HandshakeParams& peer, const FrameKey* send_key,
                             const FrameKey* receive_key);
 
@@ -266,27 +258,14 @@ class Connection {
   bool server_side_ = false;
   enum class LinkState : uint8_t { kAwaited, kOffered, kDone } link_step_ = LinkState::kAwaited;
 
-  // Receiver thread only: the frame being received.
-  std::vector<std::byte> meta_;     // reused; grows to the largest meta seen
-  std::vector<std::byte> discard_;  // scratch for discard_tensors, allocated on first use
-  bool frame_unconsumed_ = false;   // received; receive_tensors / discard_tensors not yet called
-  uint64_t tensor_bytes_ = 0;
-  FrameCheck check_;
-  uint32_t expected_crc_ = 0;  // from the frame's header
+  // Receiver thread only: the frames in, and the one being received (by value from the reader,
+  // by reference from the link).
+  FrameReader reader_;
+  bool frame_unconsumed_ = false;  // received; receive_tensors / discard_tensors not yet called
   uint16_t receive_type_ = 0;
   uint64_t receive_request_id_ = 0;
-  uint64_t receive_payload_len_ = 0;
-  // try_receive's progress through a frame: the header and meta length, then the meta, then the
-  // tensors.
-  std::array<std::byte, frame_format::kHeaderBytes + frame_format::kMetaLenBytes> prefix_{};
-  size_t prefix_have_ = 0;
-  bool header_accepted_ = false;
-  bool prefix_done_ = false;
-  size_t meta_have_ = 0;
-  bool opening_absorbed_ = false;
-  bool opening_checked_ = false;
-  uint64_t tensors_have_ = 0;
-  uint64_t bytes_moved_ = 0;
+  uint64_t tensor_bytes_ = 0;
+  uint64_t bytes_moved_ = 0;  // but the reader's own
 };
 
 template <typename Body>

@@ -315,7 +315,7 @@ void Connection::open_after_handshake(const HandshakeParams& peer, const FrameKe
   peer_params_ = peer;
   if (options_.authenticate_frames) {
     writer_.set_key(*send_key);
-    check_.set_key(*receive_key);
+    reader_.set_key(*receive_key);
   }
   std::lock_guard lock(mutex_);
   // close() from another thread may have won; closed stays closed.

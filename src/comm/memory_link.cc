@@ -375,10 +375,7 @@ void MemoryLink::frame_delivered() {
 }
 
 IncomingFrame MemoryLink::deliver(Connection& c, const IncomingFrame& frame) {
-  c.receive_type_ = frame.type;
-  c.receive_request_id_ = frame.request_id;
-  c.tensor_bytes_ = frame.tensor_bytes;
-  c.frame_unconsumed_ = true;
+  c.received(frame);
   c.check_tensors_allowed();
   c.bytes_moved_ += sizeof(SharedMailbox::Record);
   // Empty tensors are never read, so they are acknowledged at once. (Only "all acknowledged" is
