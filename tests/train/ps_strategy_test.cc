@@ -2,8 +2,9 @@
 // over loopback connections, with the real handshake and protocol, payloads by value over TCP or
 // by reference through memory (the link step goes by reference within one process too), each
 // worker running the training loop as the run plan's composition root (plan/run.h) does. Sync
-// training of W workers on batch B is local training on batch W·B (DESIGN.md §5), and every
-// worker ends with the ps's values.
+// training of W workers on batch B is local training on batch W·B (DESIGN.md §5), every worker
+// ends with the ps's values, and those are the values `dtrain train --strategy sync` ends with in
+// processes.
 #include "train/ps_strategy.h"
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <csignal>
 #include <exception>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -21,7 +23,11 @@
 #include <vector>
 
 #include "base/stop_request.h"
+#include "plan/recipes.h"
+#include "support/process.h"
+#include "support/ps_cluster.h"
 #include "support/temp_dir.h"
+#include "support/text_match.h"
 #include "tensor/blas.h"
 #include "train/local_strategy.h"
 #include "train/ps_task_server.h"
@@ -75,8 +81,10 @@ class PsStrategyInOneProcess : public ::testing::TestWithParam<Transport> {
     write_examples(dir_ / "test.csv", 60, 2);
   }
 
+  // What the CLI makes of flags(batch_size): the model's recipe, and a user's files trained on
+  // whole.
   TrainConfig train_config(int batch_size) const {
-    TrainConfig c;
+    TrainConfig c = recipe_for((dir_ / "model.json").string());
     c.model.name = (dir_ / "model.json").string();
     c.train_data = (dir_ / "train.csv").string();
     c.test_data = (dir_ / "test.csv").string();
@@ -86,6 +94,17 @@ class PsStrategyInOneProcess : public ::testing::TestWithParam<Transport> {
     c.log_every = 0;
     c.validation_size = 0;
     return c;
+  }
+
+  std::vector<std::string> flags(int batch_size) const {
+    return {"--model",         (dir_ / "model.json").string(),
+            "--train_data",    (dir_ / "train.csv").string(),
+            "--test_data",     (dir_ / "test.csv").string(),
+            "--batch_size",    std::to_string(batch_size),
+            "--train_steps",   std::to_string(kSteps),
+            "--learning_rate", "0.5",
+            "--threads",       "1",
+            "--log_every",     "0"};
   }
 
   // A cluster of one ps at `ps_port` and two workers, as task `job` `index` sees it. The workers'
@@ -186,6 +205,16 @@ class PsStrategyInOneProcess : public ::testing::TestWithParam<Transport> {
   TaskRun workers_[2];
 };
 
+// worker -> the parameters' CRC it printed.
+std::map<int, std::string> by_worker_crc(const std::string& out) {
+  std::map<int, std::string> found;
+  for (const testing::Match& line :
+       testing::all_matches(out, R"(worker=([0-9]+): parameters crc32c = (0x[0-9A-F]{8}))")) {
+    found[std::stoi(line[1])] = line[2];
+  }
+  return found;
+}
+
 TEST_P(PsStrategyInOneProcess, SyncWorkersEndEqualAndMatchLocalTrainingOnTheCombinedBatch) {
   constexpr int kWorkerBatch = 10;
   run_sync_cluster(kWorkerBatch);
@@ -213,6 +242,18 @@ TEST_P(PsStrategyInOneProcess, SyncWorkersEndEqualAndMatchLocalTrainingOnTheComb
   constexpr float kTolerance = 1e-4f;
   EXPECT_LE(max_abs_difference(workers_[0].params, combined), kTolerance);
   EXPECT_GT(max_abs_difference(workers_[0].params, one_slice), 10 * kTolerance);
+
+  // And where `dtrain train --strategy sync` ends with a ps and two worker processes on the same
+  // files, to the bit (once: over in-memory links, what stands in for those processes here).
+  if (GetParam() != Transport::kShm) return;
+  const std::string threads = workers_[0].out.str() + workers_[1].out.str();
+  const std::map<int, std::string> crcs = by_worker_crc(threads);
+  ASSERT_EQ(crcs.size(), 2u) << threads;
+  EXPECT_EQ(crcs.at(0), crcs.at(1)) << threads;
+  const testing::ProcessResult processes = testing::run_dtrain(testing::concat(
+      {"train", "--strategy", "sync", "--ps", "1", "--workers", "2"}, flags(kWorkerBatch)));
+  ASSERT_EQ(processes.exit_code, 0) << testing::all_output(processes);
+  EXPECT_EQ(by_worker_crc(processes.out), crcs) << processes.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Links, PsStrategyInOneProcess,
