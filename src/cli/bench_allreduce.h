@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "collective/communicator.h"
-#include "comm/peer_memory.h"
+#include "comm/transport.h"
 
 namespace dtrain::cli {
 

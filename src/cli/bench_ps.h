@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "comm/peer_memory.h"
+#include "comm/transport.h"
 
 namespace dtrain::cli {
 

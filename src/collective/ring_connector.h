@@ -15,7 +15,7 @@
 #include "base/stop_request.h"
 #include "collective/ring_links.h"
 #include "comm/host_port.h"
-#include "comm/peer_memory.h"
+#include "comm/transport.h"
 
 namespace dtrain {
 
@@ -39,7 +39,7 @@ struct RingOptions {
   // more than a chunk's transfer on loopback. 0: sleep at once. See ring_spin_us().
   int spin_us = 50;
   std::string job = "worker";  // ranks are named "<job><rank>" in messages
-  // How chunks reach a neighbour on this host (comm/peer_memory.h). Under kShm a neighbour whose
+  // How chunks reach a neighbour on this host (comm/transport.h). Under kShm a neighbour whose
   // memory cannot be read, or that was started with --transport tcp, keeps the ring from forming.
   Transport transport = Transport::kAuto;
   // While connecting to the right neighbour: a stop request ends the wait (StopRequested), and

@@ -13,8 +13,8 @@
 #include "base/error.h"
 #include "collective/ring_protocol.h"
 #include "comm/connect.h"
-#include "comm/link_setup.h"
 #include "comm/meta_codec.h"
+#include "comm/transport.h"
 
 namespace dtrain {
 

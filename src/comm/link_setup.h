@@ -25,19 +25,12 @@
 #include <string>
 #include <string_view>
 
-#include "base/error.h"
 #include "comm/memory_link.h"
+#include "comm/transport.h"
 
 namespace dtrain {
 
 class Connection;
-
-// A peer could not have the link --transport shm requires, or refused ours. Final: no retry
-// changes it. Not a TransportError, so that connect() does not retry it.
-class LinkRefused : public Error {
- public:
-  explicit LinkRefused(const std::string& what) : Error(what) {}
-};
 
 // "--transport shm: worker0 and ps0 cannot move payloads through memory: <why>; run them with
 // --transport tcp or auto".

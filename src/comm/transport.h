@@ -3,7 +3,10 @@
 // copying them straight out of the sender's memory (comm/peer_memory.h, comm/memory_link.h).
 #pragma once
 
+#include <string>
 #include <string_view>
+
+#include "base/error.h"
 
 namespace dtrain {
 
@@ -15,5 +18,12 @@ enum class Transport { kAuto, kTcp, kShm };
 std::string_view transport_name(Transport transport);  // "auto", "tcp", "shm"
 // Throws std::invalid_argument naming the value and the choices.
 Transport parse_transport(std::string_view name);
+
+// A peer could not have the link --transport shm requires, or refused ours (comm/link_setup.h).
+// Final: no retry changes it. Not a TransportError, so that connect() does not retry it.
+class LinkRefused : public Error {
+ public:
+  explicit LinkRefused(const std::string& what) : Error(what) {}
+};
 
 }  // namespace dtrain

@@ -19,7 +19,7 @@
 #include "cluster/cluster_spec.h"
 #include "collective/communicator.h"
 #include "collective/ring_connector.h"
-#include "comm/peer_memory.h"
+#include "comm/transport.h"
 #include "train/strategy.h"
 #include "train/train_config.h"
 #include "train/training_input.h"
@@ -39,7 +39,7 @@ struct AllreduceClusterConfig {
   // How long a worker waits for the ring to form and for any message once it has: a lost or
   // stuck worker fails every other within this time, with an error naming it.
   int collective_timeout_ms = 60'000;
-  // How chunks reach a worker on the same host (--transport; comm/peer_memory.h).
+  // How chunks reach a worker on the same host (--transport; comm/transport.h).
   Transport transport = Transport::kAuto;
 };
 

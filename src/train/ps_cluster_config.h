@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cluster/cluster_spec.h"
-#include "comm/peer_memory.h"
+#include "comm/transport.h"
 #include "ps/partition.h"
 #include "ps/ps_service_options.h"
 #include "ps/sync_options.h"

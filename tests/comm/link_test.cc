@@ -25,10 +25,10 @@
 #include "base/error.h"
 #include "comm/connect.h"
 #include "comm/connection.h"
-#include "comm/link_setup.h"
 #include "comm/loopback.h"
 #include "comm/server.h"
 #include "comm/tcp_stream.h"
+#include "comm/transport.h"
 #include "support/mailbox_pages.h"
 
 namespace dtrain {

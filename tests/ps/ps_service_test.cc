@@ -30,8 +30,8 @@
 
 #include "base/error.h"
 #include "comm/connect.h"
-#include "comm/link_setup.h"
 #include "comm/loopback.h"
+#include "comm/transport.h"
 #include "ps/ps_client.h"
 
 namespace dtrain {
