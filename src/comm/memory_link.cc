@@ -157,10 +157,15 @@ void MemoryLink::post(Connection& c, uint16_t type, uint64_t request_id,
         wait(c, began, c.options_.io_timeout_ms < 0 ? std::nullopt : std::optional(until),
              "took no mailbox record", SharedMailbox::kForAcks);
       }
+      write_wake(c, SharedMailbox::kForRecords);
     } else {
+      // The frame itself wakes a peer asleep on its socket. A wake frame after it would only be
+      // left unread by a peer that has what it waited for and closes: its kernel then resets
+      // the connection, which this side would take for a failure.
+      c.wake_pending_ = false;
       c.writer_.write(type, request_id, out.meta, {}, c.io_deadline());
+      write_wake(c, /*reason=*/0);  // one asked for while the frame was going out
     }
-    write_wake(c, SharedMailbox::kForRecords);
   }
 }
 
@@ -182,6 +187,7 @@ void MemoryLink::start_send(Connection& c, uint16_t type, uint64_t request_id,
   if (out.as_record) {
     post_pending_ = true;
   } else {
+    c.wake_pending_ = false;  // the frame itself wakes a peer asleep on its socket (see post)
     c.writer_.start(type, request_id, out.meta, {});
   }
 }
@@ -196,7 +202,7 @@ bool MemoryLink::continue_send(Connection& c) {
   }
   if (!c.writer_.busy()) return true;
   if (!c.pump_send()) return false;
-  wake_peer(c, SharedMailbox::kForRecords);  // or one left pending while the writer was busy
+  wake_peer(c, /*reason=*/0);  // one asked for while the frame was going out
   return true;
 }
 

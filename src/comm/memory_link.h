@@ -141,7 +141,8 @@ class MemoryLink {
   void acknowledge(Connection& c);
   // A peer asleep on its socket after we posted or acknowledged gets a kTypeWake frame, now if
   // the writer is free, else from whoever holds it once its frame is out.
-  // `reason`: what we did, SharedMailbox::kForRecords (posted) or kForAcks (acknowledged).
+  // `reason`: what we did, SharedMailbox::kForRecords (posted) or kForAcks (acknowledged); 0 to
+  // write only a wake left pending.
   void wake_peer(Connection& c, unsigned reason);
   void write_wake(Connection& c, unsigned reason);  // REQUIRES: write_mutex_ held, writer free
   // One turn of a blocking call's wait that `began` then: a yield while it is short, else a sleep

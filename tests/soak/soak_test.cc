@@ -569,7 +569,7 @@ TEST(Soak, ClusterUnderHostileConnectionsEndsWithFlatMemoryAndNoDescriptorLeak) 
     EXPECT_GT(sent.rejected, 0);
     EXPECT_GT(sent.failed, 0);
     EXPECT_EQ(summary->rejected, sent.rejected + w.probes[ps]) << tasks[ps].name;
-    EXPECT_EQ(summary->failed, sent.failed) << tasks[ps].name;
+    EXPECT_EQ(summary->failed, sent.failed) << tasks[ps].name << ": " << results[ps].out;
     summaries.push_back(*summary);
   }
 
