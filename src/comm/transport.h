@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/error.h"
 
@@ -18,6 +19,10 @@ enum class Transport { kAuto, kTcp, kShm };
 std::string_view transport_name(Transport transport);  // "auto", "tcp", "shm"
 // Throws std::invalid_argument naming the value and the choices.
 Transport parse_transport(std::string_view name);
+// What --transport accepts and what its --help says of each (plan/flags.cc): a transport added
+// here is offered there without a line there.
+std::vector<std::string_view> transport_names();
+std::string_view transport_help();
 
 // A peer could not have the link --transport shm requires, or refused ours (comm/link_setup.h).
 // Final: no retry changes it. Not a TransportError, so that connect() does not retry it.

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "comm/transport.h"
 #include "data/data_files.h"
 #include "plan/flag_checks.h"
 #include "plan/run_plan.h"
@@ -420,12 +421,9 @@ std::vector<FlagSpec> make_table() {
        .when = CheckWhen::kUnderItsStrategies},
       {.name = "--transport",
        .field = &F::transport,
-       .help = "How payloads move between tasks on the same host (all-reduce chunks; a "
-               "worker's gradients and values to and from a ps): auto (copied straight out of "
-               "or into the other task's memory where the kernel allows it, else TCP), tcp, or "
-               "shm (memory only; a pair that cannot is an error)",
+       .help = transport_help(),
        .show_default = true,
-       .choices = {"auto", "tcp", "shm"},
+       .choices = transport_names(),
        .strategies = kClusterStrategies},
   };
 }

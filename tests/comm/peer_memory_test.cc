@@ -16,6 +16,7 @@
 #include <array>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 #include <vector>
 
 #include "base/error.h"
@@ -168,8 +169,10 @@ TEST(PeerMemory, TransportNamesRoundTripAndABadOneIsNamed) {
     parse_transport("rdma");
     FAIL() << "accepted --transport rdma";
   } catch (const std::invalid_argument& error) {
-    EXPECT_THAT(error.what(), HasSubstr("--transport rdma"));
+    EXPECT_THAT(error.what(), HasSubstr("--transport rdma: choose one of auto, tcp, shm"));
   }
+  // What --transport accepts (plan/flags.cc takes its choices from here).
+  EXPECT_EQ(transport_names(), (std::vector<std::string_view>{"auto", "tcp", "shm"}));
 }
 
 }  // namespace
