@@ -3,7 +3,8 @@
 # (quiet when none are), configures and builds BUILD_DIR, and fetches MNIST. Safe to run again.
 #
 # Usage: scripts/setup.sh [--tests | --sanitize] [BUILD_DIR]
-#   (default)    what training needs and no more: the dtrain binary alone, Release, in build/
+#   (default)    what training needs and no more: the dtrain binary and the Python package
+#                (build/python: PYTHONPATH=build/python python3 -c "import dtrain"), Release, in build/
 #   --tests      everything the suite runs, Release (default dir build): the test binaries too,
 #                the test-only packages, and ONNX Runtime for the export tests
 #   --sanitize   as --tests, with AddressSanitizer + UndefinedBehaviorSanitizer (default dir
@@ -22,12 +23,13 @@ case "${1:-}" in
 esac
 build_dir="${1:-$build_dir}"
 
-# What building and running `dtrain train` needs. ocl-icd-opencl-dev: Debian's libdnnl-dev is built
+# What building and running `dtrain train` and `import dtrain` (pybind11, numpy) need. ocl-icd-opencl-dev: Debian's libdnnl-dev is built
 # with the OpenCL GPU runtime, so its CMake config calls find_package(OpenCL REQUIRED), and that
 # package is only a Recommends, which --no-install-recommends leaves out.
 readonly TRAIN_PACKAGES=(cmake ninja-build g++ pkg-config libopenblas-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libasio-dev libssl-dev libisal-dev
-  libdnnl-dev ocl-icd-opencl-dev protobuf-compiler libprotobuf-dev npm ca-certificates)
+  libdnnl-dev ocl-icd-opencl-dev protobuf-compiler libprotobuf-dev npm ca-certificates
+  pybind11-dev python3-dev python3-numpy)
 # What the suite needs beyond that (docs/development.md says what each is for).
 readonly TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   iproute2 nftables python3-protobuf python3-crcmod dataset-fashion-mnist python3-onnx
@@ -79,7 +81,7 @@ if [[ "$mode" == train ]]; then
   # Without the suite and the benchmarks configured, their packages are not needed either.
   configure "$build_dir" -DCMAKE_BUILD_TYPE:STRING=Release -DDTRAIN_SANITIZE:BOOL=OFF \
     -DDTRAIN_BUILD_TESTS:BOOL=OFF -DDTRAIN_BUILD_BENCH:BOOL=OFF
-  build "$build_dir" --target dtrain
+  build "$build_dir" --target dtrain dtrain_python
   test -x "$build_dir/dtrain" || { echo "setup: the build failed (see above)" >&2; exit 1; }
   scripts/fetch_mnist.sh
   exit 0
