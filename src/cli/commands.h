@@ -12,6 +12,7 @@
 
 #include "cluster/cluster_secret.h"
 #include "data/data_options.h"
+#include "plan/data_flags.h"
 #include "train/evaluate.h"
 
 namespace dtrain::cli {
@@ -27,16 +28,6 @@ void add_convert_command(CLI::App& app, Action& action);
 void add_models_command(CLI::App& app, Action& action);
 void add_export_command(CLI::App& app, Action& action);
 void add_predict_command(CLI::App& app, Action& action);
-
-// --data_format, --compression, --image_feature, --label_feature, --label_column and
-// --feature_scale, bound to the fields of *options (a scale that does not parse is refused as the
-// command line is parsed). The help shows their values as the defaults, or says they come from
-// `defaults_from` when it is not empty.
-void add_data_option_flags(CLI::App* cmd, DataOptions* options,
-                           const std::string& defaults_from = "");
-// base, with each data flag given on cmd's command line taken from flags (what
-// add_data_option_flags bound them to).
-DataOptions given_data_options(const CLI::App& cmd, const DataOptions& flags, DataOptions base);
 
 // The command line as main() received it, for the local launcher to pass on to its tasks.
 void set_command_line(int argc, char** argv);

@@ -11,62 +11,12 @@
 
 #include "cli/commands.h"
 #include "cli/shutdown.h"
-#include "plan/flags.h"
+#include "plan/flag_parser.h"
 #include "plan/run.h"
 #include "plan/run_plan.h"
 
 namespace dtrain::cli {
 namespace {
-
-// One option of the table bound to its field of *values.
-template <typename T>
-CLI::Option* add_field(CLI::App* cmd, const FlagSpec& flag, T& field) {
-  const std::string name(flag.name);
-  const std::string help(flag.help);
-  if constexpr (std::is_same_v<T, bool>) {
-    if (flag.is_switch) return cmd->add_flag(flag.negates ? "!" + name : name, field, help);
-  }
-  return cmd->add_option(name, field, help);
-}
-
-void add_table_flags(CLI::App* cmd, FlagValues* values) {
-  for (const FlagSpec& flag : flag_table()) {
-    if (std::holds_alternative<std::monostate>(flag.field)) {
-      add_data_option_flags(cmd, &values->data_options);
-      continue;
-    }
-    CLI::Option* option = std::visit(
-        [&](auto field) -> CLI::Option* {
-          if constexpr (std::is_same_v<decltype(field), std::monostate>) {
-            return nullptr;
-          } else {
-            return add_field(cmd, flag, values->*field);
-          }
-        },
-        flag.field);
-    if (flag.show_default) option->capture_default_str();
-    if (!flag.choices.empty())
-      option->check(
-          CLI::IsMember(std::vector<std::string>(flag.choices.begin(), flag.choices.end())));
-    if (flag.delimiter != 0) option->delimiter(flag.delimiter);
-    if (flag.hidden) option->group("");
-  }
-}
-
-// The table's flags on the command line, each with its value as typed.
-std::map<std::string, std::string, std::less<>> given_flags(const CLI::App& cmd) {
-  std::map<std::string, std::string, std::less<>> given;
-  for (const FlagSpec& flag : flag_table()) {
-    if (std::holds_alternative<std::monostate>(flag.field)) continue;
-    const std::string name(flag.name);
-    if (cmd.count(name) == 0) continue;
-    std::string text;
-    for (const std::string& part : cmd.get_option(name)->results())
-      text += (text.empty() ? "" : ",") + part;
-    given[name] = text;
-  }
-  return given;
-}
 
 int run(const CLI::App& cmd, FlagValues flags, Command command) {
   if (flags.data_dir.empty()) flags.data_dir = default_data_dir();
@@ -95,7 +45,7 @@ void add_run_command(CLI::App& app, Action& action, Command command, const char*
   auto flags = std::make_shared<FlagValues>();
   CLI::App* cmd = app.add_subcommand(name, description);
   cmd->footer(kLauncherHelp);
-  add_table_flags(cmd, flags.get());
+  add_flag_options(cmd, flags.get());
   cmd->callback([cmd, flags, command, &action] {
     action = [cmd, flags, command] { return run(*cmd, *flags, command); };
   });

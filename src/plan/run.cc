@@ -13,6 +13,7 @@
 #include "cluster/cluster_source.h"
 #include "cluster/rendezvous.h"
 #include "data/data_files.h"
+#include "plan/cluster_configs.h"
 #include "plan/flags.h"
 #include "plan/local_cluster.h"
 #include "train/allreduce_trainer.h"
@@ -191,38 +192,6 @@ void refuse_launcher_flags(const RunPlan& plan, bool launched) {
   }
 }
 
-AllreduceClusterConfig allreduce_config(const RunPlan& plan, ClusterConfig cluster,
-                                        const EnvLookup& env) {
-  const FlagValues& f = plan.flags;
-  AllreduceClusterConfig c;
-  c.cluster = std::move(cluster);
-  c.secret = cluster_secret(f.secret_file, env);
-  c.fusion_bytes = f.fusion_bytes;
-  c.collective_timeout_ms = f.collective_timeout * 1000;
-  c.transport = parse_transport(f.transport);
-  return c;
-}
-
-PsClusterConfig ps_config(const RunPlan& plan, StrategyKind kind, ClusterConfig cluster,
-                          const EnvLookup& env) {
-  const FlagValues& f = plan.flags;
-  PsClusterConfig c;
-  c.cluster = std::move(cluster);
-  c.secret = cluster_secret(f.secret_file, env);
-  c.placement = parse_placement(f.placement);
-  c.min_shard_bytes = f.min_shard_bytes;
-  c.sync.sync_replicas = kind == StrategyKind::kSync;
-  c.sync.replicas_to_aggregate = f.replicas_to_aggregate;
-  c.sync.total_num_replicas = f.total_num_replicas;
-  c.peer_timeout_ms = f.peer_timeout * 1000;
-  c.worker_timeout_ms = f.worker_timeout * 1000;
-  c.liveness_timeout_ms = f.liveness_timeout * 1000;
-  c.on_worker_loss =
-      f.on_worker_loss == "continue" ? WorkerLossPolicy::kContinue : WorkerLossPolicy::kStop;
-  c.transport = parse_transport(f.transport);
-  return c;
-}
-
 // This process is one task of a cluster: its flags, TF_CONFIG, a --cluster file or a launcher's
 // ranks (`launched`) say where, `source` which.
 int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, bool launched,
@@ -267,7 +236,8 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
   const std::shared_ptr<const StopRequest> stop = handle_signals(environment, config, name);
   config.stop = stop.get();
   if (kind == StrategyKind::kAllreduce) {
-    const AllreduceClusterConfig c = allreduce_config(plan, std::move(cluster), environment.env);
+    const AllreduceClusterConfig c = allreduce_config(
+        plan, std::move(cluster), cluster_secret(plan.flags.secret_file, environment.env));
     out << place << std::flush;
     begin_allreduce_task(c);
     return train_with(
@@ -277,7 +247,8 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
         },
         out);
   }
-  const PsClusterConfig c = ps_config(plan, kind, std::move(cluster), environment.env);
+  const PsClusterConfig c = ps_config(plan, kind, std::move(cluster),
+                                      cluster_secret(plan.flags.secret_file, environment.env));
   out << place << std::flush;
   if (begin_ps_task(c)) return run_ps_service(config, c, out);
   return train_with(

@@ -1,11 +1,10 @@
-// The flags that say how to read data files (data/data_options.h), declared once for every
-// command that reads them: train, and eval and predict (whose defaults are the checkpoint's).
+// The data flags' declarations and what was given of them.
+#include "plan/data_flags.h"
+
 #include <map>
 #include <string>
 
-#include "cli/commands.h"
-
-namespace dtrain::cli {
+namespace dtrain {
 namespace {
 
 std::string default_note(const std::string& defaults_from) {
@@ -77,4 +76,4 @@ DataOptions given_data_options(const CLI::App& cmd, const DataOptions& flags, Da
   return base;
 }
 
-}  // namespace dtrain::cli
+}  // namespace dtrain

@@ -1,0 +1,41 @@
+// The settings of one task of a cluster, from its run plan.
+#include "plan/cluster_configs.h"
+
+#include "comm/transport.h"
+#include "ps/partition.h"
+
+namespace dtrain {
+
+AllreduceClusterConfig allreduce_config(const RunPlan& plan, ClusterConfig cluster,
+                                        std::string secret) {
+  const FlagValues& f = plan.flags;
+  AllreduceClusterConfig c;
+  c.cluster = std::move(cluster);
+  c.secret = std::move(secret);
+  c.fusion_bytes = f.fusion_bytes;
+  c.collective_timeout_ms = f.collective_timeout * 1000;
+  c.transport = parse_transport(f.transport);
+  return c;
+}
+
+PsClusterConfig ps_config(const RunPlan& plan, StrategyKind kind, ClusterConfig cluster,
+                          std::string secret) {
+  const FlagValues& f = plan.flags;
+  PsClusterConfig c;
+  c.cluster = std::move(cluster);
+  c.secret = std::move(secret);
+  c.placement = parse_placement(f.placement);
+  c.min_shard_bytes = f.min_shard_bytes;
+  c.sync.sync_replicas = kind == StrategyKind::kSync;
+  c.sync.replicas_to_aggregate = f.replicas_to_aggregate;
+  c.sync.total_num_replicas = f.total_num_replicas;
+  c.peer_timeout_ms = f.peer_timeout * 1000;
+  c.worker_timeout_ms = f.worker_timeout * 1000;
+  c.liveness_timeout_ms = f.liveness_timeout * 1000;
+  c.on_worker_loss =
+      f.on_worker_loss == "continue" ? WorkerLossPolicy::kContinue : WorkerLossPolicy::kStop;
+  c.transport = parse_transport(f.transport);
+  return c;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,21 @@
+// What a task of a cluster takes from the run plan beside its training settings: the all-reduce
+// ring's and the ps strategies' settings, the same for a task of its own process (plan/run.h) and
+// for ranks in threads of one process (plan/in_process_run.h).
+#pragma once
+
+#include <string>
+
+#include "plan/run_plan.h"
+#include "train/allreduce_strategy.h"
+#include "train/ps_cluster_config.h"
+
+namespace dtrain {
+
+// `secret`: the cluster secret, raw bytes.
+AllreduceClusterConfig allreduce_config(const RunPlan& plan, ClusterConfig cluster,
+                                        std::string secret);
+// kind: async or sync.
+PsClusterConfig ps_config(const RunPlan& plan, StrategyKind kind, ClusterConfig cluster,
+                          std::string secret);
+
+}  // namespace dtrain

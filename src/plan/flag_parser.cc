@@ -1,0 +1,84 @@
+// The flag table (plan/flags.h) bound to CLI11: `dtrain train` and `dtrain task` declare their
+// options from it, and Python's fit parses its keywords through it, so that a flag has one
+// default, one parser and one check wherever it is given.
+#include "plan/flag_parser.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <variant>
+
+#include "base/error.h"
+#include "plan/data_flags.h"
+#include "plan/flags.h"
+
+namespace dtrain {
+namespace {
+
+// One option of the table bound to its field of *values.
+template <typename T>
+CLI::Option* add_field(CLI::App* cmd, const FlagSpec& flag, T& field) {
+  const std::string name(flag.name);
+  const std::string help(flag.help);
+  if constexpr (std::is_same_v<T, bool>) {
+    if (flag.is_switch) return cmd->add_flag(flag.negates ? "!" + name : name, field, help);
+  }
+  return cmd->add_option(name, field, help);
+}
+
+}  // namespace
+
+void add_flag_options(CLI::App* cmd, FlagValues* values) {
+  for (const FlagSpec& flag : flag_table()) {
+    if (std::holds_alternative<std::monostate>(flag.field)) {
+      add_data_option_flags(cmd, &values->data_options);
+      continue;
+    }
+    CLI::Option* option = std::visit(
+        [&](auto field) -> CLI::Option* {
+          if constexpr (std::is_same_v<decltype(field), std::monostate>) {
+            return nullptr;
+          } else {
+            return add_field(cmd, flag, values->*field);
+          }
+        },
+        flag.field);
+    if (flag.show_default) option->capture_default_str();
+    if (!flag.choices.empty())
+      option->check(
+          CLI::IsMember(std::vector<std::string>(flag.choices.begin(), flag.choices.end())));
+    if (flag.delimiter != 0) option->delimiter(flag.delimiter);
+    if (flag.hidden) option->group("");
+  }
+}
+
+// The table's flags on the command line, each with its value as typed.
+std::map<std::string, std::string, std::less<>> given_flags(const CLI::App& cmd) {
+  std::map<std::string, std::string, std::less<>> given;
+  for (const FlagSpec& flag : flag_table()) {
+    if (std::holds_alternative<std::monostate>(flag.field)) continue;
+    const std::string name(flag.name);
+    if (cmd.count(name) == 0) continue;
+    std::string text;
+    for (const std::string& part : cmd.get_option(name)->results())
+      text += (text.empty() ? "" : ",") + part;
+    given[name] = text;
+  }
+  return given;
+}
+
+RunPlan plan_from_arguments(Command command, const std::vector<std::string>& arguments) {
+  FlagValues flags;
+  CLI::App app(command == Command::kTask ? "task" : "train");
+  add_flag_options(&app, &flags);
+  // CLI11 takes the arguments last first.
+  std::vector<std::string> reversed(arguments.rbegin(), arguments.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& error) {
+    throw UsageError(error.what());
+  }
+  return make_plan(command, flags, given_flags(app), arguments);
+}
+
+}  // namespace dtrain
