@@ -6,60 +6,10 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "export/onnx_export.h"
-#include "nn/keras_json.h"
-#include "nn/keras_json_writer.h"
+#include "export/checkpoint_export.h"
 
 namespace dtrain::cli {
-namespace {
-
-std::string shape_text(const Shape& shape) {
-  std::string text = "[batch";
-  for (size_t i = 1; i < shape.size(); ++i) text += fmt::format(",{}", shape[i]);
-  return text + "]";
-}
-
-OnnxModelInfo model_info(const CheckpointModel& loaded, const OnnxGraph& graph,
-                         const std::optional<FeatureScale>& scale) {
-  const Checkpoint& ckpt = loaded.checkpoint;
-  const nlohmann::json data = ckpt.config.value("data", nlohmann::json::object());
-  // Old checkpoints do not record it; what dtrain has always done is the default.
-  const std::string scaling =
-      data.value("input_scaling", std::string("uint8 pixels / 255; float features as given"));
-  const std::string input =
-      scale ? fmt::format(
-                  "the numeric features as the run's files held them: the graph multiplies them "
-                  "by {} first, as dtrain's --feature_scale did",
-                  scale->text)
-            : fmt::format("the model's input after dtrain's input scaling ({})", scaling);
-  // The export holds the model, not how dtrain trains it: the spec less its training defaults and
-  // the layer --hidden_units sized.
-  ModelSpec architecture = loaded.spec;
-  architecture.defaults = nlohmann::json::object();
-  architecture.hidden_units = std::nullopt;
-  OnnxModelInfo info;
-  info.doc_string = fmt::format(
-      "dtrain model {} at global step {} ({} weights). Input {}: {}, images NHWC as Keras has "
-      "them. Output {}: logits; softmax gives the class probabilities.",
-      ckpt.model, ckpt.global_step, loaded.moving_average ? "moving-average" : "raw",
-      shape_text(graph.input.shape), input, shape_text(graph.output.shape));
-  info.metadata = {
-      {"dtrain_model", ckpt.model},
-      {"global_step", std::to_string(ckpt.global_step)},
-      {"weights", loaded.moving_average ? "moving_average" : "raw"},
-      {"input_scaling", scaling},
-      {"data_options", data_options_json(checkpoint_data_options(ckpt)).dump()},
-      {"checkpoint", loaded.path.filename().string()},
-      {"keras_model", to_keras_json(architecture).dump()},
-      // The graph applies the scale itself: a runtime feeds it the features as the files hold
-      // them, and gets what `dtrain predict` prints for those files.
-      {"dtrain.feature_scale", scale ? scale->text : "none"},
-      {"dtrain.feature_scale_in_graph", scale ? "true" : "false"},
-  };
-  return info;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void add_export_command(CLI::App& app, Action& action) {
   auto checkpoint = std::make_shared<std::string>();
@@ -75,16 +25,7 @@ void add_export_command(CLI::App& app, Action& action) {
     action = [checkpoint, output, weights] {
       const CheckpointModel loaded = load_checkpoint_model(*checkpoint, *weights, std::cerr);
       refuse_output_over_checkpoint("--output", *output, loaded.path);
-      const std::optional<FeatureScale> scale =
-          checkpoint_data_options(loaded.checkpoint).feature_scale;
-      const OnnxGraph graph = build_onnx_graph(loaded.spec, loaded.params, scale);
-      write_onnx_model(*output, graph, model_info(loaded, graph, scale));
-      fmt::print(
-          "wrote {}: model {} at global step {}{}, input {} -> logits {}, {} nodes, "
-          "opset {}\n",
-          *output, loaded.checkpoint.model, loaded.checkpoint.global_step,
-          loaded.moving_average ? " (moving average)" : "", shape_text(graph.input.shape),
-          shape_text(graph.output.shape), graph.nodes.size(), kOnnxOpset);
+      fmt::print("{}\n", export_onnx(loaded, *output));
       return 0;
     };
   });

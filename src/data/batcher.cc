@@ -78,7 +78,7 @@ const Batch& Batcher::next() {
                             : index_ * batch_size_;
   for (int b = 0; b < batch_size_; ++b) {
     const int64_t row = order_[first + b];
-    const float* source = data_->images.data() + row * example_size;
+    const float* source = data_->rows().data() + row * example_size;
     std::copy(source, source + example_size, images_.data() + b * example_size);
     labels_[b] = data_->labels[row];
   }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,16 +19,24 @@ constexpr int64_t kMnistImageSide = 28;
 constexpr int64_t kMnistExampleSize = kMnistImageSide * kMnistImageSide;  // 784
 constexpr int64_t kMnistClasses = 10;
 
-// images is (size, example_size) row-major; labels[i] in 0..num_classes-1 is the class of row i.
+// The rows are (size, example_size) row-major; labels[i] in 0..num_classes-1 is the class of row i.
 // num_classes is what the files say (the largest label + 1, or 10 for MNIST); whether it fits the
 // model is the model's business.
 struct Dataset {
-  FloatBuffer images;
+  FloatBuffer images;  // the rows, when the Dataset owns them
+  // Rows that live elsewhere (a caller's numpy array), read in place instead of `images`.
+  // REQUIRES: they outlive the Dataset and every copy of it.
+  std::span<const float> borrowed_rows;
   std::vector<int32_t> labels;
   int64_t size = 0;
   int64_t example_size = kMnistExampleSize;
   int64_t num_classes = kMnistClasses;
   DataNotes notes;  // how the files' values became these: pixels or numeric, the labels' source
+
+  // The (size, example_size) rows, wherever they are.
+  std::span<const float> rows() const {
+    return borrowed_rows.data() != nullptr ? borrowed_rows : std::span<const float>(images);
+  }
 };
 
 // The first row of data whose label is outside 0..classes-1, or -1 when there is none.

@@ -52,6 +52,16 @@ class JsonLinesSink final : public RunLogSink {
   MetricsLog log_;
 };
 
+// Hands every record to a sink that someone else owns (TrainConfig::observer).
+class ForwardingSink final : public RunLogSink {
+ public:
+  explicit ForwardingSink(RunLogSink& target) : target_(target) {}
+  void write(const RunRecord& record) override { target_.write(record); }
+
+ private:
+  RunLogSink& target_;
+};
+
 // Not thread-safe: the training loop writes from its own thread, between steps, so the time a sink
 // takes is never counted as training time.
 class RunLog {

@@ -99,8 +99,15 @@ std::pair<Dataset, std::string> test_set(const EvalConfig& config, const Checkpo
 
 CheckpointModel load_checkpoint_model(const std::filesystem::path& path, CheckpointWeights weights,
                                       std::ostream& log) {
+  auto [checkpoint, file] = load(path, log);
+  return checkpoint_model(std::move(checkpoint), file, weights);
+}
+
+CheckpointModel checkpoint_model(Checkpoint checkpoint, const std::filesystem::path& path,
+                                 CheckpointWeights weights) {
   CheckpointModel loaded;
-  std::tie(loaded.checkpoint, loaded.path) = load(path, log);
+  loaded.checkpoint = std::move(checkpoint);
+  loaded.path = path;
   const Checkpoint& ckpt = loaded.checkpoint;
   // The file's name in errors: a refused model (too large, say) is the checkpoint's, not a flag's.
   const std::string source = fmt::format("{}: model spec", loaded.path.string());
@@ -153,7 +160,7 @@ double evaluate_checkpoint(const EvalConfig& config, std::ostream& out) {
   }
   GradientComputer computer(model, 1, 1);
   const double accuracy =
-      computer.accuracy(loaded.params, test.images.data(), test.labels.data(), test.size);
+      computer.accuracy(loaded.params, test.rows().data(), test.labels.data(), test.size);
   fmt::print(out, "{}: model {} at global step {}{}, on {} ({} test examples)\n",
              loaded.path.string(), ckpt.model, ckpt.global_step,
              loaded.moving_average ? " (moving average)" : "", source, test.size);

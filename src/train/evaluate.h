@@ -38,6 +38,9 @@ struct CheckpointModel {
 // averages asked for but absent.
 CheckpointModel load_checkpoint_model(const std::filesystem::path& path, CheckpointWeights weights,
                                       std::ostream& log);
+// The same for a checkpoint already in memory; `path` names it in errors (and in ONNX metadata).
+CheckpointModel checkpoint_model(Checkpoint checkpoint, const std::filesystem::path& path,
+                                 CheckpointWeights weights);
 
 // How the run read its data files ("data"/"options" of the config; the defaults when absent).
 DataOptions checkpoint_data_options(const Checkpoint& ckpt);

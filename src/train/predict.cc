@@ -63,7 +63,7 @@ PredictionSummary write_binary_predictions(const Model& model, const ParamSet& p
   int64_t correct = 0;
   for (int64_t begin = 0; begin < data.size; begin += kBatch) {
     const int n = static_cast<int>(std::min<int64_t>(kBatch, data.size - begin));
-    const float* logits = runner.logits(params, data.images.data() + begin * data.example_size, n);
+    const float* logits = runner.logits(params, data.rows().data() + begin * data.example_size, n);
     for (int i = 0; i < n; ++i) {
       int32_t predicted = 0;
       threshold_logits(logits + i, 1, &predicted);
@@ -99,7 +99,7 @@ PredictionSummary write_predictions(const Model& model, const ParamSet& params, 
   int64_t correct = 0;
   for (int64_t begin = 0; begin < data.size; begin += kBatch) {
     const int n = static_cast<int>(std::min<int64_t>(kBatch, data.size - begin));
-    const float* logits = runner.logits(params, data.images.data() + begin * data.example_size, n);
+    const float* logits = runner.logits(params, data.rows().data() + begin * data.example_size, n);
     for (int i = 0; i < n; ++i) {
       const float* row = logits + static_cast<int64_t>(i) * classes;
       int32_t predicted = 0;

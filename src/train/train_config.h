@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "base/stop_request.h"
+#include "ckpt/checkpoint.h"
 #include "data/data_options.h"
+#include "metrics/run_log.h"
 #include "nn/model_zoo.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -95,6 +97,9 @@ struct TrainConfig {
   // Evaluations of the validation set (validation_size examples held out of the training data)
   // every this many global steps; 0: none. The test set is evaluated once, at the end.
   int64_t eval_every = 0;
+  // Without eval_every, an evaluation at the end of every epoch, as Keras's fit does with
+  // validation data (Python's fit sets it).
+  bool eval_each_epoch = false;
   std::optional<double> target_accuracy;  // of the validation set
   // Stop after this many evaluations in a row without a lower validation loss, and evaluate the
   // best weights on the test set (Keras's EarlyStopping(monitor="val_loss", patience=N,
@@ -118,6 +123,13 @@ struct TrainConfig {
   // `dtrain eval` knows only the model's name, and the all-reduce fingerprint covers only what the
   // ring adds.
   const SettingsRecord* recorder = nullptr;
+  // Where the run starts when no checkpoint of train_dir says otherwise: these tensors (a model
+  // trained before, Python's fit called again) at global step 0, rather than fresh ones from seed.
+  // Null: from seed.
+  const Checkpoint* initial_state = nullptr;
+  // The chief's run log (metrics/run_log.h) goes here too, from the loop's thread: the records
+  // Python's fit makes its history and its progress lines of. Null: none.
+  RunLogSink* observer = nullptr;
 };
 
 // What a run achieved.

@@ -121,7 +121,7 @@ std::unique_ptr<BatchSource> TrainingInput::batches(const WorkerPlace& place, in
 uint32_t TrainingInput::fingerprint() const {
   if (stream_files_.empty()) {
     return crc_of(std::span<const int32_t>(train_.labels),
-                  crc_of(std::span<const float>(train_.images.data(), train_.images.size())));
+                  crc_of(std::span<const float>(train_.rows().data(), train_.rows().size())));
   }
   uint32_t crc = 0;
   for (const auto& file : stream_files_) {
@@ -137,11 +137,15 @@ int64_t TrainingInput::train_examples() const {
 }
 
 void TrainingInput::check_fits(const Model& model) const {
-  if (feature_count() != model.input_size()) {
+  // Training and test data in memory may differ from each other (data handed over as arrays).
+  const int64_t width = feature_count() != model.input_size() || test_.size == 0
+                            ? feature_count()
+                            : test_.example_size;
+  if (width != model.input_size()) {
     throw DataError(fmt::format(
         "the data has {} features per example ({}), but model {} takes {}: give a model whose "
         "input has {} values, or other data",
-        feature_count(), description_, model.name(), model.input_size(), feature_count()));
+        width, description_, model.name(), model.input_size(), width));
   }
   if (num_classes_ <= model.num_classes()) return;
   for (const auto& [data, which] : {std::pair{&train_, "training"}, std::pair{&test_, "test"}}) {

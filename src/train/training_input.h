@@ -33,7 +33,10 @@ class TrainingInput {
   const Dataset& test() const { return test_; }
   // The training examples held out (--validation_size); empty when none are.
   const Dataset& validation() const { return validation_; }
-  int64_t feature_count() const { return test_.example_size; }
+  // Values per example: the training data's where they are in memory, else the test set's.
+  int64_t feature_count() const {
+    return train_.size > 0 ? train_.example_size : test_.example_size;
+  }
   // The largest label of the training and test data, plus one.
   int64_t num_classes() const { return num_classes_; }
   // The training data, for messages: "MNIST in DIR", "2 files (a.csv, ...), streamed".

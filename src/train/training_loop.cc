@@ -65,6 +65,8 @@ class TrainingLoop {
         best_checkpoints_.emplace(config.train_dir / "best", 1);
       run_log_.add_sink(std::make_unique<JsonLinesSink>(config.train_dir / "metrics.jsonl"));
     }
+    if (place_.chief && config.observer != nullptr)
+      run_log_.add_sink(std::make_unique<ForwardingSink>(*config.observer));
     open_event_files();
   }
 
@@ -79,6 +81,7 @@ class TrainingLoop {
     }
     batches_->seek(strategy_.batch_index_at(first_step));
     if (eval_every_ > 0) next_eval_ = next_multiple(first_step, eval_every_);
+    if (steps_per_epoch_ > 0) epochs_recorded_ = first_step / steps_per_epoch_;
     if (c_.save_steps > 0) next_save_ = next_multiple(first_step, c_.save_steps);
     if (histograms_) next_histograms_ = next_multiple(first_step, c_.summary_steps);
     last_save_ = Clock::now();
@@ -106,6 +109,9 @@ class TrainingLoop {
           break;
         }
       }
+      epoch_loss_sum_ += loss_;
+      ++epoch_loss_steps_;
+      if (epoch_ended()) write_epoch_record();
       if (save_due()) save();
     }
     bar.finish();
@@ -162,10 +168,19 @@ class TrainingLoop {
   }
 
   std::optional<int64_t> restore() {
-    if (!checkpoints_) return std::nullopt;
-    const auto step = restore_newest(*checkpoints_, state_, who(), out_);
-    out_ << std::flush;
-    return step;
+    if (checkpoints_) {
+      const auto step = restore_newest(*checkpoints_, state_, who(), out_);
+      out_ << std::flush;
+      if (step) return step;
+    }
+    if (c_.initial_state == nullptr) return std::nullopt;
+    // Slots belong to the optimizer that filled them: another one starts its own afresh.
+    if (c_.initial_state->optimizer == state_.optimizer().name()) {
+      state_.restore(*c_.initial_state);
+    } else {
+      state_.restore_parameters(*c_.initial_state);
+    }
+    return 0;
   }
 
   void train_one_step() {
@@ -315,6 +330,27 @@ class TrainingLoop {
     run_log_.write({.step = state_.step, .histograms = histogram_buffers_});
   }
 
+  // An epoch of global steps has passed since the last epoch record: the chief's record of it
+  // (Keras's epoch_loss: the mean of this worker's losses over the epoch's steps).
+  bool epoch_ended() const {
+    if (!place_.chief || !run_log_.enabled() || steps_per_epoch_ <= 0) return false;
+    return state_.step / steps_per_epoch_ > epochs_recorded_;
+  }
+
+  void write_epoch_record() {
+    epochs_recorded_ = state_.step / steps_per_epoch_;
+    const double s = seconds(train_time_ - train_time_at_epoch_);
+    run_log_.write({state_.step,
+                    {{"epoch_loss", epoch_loss_sum_ / std::max<int64_t>(1, epoch_loss_steps_)},
+                     {"epochs", static_cast<double>(epochs_recorded_)},
+                     {"epoch_examples_per_sec", s > 0 ? static_cast<double>(epoch_loss_steps_) *
+                                                            c_.batch_size * place_.workers / s
+                                                      : 0.0}}});
+    epoch_loss_sum_ = 0;
+    epoch_loss_steps_ = 0;
+    train_time_at_epoch_ = train_time_;
+  }
+
   bool eval_due() {
     if (eval_every_ <= 0 || state_.step < next_eval_) return false;
     next_eval_ = next_multiple(state_.step, eval_every_);
@@ -334,7 +370,7 @@ class TrainingLoop {
 
   // The test set, once, at the end.
   double evaluate() {
-    return computer_.accuracy(state_.eval_params(), test_.images.data(), test_.labels.data(),
+    return computer_.accuracy(state_.eval_params(), test_.rows().data(), test_.labels.data(),
                               test_.size);
   }
 
@@ -346,7 +382,7 @@ class TrainingLoop {
     StopVerdict verdict;
     if (place_.chief) {
       const GradientComputer::Evaluation v =
-          computer_.evaluate(state_.eval_params(), validation_.images.data(),
+          computer_.evaluate(state_.eval_params(), validation_.rows().data(),
                              validation_.labels.data(), validation_.size);
       record_eval(v);
       verdict = judge(v);
@@ -407,13 +443,7 @@ class TrainingLoop {
   // atomic write, the one file replacing the last).
   void keep_best(double loss) {
     if (best_checkpoints_) strategy_.before_checkpoint(state_);
-    Checkpoint copy{.global_step = state_.step,
-                    .model = state_.model().name(),
-                    .optimizer = state_.optimizer().name(),
-                    .config = train_config_json(c_),
-                    .tensors = {}};
-    for (const TensorRef& t : state_.tensors())
-      copy.tensors.push_back({t.name, t.shape, {t.values.begin(), t.values.end()}});
+    Checkpoint copy = state_.snapshot(c_);
     if (best_checkpoints_) {
       best_checkpoints_->save({copy.global_step, copy.model, copy.optimizer, copy.config},
                               state_.tensors());
@@ -566,6 +596,11 @@ class TrainingLoop {
   std::optional<Best> best_;
   int64_t evaluations_since_best_ = 0;  // the chief's count
   int64_t next_save_ = 0;
+  // The chief's epoch records: whole epochs of global steps recorded, and the losses since.
+  int64_t epochs_recorded_ = 0;
+  double epoch_loss_sum_ = 0;
+  int64_t epoch_loss_steps_ = 0;
+  Clock::duration train_time_at_epoch_{};
   Clock::time_point last_save_;
   Clock::duration train_time_{};
   Clock::duration interval_time_{};
@@ -581,6 +616,7 @@ int64_t total_global_steps(const TrainConfig& c, int64_t global_steps_per_epoch)
 
 int64_t eval_interval(const TrainConfig& c, int64_t global_steps_per_epoch) {
   if (c.eval_every > 0) return c.eval_every;
+  if (c.eval_each_epoch) return std::max<int64_t>(1, global_steps_per_epoch);
   if (!c.target_accuracy) return 0;
   return std::max<int64_t>(1, global_steps_per_epoch / 4);
 }

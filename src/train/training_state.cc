@@ -46,6 +46,17 @@ std::vector<TensorRef> TrainingState::tensors() const {
   return refs;
 }
 
+Checkpoint TrainingState::snapshot(const TrainConfig& config) const {
+  Checkpoint copy{.global_step = step,
+                  .model = model_->name(),
+                  .optimizer = optimizer_->name(),
+                  .config = train_config_json(config),
+                  .tensors = {}};
+  for (const TensorRef& t : tensors())
+    copy.tensors.push_back({t.name, t.shape, {t.values.begin(), t.values.end()}});
+  return copy;
+}
+
 void TrainingState::restore(const Checkpoint& checkpoint) {
   load_tensors(checkpoint, params_);
   for (ParamSet& slot : optimizer_->slots()) load_tensors(checkpoint, slot);
@@ -56,6 +67,11 @@ void TrainingState::restore(const Checkpoint& checkpoint) {
   } else {
     moving_average_->reset(params_);
   }
+}
+
+void TrainingState::restore_parameters(const Checkpoint& checkpoint) {
+  load_tensors(checkpoint, params_);
+  if (moving_average_) moving_average_->reset(params_);
 }
 
 std::optional<int64_t> restore_newest(const CheckpointManager& checkpoints, TrainingState& state,

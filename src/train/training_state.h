@@ -50,6 +50,11 @@ class TrainingState {
   // must all be present with matching shapes (CheckpointError naming the tensor otherwise); a
   // checkpoint without a moving average restarts the average from the restored parameters.
   void restore(const Checkpoint& checkpoint);
+  // The checkpoint's parameters alone (a run that goes on from them with another optimizer): the
+  // optimizer slots keep their values, the moving average restarts from the parameters.
+  void restore_parameters(const Checkpoint& checkpoint);
+  // A copy of the state as a checkpoint of a run with these settings would hold it.
+  Checkpoint snapshot(const TrainConfig& config) const;
 
   int64_t step = 0;  // the global step: updates applied to the parameters this state follows
 
