@@ -1,0 +1,22 @@
+// numpy arrays as the library's Datasets, read in place. The package's Python code has already
+// made the features float32, C-contiguous and two-dimensional and the labels int32; these
+// functions refuse anything else rather than copy it.
+#pragma once
+
+#include <pybind11/numpy.h>
+
+#include <string>
+
+#include "data/dataset.h"
+
+namespace dtrain::python {
+
+using Features = pybind11::array_t<float, pybind11::array::c_style>;
+using Labels = pybind11::array_t<int32_t, pybind11::array::c_style>;
+
+// A Dataset whose rows are x's memory (x must outlive it) and whose labels are y's. `name` says
+// which argument it is in errors ("x", "validation_data"); `pixels`: x held uint8 pixels, scaled.
+// Throws UsageError when x is not (n, features), y not (n,), or n is 0.
+Dataset borrowed_dataset(const Features& x, const Labels& y, const std::string& name, bool pixels);
+
+}  // namespace dtrain::python
