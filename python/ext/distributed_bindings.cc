@@ -156,7 +156,6 @@ void bind_distributed(py::module_& m) {
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("rank", &RankGroup::rank)
       .def_property_readonly("world_size", &RankGroup::size)
-      .def("describe", &RankGroup::describe)
       .def(
           "allreduce",
           [](RankGroup& group, const py::handle& a, const std::string& op) {
@@ -183,8 +182,7 @@ void bind_distributed(py::module_& m) {
           py::arg("a"), py::arg("root") = 0)
       .def(
           "barrier", [](RankGroup& group) { group.communicator().barrier(); },
-          py::call_guard<py::gil_scoped_release>())
-      .def("abort", &RankGroup::abort, py::arg("reason"));
+          py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace dtrain::python

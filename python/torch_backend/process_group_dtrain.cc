@@ -59,7 +59,9 @@ ReduceOp reduce_op_of(const c10d::ReduceOp& op) {
 }  // namespace
 
 ProcessGroupDtrain::ProcessGroupDtrain(std::unique_ptr<RankGroup> group)
-    : c10d::ProcessGroup(group->rank(), group->size()), group_(std::move(group)) {}
+    : c10d::ProcessGroup(group->rank(), group->size()), group_(std::move(group)) {
+  init();  // torch's usage logging, as its own backends do
+}
 
 ProcessGroupDtrain::~ProcessGroupDtrain() = default;
 
