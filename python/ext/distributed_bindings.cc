@@ -5,6 +5,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -79,7 +81,7 @@ std::unique_ptr<RankGroup> join(std::optional<int> rank, std::optional<int> worl
   RankGroupOptions options;
   options.rank = env.rank;
   options.world_size = env.world_size;
-  options.timeout_ms = static_cast<int>(timeout_s * 1000);
+  options.timeout_ms = static_cast<int>(std::min(timeout_s * 1000, double{INT_MAX}));
   if (env.world_size == 1) {
     return std::make_unique<RankGroup>(options, HostPort{"127.0.0.1", 0}, nullptr);
   }
