@@ -63,6 +63,9 @@ def child(out_dir):
     gathered = [torch.empty(5, dtype=torch.float64) for _ in range(WORLD)]
     dist.all_gather(gathered, torch.full((5,), rank + 0.25, dtype=torch.float64))
     results["gathered"] = gathered
+    into = torch.empty(WORLD * 3, dtype=torch.int32)
+    dist.all_gather_into_tensor(into, torch.full((3,), rank + 10, dtype=torch.int32))
+    results["gathered_into"] = into
     dist.barrier()
     results["refused_dtype"] = refusal(lambda: dist.all_reduce(torch.ones(3, dtype=torch.float64)))
     results["refused_op"] = refusal(lambda: dist.all_reduce(torch.ones(3), op=dist.ReduceOp.MAX))
@@ -131,6 +134,11 @@ class TwoRanksTest(unittest.TestCase):
         for result in self.results:
             for r, t in enumerate(result["gathered"]):
                 self.assertTrue(torch.equal(t, torch.full((5,), r + 0.25, dtype=torch.float64)))
+
+    def test_all_gather_into_tensor_fills_one_buffer_in_rank_order(self):
+        expected = torch.tensor([10, 10, 10, 11, 11, 11], dtype=torch.int32)
+        for result in self.results:
+            self.assertTrue(torch.equal(result["gathered_into"], expected))
 
     def test_what_it_does_not_support_is_named(self):
         self.assertIn("float32", self.results[0]["refused_dtype"])
