@@ -33,7 +33,7 @@ readonly TRAIN_PACKAGES=(cmake ninja-build g++ pkg-config libopenblas-dev zlib1g
 # What the suite needs beyond that (docs/development.md says what each is for).
 readonly TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   iproute2 nftables python3-protobuf python3-crcmod dataset-fashion-mnist python3-onnx
-  python3-yaml openmpi-bin slurm-wlm munge)
+  python3-yaml openmpi-bin slurm-wlm munge libtorch-dev python3-torch)
 
 install_missing() {
   local missing=() pkg

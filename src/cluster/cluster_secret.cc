@@ -62,6 +62,20 @@ std::string cluster_secret(const std::string& secret_file, const EnvLookup& env)
   return checked_secret(std::move(secret), "--secret_file " + secret_file);
 }
 
+std::string required_cluster_secret(const std::string& secret_file, const EnvLookup& env,
+                                    int world_size, const std::string& launcher,
+                                    const std::string& file_option) {
+  std::string secret = cluster_secret(secret_file, env);
+  if (secret.empty()) {
+    throw UsageError(fmt::format(
+        "no cluster secret: the {} ranks {} starts need the same one: run `export "
+        "DTRAIN_SECRET=$(openssl rand -hex 32)` before launching (on several hosts pass it on, "
+        "e.g. mpirun -x DTRAIN_SECRET), or give {}",
+        world_size, launcher, file_option));
+  }
+  return secret;
+}
+
 std::string new_cluster_secret() {
   std::string hex;
   for (std::byte b : random_nonce()) hex += fmt::format("{:02x}", static_cast<unsigned>(b));

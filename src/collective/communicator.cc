@@ -2,13 +2,34 @@
 // algorithms are in ring_allreduce.cc and halving_doubling.cc.
 #include "collective/communicator.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
+#include "base/error.h"
 #include "collective/halving_doubling.h"
+#include "collective/ring_allgather.h"
 
 namespace dtrain {
+namespace {
+
+// The links carry floats, and nothing on the way computes with the broadcast's or the
+// all-gather's: any bytes travel as the floats that overlay them, bit for bit. Whole, aligned
+// floats need no copy; others travel packed into as many floats as hold them.
+bool lies_as_floats(const std::byte* data, size_t bytes) {
+  return bytes % sizeof(float) == 0 && reinterpret_cast<uintptr_t>(data) % alignof(float) == 0;
+}
+
+std::span<float> as_floats(std::span<std::byte> data) {
+  return {reinterpret_cast<float*>(data.data()), data.size() / sizeof(float)};
+}
+
+size_t floats_holding(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
+
+}  // namespace
 
 Communicator::Communicator(RingLinks& links, CollectiveOptions options)
     : links_(links), options_(options) {
@@ -42,17 +63,59 @@ bool Communicator::use_halving_doubling(size_t bytes) const {
   return bytes <= options_.halving_doubling_max_bytes;
 }
 
-void Communicator::broadcast(std::span<float> data) {
-  ring_broadcast(links_, next_op_++, data, max_chunk_floats());
+void Communicator::check_root(int root) const {
+  if (root < 0 || root >= size()) {
+    throw UsageError(fmt::format("broadcast from rank {}: not a rank of this group of {} (0..{})",
+                                 root, size(), size() - 1));
+  }
 }
 
-// The links carry floats: the bytes travel packed into as many as hold them. Nothing on the way
-// computes with those floats, so any bit pattern arrives as it left.
-void Communicator::broadcast_bytes(std::span<std::byte> data) {
-  std::vector<float> packed((data.size() + sizeof(float) - 1) / sizeof(float));
+void Communicator::broadcast(std::span<float> data, int root) {
+  check_root(root);
+  ring_broadcast(links_, next_op_++, data, max_chunk_floats(), root);
+}
+
+void Communicator::broadcast_bytes(std::span<std::byte> data, int root) {
+  if (lies_as_floats(data.data(), data.size())) {
+    broadcast(as_floats(data), root);
+    return;
+  }
+  std::vector<float> packed(floats_holding(data.size()));
   if (!data.empty()) std::memcpy(packed.data(), data.data(), data.size());
-  broadcast(packed);
+  broadcast(packed, root);
   if (!data.empty()) std::memcpy(data.data(), packed.data(), data.size());
+}
+
+void Communicator::allgather(std::span<const float> mine, std::span<float> all) {
+  if (all.size() != mine.size() * static_cast<size_t>(size())) {
+    throw UsageError(
+        fmt::format("allgather: the output holds {} floats, but {} ranks of {} floats need {}",
+                    all.size(), size(), mine.size(), mine.size() * static_cast<size_t>(size())));
+  }
+  ring_allgather(links_, next_op_++, mine, all, max_chunk_floats());
+}
+
+void Communicator::allgather_bytes(std::span<const std::byte> mine, std::span<std::byte> all) {
+  const size_t n = static_cast<size_t>(size());
+  if (all.size() != mine.size() * n) {
+    throw UsageError(
+        fmt::format("allgather: the output holds {} bytes, but {} ranks of {} bytes need {}",
+                    all.size(), size(), mine.size(), mine.size() * n));
+  }
+  if (lies_as_floats(mine.data(), mine.size()) && lies_as_floats(all.data(), all.size())) {
+    const std::span<const float> floats{reinterpret_cast<const float*>(mine.data()),
+                                        mine.size() / sizeof(float)};
+    allgather(floats, as_floats(all));
+    return;
+  }
+  const size_t block = floats_holding(mine.size());
+  std::vector<float> packed(block * (n + 1));  // every rank's block, then this rank's own
+  const std::span<float> own = std::span(packed).subspan(block * n, block);
+  if (!mine.empty()) std::memcpy(own.data(), mine.data(), mine.size());
+  allgather(own, std::span(packed).first(block * n));
+  for (size_t r = 0; r < n && !mine.empty(); ++r) {
+    std::memcpy(all.data() + r * mine.size(), packed.data() + r * block, mine.size());
+  }
 }
 
 void Communicator::barrier() { allreduce({}, ReduceOp::kSum); }

@@ -42,16 +42,24 @@ class Communicator {
   // See ring_allreduce.h (and halving_doubling.h, which options.algorithm may choose instead).
   // Throws CollectiveError (or TransportError) if the ring fails.
   void allreduce(std::span<float> data, ReduceOp op = ReduceOp::kSum);
-  // Rank 0's data to every rank.
-  void broadcast(std::span<float> data);
-  // Rank 0's bytes to every rank, bit for bit: integers (a global step) that no float holds.
-  void broadcast_bytes(std::span<std::byte> data);
+  // Rank `root`'s data to every rank. Throws UsageError for a root that is not a rank.
+  void broadcast(std::span<float> data, int root = 0);
+  // Rank `root`'s bytes to every rank, bit for bit: integers (a global step) that no float holds,
+  // tensors of any type. Moved where they lie when they are float-aligned whole floats, else
+  // through a packed copy.
+  void broadcast_bytes(std::span<std::byte> data, int root = 0);
+  // Every rank's `mine` into every rank's `all`, rank r's at [r * mine.size(), ...): see
+  // ring_allgather.h. Throws UsageError unless all.size() == size() * mine.size().
+  void allgather(std::span<const float> mine, std::span<float> all);
+  // allgather of bytes, bit for bit; as broadcast_bytes, packed only where they must be.
+  void allgather_bytes(std::span<const std::byte> mine, std::span<std::byte> all);
   // Returns once every rank has entered it: an all-reduce of nothing, whose every step still
   // exchanges a message.
   void barrier();
 
  private:
   size_t max_chunk_floats() const;
+  void check_root(int root) const;
   bool use_halving_doubling(size_t bytes) const;
 
   RingLinks& links_;

@@ -54,10 +54,11 @@ void ring_allreduce(RingLinks& links, uint64_t op_id, std::span<float> data, Red
 }
 
 void ring_broadcast(RingLinks& links, uint64_t op_id, std::span<float> data,
-                    size_t max_chunk_floats) {
+                    size_t max_chunk_floats, int root) {
   const int n = links.size();
-  const int rank = links.rank();
   if (n == 1) return;
+  // The chain starts at the root and ends at its left neighbour.
+  const int position = (links.rank() - root + n) % n;
   const Range whole{0, data.size()};
   const size_t chunks =
       std::max<size_t>(1, (data.size() + max_chunk_floats - 1) / max_chunk_floats);
@@ -65,8 +66,8 @@ void ring_broadcast(RingLinks& links, uint64_t op_id, std::span<float> data,
     const Range range = segment_chunk(whole, chunks, c);
     std::span<float> chunk = data.subspan(range.begin, range.size);
     const ChunkTag tag{op_id, 0, static_cast<uint32_t>(c)};
-    if (rank != 0) links.recv_left(chunk, tag);
-    if (rank != n - 1) links.send_right(chunk, tag);
+    if (position != 0) links.recv_left(chunk, tag);
+    if (position != n - 1) links.send_right(chunk, tag);
   }
   links.wait_sent();
 }

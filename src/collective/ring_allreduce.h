@@ -22,9 +22,9 @@ enum class ReduceOp { kSum, kAverage };
 void ring_allreduce(RingLinks& links, uint64_t op_id, std::span<float> data, ReduceOp op,
                     size_t max_chunk_floats, std::span<float> scratch);
 
-// Copies rank 0's `data` into every other rank's, chunk by chunk along the ring 0 → 1 → … → n-1.
-// REQUIRES: as ring_allreduce.
+// Copies rank `root`'s `data` into every other rank's, chunk by chunk along the ring root →
+// root+1 → … → root-1. REQUIRES: as ring_allreduce, and the same root on every rank, 0 <= root < n.
 void ring_broadcast(RingLinks& links, uint64_t op_id, std::span<float> data,
-                    size_t max_chunk_floats);
+                    size_t max_chunk_floats, int root = 0);
 
 }  // namespace dtrain

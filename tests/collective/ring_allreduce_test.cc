@@ -146,6 +146,38 @@ TEST(RingBroadcastTest, EveryRankEndsWithRankZerosValues) {
   }
 }
 
+// Every root of every ring size: the chain starts at the root and wraps, so a root other than 0
+// exercises ranks that receive from a left neighbour of higher number.
+TEST(RingBroadcastTest, EveryRankEndsWithTheRootsValues) {
+  for (int n : {2, 3, 5}) {
+    for (int root = 0; root < n; ++root) {
+      MemoryRing ring(n);
+      std::vector<std::vector<float>> data(n);
+      ring.run([&](int rank) {
+        data[rank] = testing::rank_values(rank, 1001);
+        Communicator(ring.links(rank), {.max_chunk_bytes = 256}).broadcast(data[rank], root);
+      });
+      const auto expected = testing::rank_values(root, 1001);
+      for (int r = 0; r < n; ++r) {
+        EXPECT_TRUE(bitwise_equal(data[r], expected)) << "n=" << n << " root=" << root << " " << r;
+      }
+    }
+  }
+}
+
+TEST(RingBroadcastTest, BytesFromAnotherRootAndARootThatIsNoRank) {
+  MemoryRing ring(3);
+  std::vector<std::vector<std::byte>> data(3);
+  ring.run([&](int rank) {
+    data[rank].assign(7, static_cast<std::byte>(rank));
+    Communicator(ring.links(rank)).broadcast_bytes(data[rank], 2);
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(data[r], std::vector<std::byte>(7, std::byte{2}));
+  std::vector<float> values(4);
+  EXPECT_THROW(Communicator(ring.links(0)).broadcast(values, 3), UsageError);
+  EXPECT_THROW(Communicator(ring.links(0)).broadcast(values, -1), UsageError);
+}
+
 // A global step past 2^53, which neither a float nor a double holds, a signalling NaN's bits and an
 // odd length: every rank ends with rank 0's bytes.
 TEST(RingBroadcastTest, BytesArriveBitForBitFromRankZero) {
