@@ -232,12 +232,15 @@ class ModelOnCsvData(unittest.TestCase):
                 np.testing.assert_array_equal(cli[name], py[name], err_msg=f"{strategy} {name}")
 
     def test_towers_and_async_fits_train(self):
-        for strategy, flags in [("towers", dict(towers=2)), ("async", dict(workers=2, ps=1))]:
+        # Async workers apply each other's stale gradients in whatever order they come: at a
+        # lower rate and for longer, its loss lands at 0.3-0.5 of the untrained one (12 runs).
+        for strategy, flags in [("towers", dict(towers=2)),
+                                ("async", dict(workers=2, ps=1, learning_rate=0.1, epochs=5))]:
             m = dtrain.Model(TINY)
             untrained = m.evaluate(self.xt, self.yt)["loss"]
-            history = m.fit(self.x, self.y, strategy=strategy, verbose=0,
-                            **dict(self.RECIPE, **flags))
-            self.assertEqual(len(history["loss"]), 3, strategy)
+            recipe = dict(self.RECIPE, **flags)
+            history = m.fit(self.x, self.y, strategy=strategy, verbose=0, **recipe)
+            self.assertEqual(len(history["loss"]), recipe["epochs"], strategy)
             self.assertLess(m.evaluate(self.xt, self.yt)["loss"], 0.8 * untrained, strategy)
 
     def test_float32_features_are_read_in_place(self):
