@@ -337,15 +337,21 @@ class TrainingLoop {
     return state_.step / steps_per_epoch_ > epochs_recorded_;
   }
 
+  // Async workers may carry the global step across more than one epoch during one of the
+  // chief's steps: each epoch gets its record (Keras's history has one entry per epoch), with
+  // what the chief saw since its last.
   void write_epoch_record() {
-    epochs_recorded_ = state_.step / steps_per_epoch_;
     const double s = seconds(train_time_ - train_time_at_epoch_);
-    run_log_.write({state_.step,
-                    {{"epoch_loss", epoch_loss_sum_ / std::max<int64_t>(1, epoch_loss_steps_)},
-                     {"epochs", static_cast<double>(epochs_recorded_)},
-                     {"epoch_examples_per_sec", s > 0 ? static_cast<double>(epoch_loss_steps_) *
-                                                            c_.batch_size * place_.workers / s
-                                                      : 0.0}}});
+    const double loss = epoch_loss_steps_ > 0 ? epoch_loss_sum_ / epoch_loss_steps_ : loss_;
+    const double examples_per_second =
+        s > 0 ? static_cast<double>(epoch_loss_steps_) * c_.batch_size * place_.workers / s : 0.0;
+    while (epochs_recorded_ < state_.step / steps_per_epoch_) {
+      ++epochs_recorded_;
+      run_log_.write({state_.step,
+                      {{"epoch_loss", loss},
+                       {"epochs", static_cast<double>(epochs_recorded_)},
+                       {"epoch_examples_per_sec", examples_per_second}}});
+    }
     epoch_loss_sum_ = 0;
     epoch_loss_steps_ = 0;
     train_time_at_epoch_ = train_time_;
@@ -481,6 +487,8 @@ class TrainingLoop {
     // The state as the strategy leaves it is what the last checkpoint holds and what the closing
     // evaluation reads, so `dtrain eval` of that checkpoint reports the same accuracy.
     strategy_.finish(state_, reached_end);
+    // The other async workers may have ended the last epoch after the chief's last step.
+    if (reached_end && epoch_ended()) write_epoch_record();
     if (checkpoints_) write_checkpoint();
     if (!reached_end && result_.halt_signal != 0) return halted();
     result_.global_step = state_.step;
