@@ -101,14 +101,8 @@ std::optional<LaunchedCluster> join_launched_cluster(const RunPlan& plan, const 
   }
   // It bounds the rendezvous too, whatever the strategy.
   check_flag(plan, "--peer_timeout");
-  std::string secret = cluster_secret(f.secret_file, environment.env);
-  if (secret.empty()) {
-    throw UsageError(fmt::format(
-        "no cluster secret: the {} ranks {} starts need the same one: run `export "
-        "DTRAIN_SECRET=$(openssl rand -hex 32)` before launching (on several hosts pass it on, "
-        "e.g. mpirun -x DTRAIN_SECRET), or give --secret_file FILE",
-        env.world_size, env.source));
-  }
+  std::string secret = required_cluster_secret(f.secret_file, environment.env, env.world_size,
+                                               env.source, "--secret_file FILE");
   const int ps = plan.has("--ps") ? f.ps : 0;
   if (plan.has("--ps") && (ps < 1 || ps >= env.world_size)) {
     throw UsageError(
