@@ -18,7 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr std::string_view kSecret = "rendezvous test secret, 32 bytes";
+constexpr std::string_view kRendezvousSecret = "rendezvous test secret, 32 bytes";
 
 RendezvousOptions options_for(uint16_t port, int rank, int world_size, int timeout_ms = 20'000) {
   RendezvousOptions o;
@@ -26,7 +26,7 @@ RendezvousOptions options_for(uint16_t port, int rank, int world_size, int timeo
   o.source = "the test";
   o.rank = rank;
   o.world_size = world_size;
-  o.secret = std::string(kSecret);
+  o.secret = std::string(kRendezvousSecret);
   o.timeout_ms = timeout_ms;
   return o;
 }

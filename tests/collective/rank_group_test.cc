@@ -17,7 +17,7 @@
 namespace dtrain {
 namespace {
 
-constexpr char kSecret[] = "rank-group-test-secret-0123456789";
+constexpr char kGroupSecret[] = "rank-group-test-secret-0123456789";
 
 // Every rank posts its address and waits until every rank has.
 class AddressBoard {
@@ -47,7 +47,7 @@ RankGroupOptions options_for(int rank, int n) {
   RankGroupOptions options;
   options.rank = rank;
   options.world_size = n;
-  options.secret = kSecret;
+  options.secret = kGroupSecret;
   options.timeout_ms = 20'000;
   options.ranks_on_host = n;
   return options;

@@ -52,11 +52,6 @@ std::filesystem::path npm_dir() {
   return std::filesystem::path(home != nullptr ? home : "/root") / ".cache/dtrain/npm";
 }
 
-double accuracy_in(const std::string& text, const std::string& pattern) {
-  const auto match = first_match(text, pattern);
-  return match ? std::stod((*match)[1]) : -1;
-}
-
 struct RuntimeCheck {
   nlohmann::json model;    // what kCheckModel printed
   nlohmann::json runtime;  // what onnx_run.js printed
@@ -110,7 +105,7 @@ void check_export(const TempDir& work, const std::filesystem::path& train_dir, R
 
   const ProcessResult eval = run_dtrain({"eval", "--checkpoint", train_dir.string()});
   ASSERT_EQ(eval.exit_code, 0) << eval.err;
-  check.eval_accuracy = accuracy_in(eval.out, R"(test accuracy = ([0-9.]+))");
+  check.eval_accuracy = number_in(eval.out, R"(test accuracy = ([0-9.]+))");
 
   const std::string predicted = (work / "predicted.csv").string();
   const ProcessResult predict =

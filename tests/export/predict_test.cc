@@ -18,11 +18,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-double accuracy_in(const std::string& text, const std::string& pattern) {
-  const auto match = first_match(text, pattern);
-  return match ? std::stod((*match)[1]) : -1;
-}
-
 // One short training run shared by the tests of this suite.
 class Predict : public ::testing::Test {
  protected:
@@ -80,9 +75,9 @@ TEST_F(Predict, ItsAccuracyIsDtrainEvals) {
   ASSERT_EQ(predict.exit_code, 0) << predict.err;
   EXPECT_EQ(predict.out, "");  // the CSV went to the file
   EXPECT_THAT(predict.err, HasSubstr("10000 records"));
-  const double eval_accuracy = accuracy_in(eval.out, R"(test accuracy = ([0-9.]+))");
+  const double eval_accuracy = number_in(eval.out, R"(test accuracy = ([0-9.]+))");
   EXPECT_GT(eval_accuracy, 0.85);
-  EXPECT_EQ(accuracy_in(predict.err, R"(accuracy = ([0-9.]+))"), eval_accuracy) << predict.err;
+  EXPECT_EQ(number_in(predict.err, R"(accuracy = ([0-9.]+))"), eval_accuracy) << predict.err;
   // The same count from the file's own rows.
   const CsvTable table = read_csv_table(output);
   int correct = 0;

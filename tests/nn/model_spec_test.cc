@@ -199,7 +199,7 @@ ModelSpec small_cnn(float dropout_rate) {
                       .activation = ActivationKind::kSoftmax}}};
 }
 
-class WholeModelGradient : public testing::TestWithParam<float> {};
+class WholeModelGradient : public ::testing::TestWithParam<float> {};
 
 TEST_P(WholeModelGradient, MatchesFiniteDifferencesOfTheLossWithL2) {
   const std::unique_ptr<Model> model = build_model(small_cnn(GetParam()));
@@ -247,7 +247,7 @@ TEST_P(WholeModelGradient, MatchesFiniteDifferencesOfTheLossWithL2) {
   EXPECT_GT(worst, 0.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(ModelSpec, WholeModelGradient, testing::Values(0.0f, 0.5f));
+INSTANTIATE_TEST_SUITE_P(ModelSpec, WholeModelGradient, ::testing::Values(0.0f, 0.5f));
 
 TEST(ModelSpec, EvaluationNeverDrops) {
   ModelSpec with = small_cnn(0.9f);

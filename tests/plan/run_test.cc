@@ -16,7 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr const char* kSecret = "0123456789abcdef0123456789abcdef";
+constexpr const char* kRunSecret = "0123456789abcdef0123456789abcdef";
 
 // A ps task's cluster on ports nothing listens on: every case below must fail before connecting,
 // and --peer_timeout 1 bounds the wait of one that does not.
@@ -30,7 +30,7 @@ std::vector<std::string> ps_task(std::vector<std::string> more) {
 
 std::string run_error(Command command, const std::vector<std::string>& args,
                       std::map<std::string, std::string, std::less<>> env = {
-                          {"DTRAIN_SECRET", kSecret}}) {
+                          {"DTRAIN_SECRET", kRunSecret}}) {
   RunEnvironment environment;
   environment.env = env_of(std::move(env));
   std::ostringstream out;
@@ -76,8 +76,10 @@ TEST(RunPlanRoot, ATaskNeedsAClusterAndATaskIndexInsideItsJob) {
 }
 
 TEST(RunPlanRoot, UnderALauncherALocalStrategyAMissingSecretAndAWorldOfOneAreRefused) {
-  const std::map<std::string, std::string, std::less<>> torchrun = {
-      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"DTRAIN_SECRET", kSecret}};
+  const std::map<std::string, std::string, std::less<>> torchrun = {{"RANK", "0"},
+                                                                    {"WORLD_SIZE", "2"},
+                                                                    {"MASTER_ADDR", "127.0.0.1"},
+                                                                    {"DTRAIN_SECRET", kRunSecret}};
   EXPECT_THAT(run_error(Command::kTrain, {"--strategy", "local"}, torchrun),
               HasSubstr("--strategy local: trains in one process, but torchrun (RANK, "
                         "WORLD_SIZE) starts 2 of them"));

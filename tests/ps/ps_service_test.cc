@@ -43,7 +43,9 @@ using testing::kLoopbackSecret;
 using ::testing::ThrowsMessage;
 
 // Two variables big enough to be split over two ps tasks and cut into several shards each.
-std::vector<ParamSpec> specs() { return {ParamSpec{"w", {64, 300}}, ParamSpec{"b", {300}}}; }
+std::vector<ParamSpec> service_specs() {
+  return {ParamSpec{"w", {64, 300}}, ParamSpec{"b", {300}}};
+}
 
 constexpr size_t kMinShardBytes = 4096;
 constexpr size_t kMaxShardBytes = 16 * 1024;
@@ -56,11 +58,11 @@ PartitionMap map_for(const std::vector<ParamSpec>& s, int num_ps) {
 struct Cluster {
   Cluster(int num_ps, int workers, bool sync, int replicas = 0,
           Transport transport = Transport::kAuto, int worker_timeout_ms = 60'000)
-      : map(map_for(specs(), num_ps)), transport(transport) {
+      : map(map_for(service_specs(), num_ps)), transport(transport) {
     for (int p = 0; p < num_ps; ++p) {
       PsServiceOptions o;
       o.ps = p;
-      o.specs = specs();
+      o.specs = service_specs();
       o.map = map;
       o.sync = SyncOptions{
           .sync_replicas = sync, .total_num_replicas = workers, .replicas_to_aggregate = replicas};
@@ -85,7 +87,7 @@ struct Cluster {
   std::vector<std::unique_ptr<PsService>> services;
 };
 
-void fill(ParamSet& set, float value) {
+void fill_with(ParamSet& set, float value) {
   for (size_t i = 0; i < set.count(); ++i)
     for (float& v : set.values(i)) v = value;
 }
@@ -113,7 +115,7 @@ class PsServiceTransportTest : public ::testing::TestWithParam<Transport> {
 TEST_P(PsServiceTransportTest, PushPullAppliesEveryShardOnItsTaskAndReturnsTheUpdate) {
   Cluster cluster(2, 1, /*sync=*/false, 0, GetParam());
   ASSERT_GT(cluster.map.shards.size(), 4u);  // the test is about many shards on two tasks
-  ParamSet params(specs()), grads(specs()), expected(specs());
+  ParamSet params(service_specs()), grads(service_specs()), expected(service_specs());
   fill_ramp(params);
   PsClient client(params, cluster.map, cluster.client(0));
   expect_paths(client, cluster);
@@ -121,9 +123,9 @@ TEST_P(PsServiceTransportTest, PushPullAppliesEveryShardOnItsTaskAndReturnsTheUp
   client.initialize(params, {}, 0);
   ASSERT_TRUE(client.wait_ready(1000));
 
-  fill(grads, 2.0f);
+  fill_with(grads, 2.0f);
   expected.copy_from(params);
-  ParamSet pulled(specs());
+  ParamSet pulled(service_specs());
   client.push_pull(grads, pulled, 0.25f);
   for (size_t i = 0; i < params.count(); ++i) {
     auto want = expected.values(i);
@@ -133,7 +135,7 @@ TEST_P(PsServiceTransportTest, PushPullAppliesEveryShardOnItsTaskAndReturnsTheUp
   }
   EXPECT_EQ(client.global_step(), 1);
 
-  ParamSet again(specs());
+  ParamSet again(service_specs());
   client.pull(again);
   for (size_t i = 0; i < params.count(); ++i) {
     auto a = again.values(i);
@@ -146,11 +148,11 @@ TEST_P(PsServiceTransportTest, PushPullAppliesEveryShardOnItsTaskAndReturnsTheUp
 
 TEST_P(PsServiceTransportTest, ARestartedWorkerContinuesItsSequenceSoItsPushesAreNotDuplicates) {
   Cluster cluster(1, 1, /*sync=*/false, 0, GetParam());
-  ParamSet params(specs()), grads(specs());
+  ParamSet params(service_specs()), grads(service_specs());
   {
     PsClient first(params, cluster.map, cluster.client(0));
     first.initialize(params, {}, 0);
-    fill(grads, 1.0f);
+    fill_with(grads, 1.0f);
     for (int i = 0; i < 3; ++i) first.push_pull(grads, params, 0.1f);
     EXPECT_EQ(first.next_sequence(), 3u);
   }
@@ -166,13 +168,13 @@ TEST_P(PsServiceTransportTest, ARestartedWorkerContinuesItsSequenceSoItsPushesAr
 
 TEST_P(PsServiceTransportTest, NonFiniteShardsAreRejectedCountedAndLeaveTheValuesAlone) {
   Cluster cluster(2, 1, /*sync=*/false, 0, GetParam());
-  ParamSet params(specs()), grads(specs()), pulled(specs());
+  ParamSet params(service_specs()), grads(service_specs()), pulled(service_specs());
   fill_ramp(params);
   PsClient client(params, cluster.map, cluster.client(0));
   client.initialize(params, {}, 0);
   // An infinity in the first shard and a NaN in the last, each on its own ps task: the rest of
   // the gradient is finite and applied.
-  fill(grads, 1.0f);
+  fill_with(grads, 1.0f);
   const Shard& first = cluster.map.shards.front();
   const Shard& last = cluster.map.shards.back();
   ASSERT_NE(first.ps, last.ps);
@@ -201,11 +203,11 @@ TEST_P(PsServiceTransportTest,
        PushesWithAnUnusableLearningRateAreRejectedCountedAndLeaveTheValuesAlone) {
   for (const bool sync : {false, true}) {
     Cluster cluster(1, 1, sync, 0, GetParam());
-    ParamSet params(specs()), grads(specs()), pulled(specs());
+    ParamSet params(service_specs()), grads(service_specs()), pulled(service_specs());
     fill_ramp(params);
     PsClient client(params, cluster.map, cluster.client(0));
     client.initialize(params, {}, 0);
-    fill(grads, 1.0f);
+    fill_with(grads, 1.0f);
     const int shards = static_cast<int>(cluster.map.shards.size());
     int rejected = 0;
     for (const float lr : {std::numeric_limits<float>::quiet_NaN(),
@@ -223,7 +225,7 @@ TEST_P(PsServiceTransportTest,
 
 TEST(PsService, AnInitialisationBelowStepZeroOrWithNonFiniteValuesIsRefusedNamingIt) {
   Cluster cluster(1, 1, /*sync=*/false);
-  ParamSet params(specs());
+  ParamSet params(service_specs());
   fill_ramp(params);
   {
     PsClient client(params, cluster.map, cluster.client(0));
@@ -239,9 +241,9 @@ TEST(PsService, AnInitialisationBelowStepZeroOrWithNonFiniteValuesIsRefusedNamin
 
 TEST_P(PsServiceTransportTest, SyncRepliesCarryTheAverageOfBothWorkersGradients) {
   Cluster cluster(2, 2, /*sync=*/true, 0, GetParam());
-  ParamSet init(specs());
-  fill(init, 1.0f);
-  std::vector<ParamSet> results(2, ParamSet(specs()));
+  ParamSet init(service_specs());
+  fill_with(init, 1.0f);
+  std::vector<ParamSet> results(2, ParamSet(service_specs()));
   {
     PsClient chief(init, cluster.map, cluster.client(0));
     chief.initialize(init, {}, 0);
@@ -250,8 +252,8 @@ TEST_P(PsServiceTransportTest, SyncRepliesCarryTheAverageOfBothWorkersGradients)
     PsClient client(init, cluster.map, cluster.client(worker));
     expect_paths(client, cluster);
     client.pull(results[worker]);
-    ParamSet grads(specs());
-    fill(grads, gradient);
+    ParamSet grads(service_specs());
+    fill_with(grads, gradient);
     client.push_pull(grads, results[worker], 1.0f);
     return client.global_step();
   };
@@ -405,12 +407,12 @@ class HandSpokenPeer {
 TEST(PsService, AWorkersPushesAndDoneReportCountOnlyOnTheConnectionItsHandshakeProved) {
   Cluster cluster(1, 2, /*sync=*/false);
   PsService& ps = *cluster.services[0];
-  ParamSet params(specs()), grads(specs());
+  ParamSet params(service_specs()), grads(service_specs());
   PsClient worker0(params, cluster.map, cluster.client(0));
   worker0.initialize(params, {}, 0);
-  fill(grads, 1.0f);
+  fill_with(grads, 1.0f);
   worker0.push_pull(grads, params, 0.1f);
-  const uint64_t fingerprint = partition_fingerprint(ParamSet(specs()), cluster.map);
+  const uint64_t fingerprint = partition_fingerprint(ParamSet(service_specs()), cluster.map);
   const std::vector<float> gradient(ps.store().shard_size(0), 1.0f);
 
   // A process with the secret that connected as worker 1 (which has not started).
@@ -449,7 +451,7 @@ TEST(PsService, AWorkersPushesAndDoneReportCountOnlyOnTheConnectionItsHandshakeP
 TEST(PsService, OnlyTheChiefsProcessInitialisesOnceAndStepsAreRangeChecked) {
   Cluster cluster(1, 2, /*sync=*/false);
   PsService& ps = *cluster.services[0];
-  const uint64_t fingerprint = partition_fingerprint(ParamSet(specs()), cluster.map);
+  const uint64_t fingerprint = partition_fingerprint(ParamSet(service_specs()), cluster.map);
   const std::vector<float> values(ps.store().shard_size(0), 1.0f);
 
   HandSpokenPeer anonymous(ps, "", 71);
@@ -493,8 +495,8 @@ TEST(PsService, AParkedWaitForTheVariablesEndsAtShutdown) {
   StopRequest stop;
   PsServiceOptions options;
   options.ps = 0;
-  options.specs = specs();
-  options.map = map_for(specs(), 1);
+  options.specs = service_specs();
+  options.map = map_for(service_specs(), 1);
   options.sync = SyncOptions{.sync_replicas = false, .total_num_replicas = 1};
   options.server = testing::loopback_options();
   options.stop = &stop;
@@ -516,15 +518,15 @@ TEST(PsService, AParkedWaitForTheVariablesEndsAtShutdown) {
 TEST(PsService, AHelloNamesThePsProcessAndTheStepItRestored) {
   Cluster cluster(1, 1, /*sync=*/false);
   PsServiceOptions options;
-  options.specs = specs();
+  options.specs = service_specs();
   options.map = cluster.map;
   options.sync = SyncOptions{.sync_replicas = false, .total_num_replicas = 1};
   options.server = testing::loopback_options();
-  ParamSet restored_values(specs());
+  ParamSet restored_values(service_specs());
   fill_ramp(restored_values);
   const PsRestoredState checkpoint{restored_values, {}, 7};
   PsService restarted(options, &checkpoint);
-  const uint64_t fingerprint = partition_fingerprint(ParamSet(specs()), cluster.map);
+  const uint64_t fingerprint = partition_fingerprint(ParamSet(service_specs()), cluster.map);
 
   HandSpokenPeer first(*cluster.services[0], "worker 0", 11);
   const auto [first_instance, first_restored] = first.hello_instance(fingerprint, 0);
@@ -542,8 +544,8 @@ TEST(PsService, AHelloNamesThePsProcessAndTheStepItRestored) {
 TEST(PsService, AWorkerReportsTheStepsARestartedPsLostAfterOthersPushedItPastThem) {
   Cluster cluster(1, 2, /*sync=*/false);
   const uint16_t port = cluster.services[0]->port();
-  ParamSet params(specs()), grads(specs());
-  fill(grads, 1.0f);
+  ParamSet params(service_specs()), grads(service_specs());
+  fill_with(grads, 1.0f);
   std::vector<std::string> reports;
   PsClientOptions first_options = cluster.client(0);
   first_options.report = [&reports](const std::string& line) { reports.push_back(line); };
@@ -556,12 +558,12 @@ TEST(PsService, AWorkerReportsTheStepsARestartedPsLostAfterOthersPushedItPastThe
   // The ps restarts on its port from a checkpoint of step 2.
   cluster.services[0].reset();
   PsServiceOptions options;
-  options.specs = specs();
+  options.specs = service_specs();
   options.map = cluster.map;
   options.sync = SyncOptions{.sync_replicas = false, .total_num_replicas = 2};
   options.server = testing::loopback_options();
   options.server.port = port;
-  ParamSet checkpoint_values(specs());
+  ParamSet checkpoint_values(service_specs());
   const PsRestoredState checkpoint{checkpoint_values, {}, 2};
   PsService restarted(options, &checkpoint);
 
@@ -580,7 +582,7 @@ TEST(PsService, AWorkerReportsTheStepsARestartedPsLostAfterOthersPushedItPastThe
 // sides, naming the flag and both tasks, and the client does not retry it. auto against tcp
 // trains over TCP.
 TEST(PsService, ShmAgainstTcpIsRefusedNamingTheFlagAndAutoFallsBackToTcp) {
-  ParamSet params(specs());
+  ParamSet params(service_specs());
   {
     Cluster cluster(1, 1, /*sync=*/false, 0, Transport::kTcp);
     PsClientOptions options = cluster.client(0);

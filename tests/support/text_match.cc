@@ -60,4 +60,13 @@ std::vector<Match> all_matches(std::string_view text, const std::string& pattern
   return matches;
 }
 
+double number_in(std::string_view text, const std::string& pattern) {
+  const auto match = first_match(text, pattern);
+  return match ? std::stod((*match)[1]) : -1;
+}
+
+double test_accuracy_in(std::string_view out, const std::string& prefix) {
+  return number_in(out, prefix + R"(test accuracy = ([0-9.]+))");
+}
+
 }  // namespace dtrain::testing

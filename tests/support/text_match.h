@@ -18,5 +18,9 @@ using Match = std::vector<std::string>;
 std::optional<Match> first_match(std::string_view text, const std::string& pattern);
 // Every match, left to right, none overlapping.
 std::vector<Match> all_matches(std::string_view text, const std::string& pattern);
+// The number the first match of `pattern` captures in its group 1; -1 when nothing matches.
+double number_in(std::string_view text, const std::string& pattern);
+// The accuracy of the first "<prefix>test accuracy = A" line of out; -1 when there is none.
+double test_accuracy_in(std::string_view out, const std::string& prefix = "");
 
 }  // namespace dtrain::testing

@@ -52,7 +52,8 @@ void write_images(const std::filesystem::path& path, int rows, uint32_t seed) {
 
 // A convolution and a Dense, each followed by BatchNormalization, then a binary head. Momentum
 // 0.5 moves the statistics far from their start in a few steps.
-constexpr const char* kModel = R"({"class_name": "Sequential", "config": {"name": "bn", "layers": [
+constexpr const char* kBatchNormModel =
+    R"({"class_name": "Sequential", "config": {"name": "bn", "layers": [
   {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 16], "name": "in"}},
   {"class_name": "Reshape", "config": {"name": "image", "target_shape": [4, 4, 1]}},
   {"class_name": "Conv2D", "config": {"name": "conv", "filters": 3, "kernel_size": [3, 3],
@@ -69,7 +70,7 @@ const std::vector<std::string> kStatistics = {"bn_conv/moving_mean", "bn_conv/mo
 
 TEST(BatchNormTraining, AllreduceAndSyncPsAverageTheMovingStatisticsAsTowersDoAndSaveThem) {
   testing::TempDir work;
-  testing::write_bytes(work / "model.json", kModel);
+  testing::write_bytes(work / "model.json", kBatchNormModel);
   write_images(work / "train.csv", 96, 1);
   write_images(work / "test.csv", 32, 2);
   const std::vector<std::string> common = {"--model",         (work / "model.json").string(),

@@ -14,11 +14,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-double accuracy_in(const std::string& out) {
-  const auto match = first_match(out, R"(test accuracy = ([0-9.]+))");
-  return match ? std::stod((*match)[1]) : -1;
-}
-
 TEST(CheckpointModel, ACheckpointWithoutItsModelSpecStillEvaluatesByItsModelName) {
   TempDir dir;
   const ProcessResult trained =
@@ -37,7 +32,7 @@ TEST(CheckpointModel, ACheckpointWithoutItsModelSpecStillEvaluatesByItsModelName
   const ProcessResult eval = run_dtrain({"eval", "--checkpoint", dir.path().string()});
   ASSERT_EQ(eval.exit_code, 0) << eval.err;
   EXPECT_THAT(eval.out, HasSubstr("model mlp"));
-  EXPECT_NEAR(accuracy_in(eval.out), accuracy_in(trained.out), 1e-9) << eval.out;
+  EXPECT_NEAR(test_accuracy_in(eval.out), test_accuracy_in(trained.out), 1e-9) << eval.out;
 }
 
 TEST(CheckpointModel, AKerasModelIsRebuiltFromTheCheckpointEvenWhenItsFileIsGone) {
@@ -53,7 +48,7 @@ TEST(CheckpointModel, AKerasModelIsRebuiltFromTheCheckpointEvenWhenItsFileIsGone
   std::filesystem::remove(model);
   const ProcessResult eval = run_dtrain({"eval", "--checkpoint", dir.path().string()});
   ASSERT_EQ(eval.exit_code, 0) << eval.err;
-  EXPECT_NEAR(accuracy_in(eval.out), accuracy_in(trained.out), 1e-9) << eval.out;
+  EXPECT_NEAR(test_accuracy_in(eval.out), test_accuracy_in(trained.out), 1e-9) << eval.out;
 }
 
 }  // namespace

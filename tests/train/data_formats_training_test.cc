@@ -25,11 +25,6 @@ std::vector<std::string> concat(std::vector<std::string> a, const std::vector<st
   return a;
 }
 
-double accuracy_in(const std::string& out, const std::string& prefix = "") {
-  const auto match = first_match(out, prefix + R"(test accuracy = ([0-9.]+))");
-  return match ? std::stod((*match)[1]) : -1;
-}
-
 class DataFormatsTraining : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -80,7 +75,7 @@ TEST_F(DataFormatsTraining, EvalReadsTheTestFilesTheRunUsed) {
   const ProcessResult eval = run_dtrain({"eval", "--checkpoint", run.path().string()});
   ASSERT_EQ(eval.exit_code, 0) << eval.err;
   EXPECT_THAT(eval.out, HasSubstr(records("tf", "test").string()));
-  EXPECT_NEAR(accuracy_in(eval.out), accuracy_in(r.out), 1e-9) << eval.out;
+  EXPECT_NEAR(test_accuracy_in(eval.out), test_accuracy_in(r.out), 1e-9) << eval.out;
 }
 
 TEST_F(DataFormatsTraining, ACsvWithAHeaderAndTheLabelFirstTrains) {
@@ -105,7 +100,7 @@ TEST_F(DataFormatsTraining, ACsvWithAHeaderAndTheLabelFirstTrains) {
       concat(softmax_, {"--train_data", (csv.path() / "train.csv").string(), "--test_data",
                         (csv.path() / "test.csv").string(), "--label_column", "digit"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_GT(accuracy_in(r.out), 0.85) << r.out;
+  EXPECT_GT(test_accuracy_in(r.out), 0.85) << r.out;
   EXPECT_THAT(r.out, HasSubstr("3000 training and 1000 test examples of 784 features"));
 
   // A label column the header does not have is named, with the file.
@@ -131,7 +126,7 @@ TEST_F(DataFormatsTraining, StreamedTfRecordsTrainUnderAllreduceWithEqualReplica
     checksums.push_back(line[1]);
   ASSERT_EQ(checksums.size(), 2u) << r.out;
   EXPECT_EQ(checksums[0], checksums[1]);
-  EXPECT_GT(accuracy_in(r.out, "worker=0: "), 0.85) << r.out;
+  EXPECT_GT(test_accuracy_in(r.out, "worker=0: "), 0.85) << r.out;
 }
 
 }  // namespace
