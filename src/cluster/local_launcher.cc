@@ -260,6 +260,11 @@ LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const Launch
       const bool survivable =
           result.restarts < options.max_restarts &&
           (crashed(status) || (options.restart == RestartPolicy::kGroup && any_crash));
+      if (!survivable && options.restart == RestartPolicy::kElastic && crashed(status)) {
+        out.line(fmt::format("[launcher] {}; the job goes on without it (no restarts left)",
+                             describe_exit(child->name, status)));
+        continue;
+      }
       if (!survivable) {
         result.failed.push_back(describe_exit(child->name, status));
         if (result.exit_code == 0) result.exit_code = exit_code_of(status);
@@ -268,7 +273,7 @@ LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const Launch
       }
       if (!crashed(status)) continue;  // a consequence of the crash that restarts the group
       ++result.restarts;
-      if (options.restart == RestartPolicy::kTask) {
+      if (options.restart != RestartPolicy::kGroup) {
         out.line(fmt::format("[launcher] {}; starting it again (restart {} of {})",
                              describe_exit(child->name, status), result.restarts,
                              options.max_restarts));

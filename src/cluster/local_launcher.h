@@ -25,6 +25,10 @@ struct LocalTask {
 enum class RestartPolicy {
   kTask,   // the crashed task alone: the ps strategies, whose tasks reconnect and carry on
   kGroup,  // every task, once all have stopped: all-reduce, where one lost rank fails the ring
+  // The crashed task alone, which joins the job again; once restarts run out, the others go on
+  // without it: an elastic job (--min_workers), whose workers fail it themselves when too few
+  // remain.
+  kElastic,
 };
 
 struct LaunchOptions {

@@ -11,8 +11,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/stop_request.h"
+#include "collective/ring_interrupt.h"
 #include "collective/ring_links.h"
 #include "comm/host_port.h"
 #include "comm/transport.h"
@@ -47,6 +49,13 @@ struct RingOptions {
   const StopRequest* stop = nullptr;
   std::function<void(const std::string&)> wait_report;
   int wait_report_interval_ms = 10'000;
+  // An elastic job's ring (collective/ring_interrupt.h): formed for membership view `view`, it
+  // stops waiting once `interrupt` has been raised for a later view. Null: never interrupted.
+  RingInterrupt* interrupt = nullptr;
+  uint64_t view = 0;
+  // The ranks' names in messages, by rank, when they are not "<job><rank>" (an elastic job's ranks
+  // follow its membership, while each worker keeps its task's name).
+  std::vector<std::string> names;
 };
 
 // The spin that suits `ranks_here` ranks sharing this machine's cores. Retrying pays while every

@@ -65,6 +65,7 @@ void RingFormation::close() {
 uint16_t RingFormation::port() const { return server_ ? server_->port() : options_.port; }
 
 std::string RingFormation::rank_name(int rank) const {
+  if (rank >= 0 && rank < static_cast<int>(options_.names.size())) return options_.names[rank];
   return fmt::format("{}{}", options_.job, rank);
 }
 
@@ -85,7 +86,10 @@ void RingFormation::connect(const HostPort& right) {
   options.stop = options_.stop;
   options.wait_report = options_.wait_report;
   options.wait_report_interval_ms = options_.wait_report_interval_ms;
-  options.abandon_wait = [this] { return final_refusal(); };
+  options.abandon_wait = [this] {
+    if (std::string why = interrupted(); !why.empty()) return why;
+    return final_refusal();
+  };
   try {
     right_ = dtrain::connect(right.host, right.port, options_.secret, options);
   } catch (const LinkRefused& error) {
@@ -131,10 +135,20 @@ void RingFormation::connect(const HostPort& right) {
 
 void RingFormation::wait_for_left(SteadyClock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  if (membership_.wait_until(lock, deadline,
-                             [&] { return left_ != nullptr || !left_failure_.empty(); })) {
-    if (left_ != nullptr) return;
-    throw CollectiveError(left_failure_);
+  // Without an interrupt, one wait; with one, slices of it, each followed by a look at it.
+  const auto slice = std::chrono::milliseconds(20);
+  for (;;) {
+    const auto until =
+        options_.interrupt != nullptr ? std::min(deadline, SteadyClock::now() + slice) : deadline;
+    if (membership_.wait_until(lock, until,
+                               [&] { return left_ != nullptr || !left_failure_.empty(); })) {
+      if (left_ != nullptr) return;
+      throw CollectiveError(left_failure_);
+    }
+    if (SteadyClock::now() >= deadline) break;
+    lock.unlock();
+    if (std::string why = interrupted(); !why.empty()) throw CollectiveError(why);
+    lock.lock();
   }
   lock.unlock();
   throw CollectiveError(fmt::format("{} did not join the ring within {} s{}",
@@ -147,6 +161,11 @@ void RingFormation::give_up_forming() {
   if (final_refusal_.empty() || !left_failure_.empty()) return;
   left_failure_ = final_refusal_;
   membership_.notify_all();
+}
+
+std::string RingFormation::interrupted() const {
+  const RingInterrupt* interrupt = options_.interrupt;
+  return interrupt != nullptr && interrupt->raised() > options_.view ? interrupt->why() : "";
 }
 
 std::string RingFormation::final_refusal() {

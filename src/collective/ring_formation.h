@@ -63,6 +63,8 @@ class RingFormation {
   void give_up_forming();
   // The refusal that ended forming the ring for good, if it has.
   std::string final_refusal();
+  // Why the membership moved on past this ring's view (RingOptions::interrupt), or "".
+  std::string interrupted() const;
   // " (this rank refused a peer: <why>)" when it has, for the errors of a ring that did not form:
   // the refused peer is usually the rank that never arrived.
   std::string refusal_note();

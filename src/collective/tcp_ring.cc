@@ -18,7 +18,9 @@ namespace dtrain {
 
 namespace proto = ring_protocol;
 
-TcpRing::TcpRing(RingOptions options) : options_(std::move(options)), formation_(options_) {}
+TcpRing::TcpRing(RingOptions options) : options_(std::move(options)), formation_(options_) {
+  if (options_.interrupt != nullptr) options_.interrupt->rearm();
+}
 
 TcpRing::~TcpRing() {
   // Leaving with frames still queued means leaving in the middle of a collective: the neighbours
@@ -105,6 +107,8 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
   auto last_progress = now;                          // any of them
   auto last_keepalive = now;                         // sent, or this wait began
   for (;;) {
+    if (options_.interrupt != nullptr && options_.interrupt->raised() > options_.view)
+      interrupted();
     bool sent[2] = {pump_sends(Side::kLeft), pump_sends(Side::kRight)};
     // A neighbour that read our chunks (by reference) has taken them as surely as a socket that
     // accepted them.
@@ -320,7 +324,7 @@ void TcpRing::wait_for_io(const Side* reading, SteadyClock::time_point until) {
   const auto left_ms =
       std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now()).count();
   const int timeout_ms = static_cast<int>(std::clamp<int64_t>(left_ms, 1, 1000));
-  TcpStream::Wait waits[2];
+  TcpStream::Wait waits[3];
   size_t count = 0;
   for (const Side side : {Side::kLeft, Side::kRight}) {
     // A link holding a chunk for a later step stays readable until that step: watching it would
@@ -330,6 +334,8 @@ void TcpRing::wait_for_io(const Side* reading, SteadyClock::time_point until) {
     const bool write = !link(side).idle();
     if (read || write) waits[count++] = {&connection(side).stream(), read, write};
   }
+  if (options_.interrupt != nullptr)
+    waits[count++] = {.read = true, .fd = options_.interrupt->fd()};
   TcpStream::wait_any(std::span(waits, count), timeout_ms);
   // Frames from a neighbour we are not reading from are keepalives or an abort, or a chunk
   // arriving early; read their openings now so that an abort is acted on at once. The one we read
@@ -371,6 +377,13 @@ void TcpRing::send_abort(Side side, const std::string& message) {
 void TcpRing::drain(Side side) {
   Connection* from = reached(side);
   if (from != nullptr && !link(side).abort_seen) link(side).drain(*from, options_.timeout_ms);
+}
+
+// The membership moved on: the neighbours are re-forming too (or gone), so nobody is told and
+// nothing is drained; the ring is over for this rank.
+void TcpRing::interrupted() {
+  if (!failure_) failure_ = std::make_exception_ptr(CollectiveError(options_.interrupt->why()));
+  std::rethrow_exception(failure_);
 }
 
 void TcpRing::throw_if_failed() const {

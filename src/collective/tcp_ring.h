@@ -120,6 +120,7 @@ class TcpRing final : public RingLinks {
   void send_abort(Side side, const std::string& message);
   void drain(Side side);
   void throw_if_failed() const;
+  [[noreturn]] void interrupted();  // RingOptions::interrupt was raised past this ring's view
   std::string lost_message(int peer, std::string_view what) const;
 
   const RingOptions options_;

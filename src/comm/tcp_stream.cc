@@ -236,7 +236,7 @@ bool TcpStream::wait_any(std::span<const Wait> waits, int timeout_ms) {
   for (size_t i = 0; i < waits.size(); ++i) {
     const short events =
         static_cast<short>((waits[i].read ? POLLIN : 0) | (waits[i].write ? POLLOUT : 0));
-    entries[i] = {waits[i].stream->fd_, events, 0};
+    entries[i] = {waits[i].stream != nullptr ? waits[i].stream->fd_ : waits[i].fd, events, 0};
   }
   const int ready = ::poll(entries.data(), waits.size(), timeout_ms);
   if (ready < 0 && errno != EINTR) {

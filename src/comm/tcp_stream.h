@@ -82,6 +82,7 @@ class TcpStream {
     const TcpStream* stream = nullptr;
     bool read = false;   // bytes (or an error) to read
     bool write = false;  // room to write
+    int fd = -1;         // without a stream: another descriptor to watch (an eventfd)
   };
   // Waits until any of `waits` is ready, or until timeout_ms has passed (then returns false).
   static bool wait_any(std::span<const Wait> waits, int timeout_ms);

@@ -15,6 +15,30 @@ struct Batch {
   int size = 0;
 };
 
+// Where a run stands in its training data when the number of workers may change between steps
+// (elastic membership): the epoch, and how many examples of that epoch's order the steps so far
+// have taken. Every worker of a step takes its slice of the same global batch, which starts here.
+struct DataPosition {
+  int64_t epoch = 0;
+  int64_t taken = 0;
+  bool operator==(const DataPosition&) const = default;
+};
+
+// Where a global batch of `global_batch` examples starts from `at`, in an epoch of `examples`:
+// at `at`, or at the start of the next epoch when fewer remain (that remainder is dropped, as
+// PyTorch's DataLoader(drop_last=True) drops it). REQUIRES: 0 < global_batch <= examples.
+inline DataPosition batch_start(DataPosition at, int64_t global_batch, int64_t examples) {
+  if (at.taken + global_batch <= examples) return at;
+  return {at.epoch + 1, 0};
+}
+
+// The position after a step whose global batch of `global_batch` examples started from `at`.
+inline DataPosition after_batch(DataPosition at, int64_t global_batch, int64_t examples) {
+  DataPosition start = batch_start(at, global_batch, examples);
+  start.taken += global_batch;
+  return start;
+}
+
 class BatchSource {
  public:
   virtual ~BatchSource() = default;
@@ -27,6 +51,11 @@ class BatchSource {
   virtual int64_t epoch() const = 0;
   // This worker's batches per epoch.
   virtual int64_t steps_per_epoch() const = 0;
+  // From now on next() returns slice `index` of `count` of the global batch of count × batch_size
+  // examples that starts at `at` (batch_start), then of each one after it: how an elastic worker
+  // follows the membership. Throws UsageError where the source cannot (streamed files), or for a
+  // global batch larger than the data.
+  virtual void reslice(int index, int count, DataPosition at) = 0;
 };
 
 }  // namespace dtrain

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <random>
+#include <stdexcept>
 
 #include "base/error.h"
 #include "data/shuffle_random.h"
@@ -71,17 +72,24 @@ void Batcher::shuffle_for_epoch(int64_t epoch) {
 }
 
 const Batch& Batcher::next() {
+  const int64_t global_batch = int64_t{shard_count_} * batch_size_;
+  if (position_) epoch_ = batch_start(*position_, global_batch, data_->size).epoch;
   if (shuffled_epoch_ != epoch_) shuffle_for_epoch(epoch_);
   const int64_t example_size = data_->example_size;
-  const int64_t first = sharding_ == Sharding::kBatchSlices
-                            ? (index_ * shard_count_ + shard_index_) * batch_size_
-                            : index_ * batch_size_;
+  int64_t first = sharding_ == Sharding::kBatchSlices
+                      ? (index_ * shard_count_ + shard_index_) * batch_size_
+                      : index_ * batch_size_;
+  if (position_) {
+    first = batch_start(*position_, global_batch, data_->size).taken + shard_index_ * batch_size_;
+    *position_ = after_batch(*position_, global_batch, data_->size);
+  }
   for (int b = 0; b < batch_size_; ++b) {
     const int64_t row = order_[first + b];
     const float* source = data_->rows().data() + row * example_size;
     std::copy(source, source + example_size, images_.data() + b * example_size);
     labels_[b] = data_->labels[row];
   }
+  if (position_) return batch_;
   if (++index_ == steps_per_epoch_) {
     ++epoch_;
     index_ = 0;
@@ -89,8 +97,28 @@ const Batch& Batcher::next() {
   return batch_;
 }
 
+void Batcher::reslice(int index, int count, DataPosition at) {
+  if (sharding_ != Sharding::kBatchSlices) {
+    throw std::logic_error("Batcher::reslice: only a Batcher of batch slices follows a membership");
+  }
+  if (count < 1 || index < 0 || index >= count) {
+    throw UsageError(fmt::format("slice {} of {}: no such slice", index, count));
+  }
+  if (int64_t{count} * batch_size_ > data_->size) {
+    throw UsageError(
+        fmt::format("--batch_size {}: {} workers' batches hold more than the {} examples",
+                    batch_size_, count, data_->size));
+  }
+  shard_index_ = index;
+  shard_count_ = count;
+  steps_per_epoch_ = data_->size / count / batch_size_;
+  position_ = at;
+  epoch_ = batch_start(at, int64_t{count} * batch_size_, data_->size).epoch;
+}
+
 void Batcher::seek(int64_t step) {
   if (step < 0) throw UsageError(fmt::format("seek to step {}: must be at least 0", step));
+  position_.reset();
   epoch_ = step / steps_per_epoch_;
   index_ = step % steps_per_epoch_;
 }

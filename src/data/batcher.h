@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "data/batch_source.h"
@@ -53,6 +54,8 @@ class Batcher final : public BatchSource {
   // The epoch of the batch next() returns next.
   int64_t epoch() const override { return epoch_; }
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
+  // Sharding::kBatchSlices only (a logic error otherwise); seek() returns to counting steps.
+  void reslice(int index, int count, DataPosition at) override;
   int64_t shard_size() const { return static_cast<int64_t>(order_.size()); }
 
  private:
@@ -71,6 +74,8 @@ class Batcher final : public BatchSource {
   int64_t shuffled_epoch_ = -1;
   int64_t epoch_ = 0;  // position of the batch next() returns next
   int64_t index_ = 0;  // ... and its index within the epoch
+  // After reslice(): where the next global batch starts, which replaces epoch_ and index_.
+  std::optional<DataPosition> position_;
 
   FloatBuffer images_;  // (batch_size, example_size)
   std::vector<int32_t> labels_;

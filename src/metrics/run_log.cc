@@ -19,6 +19,7 @@ void RunLog::write(const RunRecord& record) {
 
 void RunLog::close() {
   for (const auto& sink : sinks_) sink->close();
+  sinks_.clear();
 }
 
 }  // namespace dtrain

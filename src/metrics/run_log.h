@@ -69,6 +69,7 @@ class RunLog {
   void add_sink(std::unique_ptr<RunLogSink> sink) { sinks_.push_back(std::move(sink)); }
   bool enabled() const { return !sinks_.empty(); }
   void write(const RunRecord& record);
+  // Closes every sink and drops it: later records go nowhere (enabled() is false).
   void close();
 
  private:

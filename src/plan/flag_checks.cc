@@ -260,6 +260,23 @@ void check_workers(const RunPlan& p, int) {
   check(p.flags.workers >= 1, fmt::format("--workers {}: need at least one", p.flags.workers));
 }
 
+void check_min_workers(const RunPlan& p, int) {
+  const FlagValues& f = p.flags;
+  check(f.min_workers >= 0 && f.min_workers <= f.workers,
+        fmt::format("--min_workers {}: must be between 1 and --workers ({}), or 0 (not elastic)",
+                    f.min_workers, f.workers));
+}
+
+void check_max_workers(const RunPlan& p, int) {
+  const FlagValues& f = p.flags;
+  check(f.max_workers == 0 || (f.min_workers > 0 && f.max_workers >= f.workers),
+        f.min_workers == 0
+            ? fmt::format("--max_workers {}: an elastic job's bound; give --min_workers too",
+                          f.max_workers)
+            : fmt::format("--max_workers {}: must be at least --workers ({})", f.max_workers,
+                          f.workers));
+}
+
 void check_max_restarts(const RunPlan& p, int) {
   check(p.flags.max_restarts >= 0,
         fmt::format("--max_restarts {}: must not be negative", p.flags.max_restarts));

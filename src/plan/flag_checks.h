@@ -34,6 +34,8 @@ void check_fusion_bytes(const RunPlan& plan, int cluster_workers);
 void check_ps_count(const RunPlan& plan, int cluster_workers);
 void check_workers(const RunPlan& plan, int cluster_workers);
 void check_max_restarts(const RunPlan& plan, int cluster_workers);
+void check_min_workers(const RunPlan& plan, int cluster_workers);
+void check_max_workers(const RunPlan& plan, int cluster_workers);
 
 void check_summary_steps(const RunPlan& plan, int cluster_workers);
 void check_log_every(const RunPlan& plan, int cluster_workers);

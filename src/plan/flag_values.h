@@ -62,10 +62,14 @@ struct FlagValues {
   bool progress_through_launcher = false;
   std::vector<int64_t> inject_nonfinite_at;
   int step_delay_ms = 0;
+  std::string record_examples;
   // The local launcher.
   int ps = 1;
   int workers = 2;
   int max_restarts = 3;
+  int min_workers = 0;     // 0: not elastic
+  int max_workers = 0;     // 0: --workers
+  std::string membership;  // the coordinator of an elastic job, for its tasks
   // A task's place in a cluster.
   std::string ps_hosts, worker_hosts, job_name, rendezvous, bind, cluster_file, secret_file;
   int task_index = 0;

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <optional>
 
 #include "base/cpu.h"
 #include "cluster/cluster_secret.h"
 #include "cluster/local_launcher.h"
+#include "cluster/membership_service.h"
 #include "plan/flags.h"
 
 namespace dtrain {
@@ -90,15 +92,39 @@ int launch_local_cluster(const RunPlan& plan, const RunEnvironment& environment,
   for (int i = 0; i < ps; ++i) add("ps", i);
   for (int i = 0; i < f.workers; ++i) add("worker", i);
 
+  const std::string secret = new_cluster_secret();
+  // An elastic job's coordinator lives here, where no worker's leaving can take it away.
+  const bool elastic = allreduce && f.min_workers > 0;
+  std::optional<MembershipService> coordinator;
+  if (elastic) {
+    coordinator.emplace(
+        MembershipOptions{.secret = secret,
+                          .authenticate_frames = !f.unauthenticated_frames,
+                          .workers = f.workers,
+                          .min_workers = f.min_workers,
+                          .max_workers = f.max_workers > 0 ? f.max_workers : f.workers,
+                          .timeout_ms = f.collective_timeout * 1000});
+    const std::string address = fmt::format("127.0.0.1:{}", coordinator->port());
+    for (LocalTask& task : tasks) task.args.insert(task.args.end(), {"--membership", address});
+  }
+
   LaunchOptions options;
   options.binary = "/proc/self/exe";
   options.max_restarts = f.max_restarts;
-  options.restart = allreduce ? RestartPolicy::kGroup : RestartPolicy::kTask;
+  options.restart = elastic     ? RestartPolicy::kElastic
+                    : allreduce ? RestartPolicy::kGroup
+                                : RestartPolicy::kTask;
   // The tasks stop by themselves within the same time; SIGKILL is for one that cannot.
   options.grace = std::chrono::milliseconds(plan.config.shutdown_timeout_ms);
-  options.extra_env.push_back("DTRAIN_SECRET=" + new_cluster_secret());
+  options.extra_env.push_back("DTRAIN_SECRET=" + secret);
   options.terminal = environment.terminal;
-  if (allreduce) {
+  if (elastic) {
+    fmt::print(out,
+               "dtrain train: strategy allreduce, {} workers on this machine ({}), elastic: the "
+               "job goes on while {} remain, up to {}; its coordinator at 127.0.0.1:{}\n",
+               f.workers, worker_hosts, f.min_workers,
+               f.max_workers > 0 ? f.max_workers : f.workers, coordinator->port());
+  } else if (allreduce) {
     fmt::print(out, "dtrain train: strategy allreduce, {} workers on this machine ({})\n",
                f.workers, worker_hosts);
   } else {

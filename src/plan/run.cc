@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "cluster/cluster_secret.h"
 #include "cluster/cluster_source.h"
+#include "cluster/membership_client.h"
 #include "cluster/rendezvous.h"
 #include "data/data_files.h"
 #include "plan/cluster_configs.h"
@@ -36,6 +37,10 @@ int train_with(const TrainConfig& config, const std::string& name, const Strateg
   try {
     const TrainResult result = run_training_loop(config, input, state, *built.strategy, out);
     return result.halt_signal != 0 ? 128 + result.halt_signal : 0;
+  } catch (const JobEnded& ended) {
+    fmt::print(out, "{}: {}\n", name, ended.what());
+    out << std::flush;
+    return 0;
   } catch (const StopRequested& stopped) {
     if (built.abort) built.abort(stopped);
     fmt::print(out, "{}: {}\n", name, stopped.what());

@@ -86,6 +86,7 @@ TrainConfig config_of(const RunPlan& p) {
   c.early_stopping_patience = f.early_stopping_patience;
   c.nonfinite_gradient_steps = f.inject_nonfinite_at;
   c.step_delay_ms = f.step_delay_ms;
+  c.record_examples = f.record_examples;
   c.recorder = &settings_record();
   check_recipe(*c.model.source, source, c, given);
   return c;

@@ -82,39 +82,66 @@ AllreduceStrategy::AllreduceStrategy(const TrainConfig& train, const AllreduceCl
       out_(out),
       rank_(worker_rank(config.cluster.cluster, config.cluster.task)),
       workers_(training_workers(config.cluster.cluster)),
-      connector_(std::move(connector)) {
+      connector_(std::move(connector)),
+      state_(state),
+      train_examples_(input.train_examples()) {
   // A global step takes one batch from every worker: an epoch is a shard's batches of them.
+  // (An elastic job counts its steps as the cluster's workers would take them.)
   const int64_t batches_per_epoch = input.train_examples() / (int64_t{train.batch_size} * size());
   total_steps_ = total_global_steps(train, batches_per_epoch);
   for (const ArenaSlice& slice : fusion_buckets(state.grads(), config.fusion_bytes))
     buckets_.push_back(state.grads().flat().subspan(slice.begin, slice.size));
-  fingerprint_ = fnv1a(
-      agreed_settings(train, config, state.model(), state.params(), input, total_steps_).dump());
-  const ClusterSpec& cluster = config.cluster.cluster;
-  const HostPort& own = cluster.address(config.cluster.task);
-  const BindAddress bind = bind_address_for(own, config.cluster.bind_host);
+  const nlohmann::json agreed =
+      agreed_settings(train, config, state.model(), state.params(), input, total_steps_);
+  fingerprint_ = fnv1a(agreed.dump());
+  if (config.coordinator) {
+    membership_ = std::make_unique<MembershipClient>(MembershipClientOptions{
+        .coordinator = *config.coordinator,
+        .secret = config.secret,
+        .authenticate_frames = config.cluster.authenticate_frames,
+        .name = fmt::format("{}{}", config.cluster.task.job, config.cluster.task.index),
+        .settings = agreed,
+        .timeout_ms = config.collective_timeout_ms});
+    return;
+  }
+  listen_on_cluster_ring();
+}
+
+void AllreduceStrategy::listen_on_cluster_ring() {
+  const ClusterSpec& cluster = config_.cluster.cluster;
+  const HostPort& own = cluster.address(config_.cluster.task);
   if (connector_->has_address()) {
+    const BindAddress bind = bind_address_for(own, config_.cluster.bind_host);
     fmt::print(out_, "worker={}: listening on {}:{} ({})\n", rank_, bind.host, own.port, bind.why);
   }
   const TaskId& right = workers_[static_cast<size_t>((rank_ + 1) % size())];
-  connector_->listen(
-      RingOptions{.size = size(),
-                  .rank = rank_,
-                  .bind_host = bind.host,
-                  .port = own.port,
-                  .right = cluster.address(right),
-                  .secret = config.secret,
-                  .authenticate_frames = config.cluster.authenticate_frames,
-                  .fingerprint = fingerprint_,
-                  .timeout_ms = config.collective_timeout_ms,
-                  .spin_us = ring_spin_us(workers_on_host(own.host), config.transport),
-                  .job = rank_prefix(),
-                  .transport = config.transport,
-                  .stop = train.stop,
-                  .wait_report = [this](const std::string& line) {
-                    fmt::print(out_, "{}: {}\n", name(), line);
-                    out_ << std::flush;
-                  }});
+  connector_->listen(ring_options(size(), rank_, cluster.address(right)));
+}
+
+RingOptions AllreduceStrategy::ring_options(int size, int rank, const HostPort& right) const {
+  const HostPort& own = config_.cluster.cluster.address(config_.cluster.task);
+  RingOptions options{.size = size,
+                      .rank = rank,
+                      .bind_host = bind_address_for(own, config_.cluster.bind_host).host,
+                      .port = own.port,
+                      .right = right,
+                      .secret = config_.secret,
+                      .authenticate_frames = config_.cluster.authenticate_frames,
+                      .fingerprint = fingerprint_,
+                      .timeout_ms = config_.collective_timeout_ms,
+                      .spin_us = ring_spin_us(workers_on_host(own.host), config_.transport),
+                      .job = rank_prefix(),
+                      .transport = config_.transport,
+                      .stop = c_.stop,
+                      .wait_report =
+                          [this](const std::string& line) {
+                            fmt::print(out_, "{}: {}\n", name(), line);
+                            out_ << std::flush;
+                          },
+                      .interrupt = elastic() ? &membership_->interrupt() : nullptr,
+                      .view = view_.id,
+                      .names = elastic() ? view_.names() : std::vector<std::string>()};
+  return options;
 }
 
 AllreduceStrategy::~AllreduceStrategy() = default;
@@ -123,21 +150,34 @@ void AllreduceStrategy::abort(std::string_view why) {
   const std::string reason = fmt::format("{} stopped: {}", name(), why);
   if (ring_) {
     ring_->abort(reason);
-  } else {
+  } else if (connector_) {
     connector_->abort(reason);
   }
 }
 
 WorkerPlace AllreduceStrategy::place() const {
-  return {.rank = rank_, .workers = size(), .chief = chief(), .distributed = true};
+  return {.rank = rank_,
+          .workers = size(),
+          .chief = chief(),
+          .distributed = true,
+          .id = elastic() ? config_.cluster.task.index : -1};
 }
 
 std::string AllreduceStrategy::describe() const {
+  if (elastic()) {
+    return fmt::format("allreduce, {} workers (elastic: the job's coordinator at {})", size(),
+                       config_.coordinator->to_string());
+  }
   return fmt::format("allreduce, {} workers", size());
 }
 
 int64_t AllreduceStrategy::start(TrainingState& state, const Restore& restore) {
   print_start_line(state);
+  if (elastic()) {
+    restore_ = restore;
+    join_view(state, /*have_state=*/false);
+    return state.step;
+  }
   ring_ = connector_->connect();
   connector_.reset();
   communicator_ = std::make_unique<Communicator>(
@@ -158,8 +198,18 @@ float AllreduceStrategy::step(TrainingState& state, GradientComputer& computer, 
                               float lr, int64_t local_step, bool /*keep_gradient*/) {
   const float loss = computer.compute(state.params(), batch, state.grads());
   inject_nonfinite_gradient(c_, local_step, state.grads());
-  for (const std::span<float> bucket : buckets_)
-    communicator_->allreduce(bucket, ReduceOp::kAverage);
+  try {
+    for (const std::span<float> bucket : buckets_)
+      communicator_->allreduce(bucket, ReduceOp::kAverage);
+  } catch (const CollectiveError& error) {
+    if (!elastic()) throw;
+    reform(state, error.what());  // the step is dropped here, or comes as the furthest applied it
+    // Every member is now at the top of a step, as a joiner is: no halt vote before the next.
+    skip_vote_ = true;
+    return loss;
+  }
+  if (elastic())
+    position_ = after_batch(position_, int64_t{size()} * c_.batch_size, train_examples_);
   // A NaN or an infinity on any rank reaches every rank's average, and the ranks hold the same
   // bits, so each one decides alike to skip the update without a word to the others.
   if (!all_finite(state.grads().flat())) {
@@ -187,7 +237,14 @@ StopVerdict AllreduceStrategy::agree_to_stop(StopVerdict verdict) {
   std::array<float, 5> shared = {static_cast<float>(verdict.accuracy),
                                  static_cast<float>(verdict.loss), verdict.stop ? 1.0f : 0.0f,
                                  verdict.early ? 1.0f : 0.0f, verdict.improved ? 1.0f : 0.0f};
-  communicator_->broadcast(shared);
+  try {
+    communicator_->broadcast(shared);
+  } catch (const CollectiveError& error) {
+    if (!elastic()) throw;
+    // A joiner is at the top of a step, where every member now goes on without a verdict.
+    reform(state_, error.what());
+    return {.accuracy = verdict.accuracy, .loss = verdict.loss};
+  }
   return {.stop = shared[2] != 0,
           .accuracy = shared[0],
           .loss = shared[1],
@@ -196,22 +253,52 @@ StopVerdict AllreduceStrategy::agree_to_stop(StopVerdict verdict) {
 }
 
 // A 12-byte all-reduce a step (about 10 us on loopback): which of the signals reached any rank.
+// In an elastic job a SIGTERM is one worker's leave (a pod scaled away), unless every worker got
+// one; SIGINT and SIGHUP stop the whole job as before.
 int AllreduceStrategy::agree_to_halt(int own_signal) {
-  for (size_t i = 0; i < kHaltSignals.size(); ++i)
-    halt_votes_[i] = own_signal == kHaltSignals[i] ? 1.0f : 0.0f;
-  communicator_->allreduce(halt_votes_, ReduceOp::kSum);
-  for (size_t i = 0; i < kHaltSignals.size(); ++i)
-    if (halt_votes_[i] > 0) return kHaltSignals[i];
+  if (skip_vote_) {
+    skip_vote_ = false;
+    return 0;  // a signal stays requested, and counts at the next vote
+  }
+  try {
+    halt_vote(own_signal);
+  } catch (const CollectiveError& error) {
+    if (!elastic()) throw;
+    reform(state_, error.what());
+    return 0;
+  }
+  for (size_t i = 0; i < kHaltSignals.size(); ++i) {
+    if (halt_votes_[i] == 0) continue;
+    const bool some_leave = elastic() && kHaltSignals[i] == SIGTERM && halt_votes_[i] < size();
+    if (!some_leave) return kHaltSignals[i];
+    if (own_signal == SIGTERM) {
+      leaving_ = true;
+      membership_->leave(state_.step, "SIGTERM", /*finished=*/false);
+      return SIGTERM;
+    }
+    reform(state_, "a worker leaves");
+    return 0;
+  }
   return 0;
 }
 
+void AllreduceStrategy::halt_vote(int own_signal) {
+  for (size_t i = 0; i < kHaltSignals.size(); ++i)
+    halt_votes_[i] = own_signal == kHaltSignals[i] ? 1.0f : 0.0f;
+  communicator_->allreduce(halt_votes_, ReduceOp::kSum);
+}
+
 std::string AllreduceStrategy::counters() const {
-  return fmt::format("{} updates skipped for a non-finite gradient", skipped_steps_);
+  const std::string skipped =
+      fmt::format("{} updates skipped for a non-finite gradient", skipped_steps_);
+  if (!elastic()) return skipped;
+  return fmt::format("{}; {} membership view(s): {} worker(s) left, {} joined", skipped, views_,
+                     left_, joined_);
 }
 
 void AllreduceStrategy::print_summary(std::ostream& out, const RunFigures& f) const {
   // Replicas that drifted apart by one bit show here: the tests compare it across workers.
-  fmt::print(out, "worker={}: parameters crc32c = 0x{:08X}\n", rank_, params_crc_);
+  fmt::print(out, "worker={}: parameters crc32c = 0x{:08X}\n", place().name_index(), params_crc_);
   if (!chief()) return;
   const int64_t steps = f.last_step - f.first_step;
   const double s = f.train_seconds;
@@ -219,8 +306,9 @@ void AllreduceStrategy::print_summary(std::ostream& out, const RunFigures& f) co
              steps, s, s > 0 ? steps * f.batch_size * size() / s : 0.0, size());
 }
 
-void AllreduceStrategy::finish(TrainingState& state, bool /*reached_end*/) {
+void AllreduceStrategy::finish(TrainingState& state, bool reached_end) {
   params_crc_ = crc_of(std::span<const float>(state.params().flat()));
+  if (elastic() && reached_end) membership_->leave(state.step, "finished", /*finished=*/true);
 }
 
 // How many workers of the cluster share this task's host (all of them, under the launcher).
@@ -236,18 +324,25 @@ std::string AllreduceStrategy::rank_prefix() const {
   return config_.cluster.cluster.has_job(kChiefJob) ? "rank" : std::string(kWorkerJob);
 }
 
-std::string AllreduceStrategy::name() const { return name_of(rank_); }
+// An elastic job's worker keeps its task's name whatever its rank.
+std::string AllreduceStrategy::name() const {
+  if (elastic()) return fmt::format("{}{}", config_.cluster.task.job, config_.cluster.task.index);
+  return name_of(rank_);
+}
 
 std::string AllreduceStrategy::name_of(int rank) const {
+  if (elastic() && rank >= 0 && rank < view_.size())
+    return view_.members[static_cast<size_t>(rank)].name;
   return fmt::format("{}{}", rank_prefix(), rank);
 }
 
 // Which way chunks travel on each link: the honest answer to "is this run using memory or TCP?"
 void AllreduceStrategy::print_links() {
   if (size() == 1) return;
-  fmt::print(out_, "worker={}: transport to {} (left): {}; to {} (right): {}\n", rank_,
-             name_of((rank_ + size() - 1) % size()), ring_->describe_link(Side::kLeft),
-             name_of((rank_ + 1) % size()), ring_->describe_link(Side::kRight));
+  fmt::print(out_, "worker={}: transport to {} (left): {}; to {} (right): {}\n",
+             place().name_index(), name_of((rank_ + size() - 1) % size()),
+             ring_->describe_link(Side::kLeft), name_of((rank_ + 1) % size()),
+             ring_->describe_link(Side::kRight));
 }
 
 void AllreduceStrategy::print_start_line(const TrainingState& state) {
@@ -268,12 +363,18 @@ void AllreduceStrategy::print_start_line(const TrainingState& state) {
 }
 
 // Rank 0's parameters, optimizer slots, moving average and global step, on every rank.
-void AllreduceStrategy::share_state(TrainingState& state) {
-  communicator_->broadcast(state.params().flat());
-  for (ParamSet& slot : state.optimizer().slots()) communicator_->broadcast(slot.flat());
+// (An elastic job's position in the data too.)
+void AllreduceStrategy::share_state(TrainingState& state, int root) {
+  communicator_->broadcast(state.params().flat(), root);
+  for (ParamSet& slot : state.optimizer().slots()) communicator_->broadcast(slot.flat(), root);
   if (MovingAverage* average = state.moving_average())
-    communicator_->broadcast(average->shadow().flat());
-  communicator_->broadcast_bytes(std::as_writable_bytes(std::span(&state.step, 1)));
+    communicator_->broadcast(average->shadow().flat(), root);
+  communicator_->broadcast_bytes(std::as_writable_bytes(std::span(&state.step, 1)), root);
+  if (elastic()) {
+    int64_t position[2] = {position_.epoch, position_.taken};
+    communicator_->broadcast_bytes(std::as_writable_bytes(std::span(position)), root);
+    position_ = {position[0], position[1]};
+  }
 }
 
 }  // namespace dtrain

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "cluster/cluster_spec.h"
+#include "cluster/membership_client.h"
 #include "collective/communicator.h"
 #include "collective/ring_connector.h"
 #include "comm/transport.h"
@@ -41,6 +43,10 @@ struct AllreduceClusterConfig {
   int collective_timeout_ms = 60'000;
   // How chunks reach a worker on the same host (--transport; comm/transport.h).
   Transport transport = Transport::kAuto;
+  // An elastic job (--min_workers, issue 35): where its coordinator listens
+  // (cluster/membership_service.h). Every ring then forms from the coordinator's view of who is
+  // in the job, and re-forms at each change; nullopt: the cluster's workers, all of them, always.
+  std::optional<HostPort> coordinator;
 };
 
 // What every worker of the ring must agree on, which the ring's fingerprint hashes: what a
@@ -79,12 +85,19 @@ class AllreduceStrategy final : public Strategy {
              int64_t local_step, bool keep_gradient) override;
   StopVerdict agree_to_stop(StopVerdict verdict) override;
   int agree_to_halt(int own_signal) override;
+  std::optional<DataSlice> data_slice() const override;
+  bool take_place_change() override;
+  bool left_job() const override { return leaving_; }
+  std::vector<std::pair<std::string, double>> run_scalars() override;
   std::string counters() const override;
   void print_summary(std::ostream& out, const RunFigures& figures) const override;
   void finish(TrainingState& state, bool reached_end) override;
 
  private:
-  int size() const { return static_cast<int>(workers_.size()); }
+  // The workers of the ring: the cluster's, or an elastic job's current view's once it has one.
+  int size() const {
+    return elastic() && view_.id > 0 ? view_.size() : static_cast<int>(workers_.size());
+  }
   bool chief() const { return rank_ == 0; }
   int workers_on_host(const std::string& host) const;
   std::string rank_prefix() const;
@@ -92,13 +105,31 @@ class AllreduceStrategy final : public Strategy {
   std::string name_of(int rank) const;
   void print_links();
   void print_start_line(const TrainingState& state);
-  void share_state(TrainingState& state);
+  void share_state(TrainingState& state, int root = 0);
+  // The ring over the cluster's workers, all of them (not elastic).
+  void listen_on_cluster_ring();
+  RingOptions ring_options(int size, int rank, const HostPort& right) const;
+  void halt_vote(int own_signal);
+
+  // ---- elastic jobs (allreduce_elastic.cc) ----
+  bool elastic() const { return membership_ != nullptr; }
+  // This worker's view of the job: waits for the coordinator's next view, forms its ring and takes
+  // the state of the member furthest along (a fresh job's rank 0 initialises or restores first).
+  // Forms again if a member is lost meanwhile. `have_state`: this worker's state is the job's at
+  // state.step (false for a worker that has not trained yet).
+  void join_view(TrainingState& state, bool have_state);
+  // After the ring failed or was interrupted by a change: the step under way is dropped here, and
+  // every member ends with the state of the member furthest along (docs/elastic.md).
+  void reform(TrainingState& state, const std::string& why);
+  void print_changes(const MembershipView& view, const MembershipView& before);
+  // Where a job that starts or resumes at `step` stands in its data, with the cluster's workers.
+  DataPosition position_at(int64_t step) const;
 
   const TrainConfig& c_;
   const AllreduceClusterConfig& config_;
   std::ostream& out_;
-  const int rank_;
-  const std::vector<TaskId> workers_;      // in rank order
+  int rank_;
+  std::vector<TaskId> workers_;            // in rank order (an elastic job: the current view's)
   std::vector<std::span<float>> buckets_;  // views of the state's gradient arena
   static constexpr std::array<int, 3> kHaltSignals = {SIGTERM, SIGHUP, SIGINT};
   std::array<float, kHaltSignals.size()> halt_votes_{};
@@ -109,6 +140,20 @@ class AllreduceStrategy final : public Strategy {
   std::unique_ptr<Communicator> communicator_;  // over ring_
   int64_t skipped_steps_ = 0;  // updates skipped for a non-finite averaged gradient
   uint32_t params_crc_ = 0;
+
+  // Elastic jobs.
+  TrainingState& state_;
+  Restore restore_;  // from start(), for a fresh view's rank 0
+  std::unique_ptr<MembershipClient> membership_;
+  MembershipView view_;
+  DataPosition position_;  // where the next global batch starts
+  int64_t train_examples_ = 0;
+  bool place_changed_ = false;
+  bool leaving_ = false;
+  bool skip_vote_ = false;  // the step re-formed the ring: the next halt vote is left out
+  int64_t left_ = 0;        // workers that left or were lost during the run
+  int64_t joined_ = 0;      // workers that joined it after the first view
+  int64_t views_ = 0;       // views this worker formed its ring from
 };
 
 }  // namespace dtrain

@@ -26,6 +26,19 @@ struct WorkerPlace {
   int workers = 1;
   bool chief = true;  // initialises, evaluates during the run, checkpoints, writes the run log
   bool distributed = false;  // one worker of several processes: lines say "worker=<rank>"
+  // The number lines and files name the worker by when it is not its rank: an elastic job's
+  // worker keeps its task's number while its rank follows the membership. -1: its rank.
+  int id = -1;
+  int name_index() const { return id >= 0 ? id : rank; }
+};
+
+// Which slice of which global batch a worker of an elastic job trains on next (issue 35): its rank
+// among the workers of the job's current membership, their number, and where in the data the next
+// global batch starts.
+struct DataSlice {
+  int index = 0;
+  int count = 1;
+  DataPosition at;
 };
 
 // The figures of a finished run, for the strategy's closing lines.
@@ -81,6 +94,15 @@ class Strategy {
   // The run is over for every worker by another's doing (a ps worker saw the last step, or the
   // chief stopped at its target).
   virtual bool finished() const { return false; }
+  // Elastic jobs: the slice of data this worker's next step takes, which follows the membership;
+  // nullopt where the slices are fixed for the run (BatchSource::seek says where it resumes).
+  virtual std::optional<DataSlice> data_slice() const { return std::nullopt; }
+  // Whether place() has changed since the last call (a membership change moved this worker to
+  // another rank, or made it the chief).
+  virtual bool take_place_change() { return false; }
+  // This worker left a job that goes on without it (an elastic worker's SIGTERM): its halt is
+  // not the run's.
+  virtual bool left_job() const { return false; }
   // The chief's verdict after an evaluation (the others pass an empty one), made everyone's.
   // Every worker calls it at the same global steps, and only when a target accuracy or early
   // stopping is set. A worker that hears `improved` keeps its weights as the best.

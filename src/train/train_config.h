@@ -112,6 +112,11 @@ struct TrainConfig {
   // its gradient gets a NaN before it leaves, so that tests can watch the ps or the all-reduce
   // step refuse it.
   std::vector<int64_t> nonfinite_gradient_steps;
+  // Tests (--record_examples FILE): after every step whose update was applied, this worker appends
+  // "STEP EPOCH X X ..." to FILE (FILE.worker<N>.<pid> for worker N of a cluster), X the first
+  // feature of
+  // each example of its batch: how a test counts which examples an elastic job trained on.
+  std::filesystem::path record_examples;
   // Set by a signal (cli/shutdown.h): the run stops at its next step boundary, the chief writes a
   // last checkpoint, and a ps waits at most shutdown_timeout_ms for its workers to leave.
   const StopRequest* stop = nullptr;

@@ -4,10 +4,12 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <optional>
 #include <thread>
 
@@ -59,20 +61,15 @@ class TrainingLoop {
           "and there are none ({}); hold some out with --validation_size N",
           config.eval_every > 0 ? "--eval_every" : "--target_accuracy", input.describe()));
     }
-    if (place_.chief && !config.train_dir.empty()) {
-      checkpoints_.emplace(config.train_dir, config.keep_checkpoints);
-      if (config.early_stopping_patience > 0)
-        best_checkpoints_.emplace(config.train_dir / "best", 1);
-      run_log_.add_sink(std::make_unique<JsonLinesSink>(config.train_dir / "metrics.jsonl"));
-    }
-    if (place_.chief && config.observer != nullptr)
-      run_log_.add_sink(std::make_unique<ForwardingSink>(*config.observer));
-    open_event_files();
+    if (place_.chief) open_chief_outputs();
+    open_worker_event_file();
+    open_examples_record();
   }
 
   TrainResult run() {
     if (place_.chief) print_config();
     const int64_t first_step = strategy_.start(state_, [this] { return restore(); });
+    if (strategy_.take_place_change()) follow_place_change();
     if (first_step >= total_steps_) {
       fmt::print(out_,
                  "{}already finished at step {} (this run ends at step {}): nothing to train; a "
@@ -95,6 +92,10 @@ class TrainingLoop {
     while (state_.step < total_steps_ && !strategy_.finished()) {
       train_one_step();
       result_.halt_signal = strategy_.agree_to_halt(c_.stop != nullptr ? c_.stop->signal() : 0);
+      // The boundary where a membership view formed has no evaluation: a worker that joins there
+      // starts after it, and every member must call the same collectives.
+      const bool moved = strategy_.take_place_change();
+      if (moved) follow_place_change();
       if (result_.halt_signal != 0) break;
       if (histograms_due()) write_histograms();
       if (log_due()) {
@@ -102,7 +103,7 @@ class TrainingLoop {
         log_step();
       }
       bar.update(state_.step, loss_);
-      if (eval_due()) {
+      if (eval_due() && !moved) {
         bar.clear();
         if (evaluate_and_agree_to_stop()) {
           stopped_at_target = true;
@@ -160,11 +161,11 @@ class TrainingLoop {
 
   // "worker=1: " for a worker of a cluster, nothing for a local run.
   std::string prefix() const {
-    return place_.distributed ? fmt::format("worker={}: ", place_.rank) : std::string();
+    return place_.distributed ? fmt::format("worker={}: ", place_.name_index()) : std::string();
   }
   // How restore lines name this process.
   std::string who() const {
-    return place_.distributed ? fmt::format("worker{}", place_.rank) : std::string();
+    return place_.distributed ? fmt::format("worker{}", place_.name_index()) : std::string();
   }
 
   std::optional<int64_t> restore() {
@@ -187,6 +188,8 @@ class TrainingLoop {
     if (c_.step_delay_ms > 0)  // a deliberate straggler (--step_delay_ms), not synchronisation
       std::this_thread::sleep_for(std::chrono::milliseconds(c_.step_delay_ms));
     const auto start = Clock::now();
+    if (const std::optional<DataSlice> slice = strategy_.data_slice())
+      batches_->reslice(slice->index, slice->count, slice->at);
     epoch_ = batches_->epoch();
     const Batch& batch = batches_->next();
     check_labels(batch);
@@ -197,7 +200,9 @@ class TrainingLoop {
     // Local steps advance the global step by one; a ps step may advance it by more, but its
     // gradient is always kept.
     const bool keep_gradient = histograms_ && state_.step + 1 >= next_histograms_;
+    const int64_t step_before = state_.step;
     loss_ = strategy_.step(state_, computer_, batch, lr, local_steps_ + 1, keep_gradient);
+    if (examples_record_.is_open() && state_.step == step_before + 1) record_examples(batch);
     const auto elapsed = Clock::now() - start;
     train_time_ += elapsed;
     interval_time_ += elapsed;
@@ -208,6 +213,24 @@ class TrainingLoop {
           "{}loss is {} at global step {}: training diverged; lower --learning_rate (now {})",
           prefix(), loss_, state_.step, c_.learning_rate));
     }
+  }
+
+  // --record_examples: the step's batch, as this worker trained on it.
+  void record_examples(const Batch& batch) {
+    std::string line = fmt::format("{} {}", state_.step, epoch_);
+    const int64_t width = input_.feature_count();
+    for (int i = 0; i < batch.size; ++i) line += fmt::format(" {}", batch.images[i * width]);
+    examples_record_ << line << '\n' << std::flush;  // whole lines, even if killed
+  }
+
+  void open_examples_record() {
+    if (c_.record_examples.empty()) return;
+    std::filesystem::path path = c_.record_examples;
+    // A restarted worker writes a file of its own beside its predecessor's.
+    if (place_.distributed) path += fmt::format(".worker{}.{}", place_.name_index(), ::getpid());
+    examples_record_.open(path, std::ios::app);
+    if (!examples_record_)
+      throw IoError(fmt::format("--record_examples: cannot write {}", path.string()));
   }
 
   // Streamed labels are first seen here; one beyond the model's outputs would index past its
@@ -244,7 +267,8 @@ class TrainingLoop {
       fmt::print(out_,
                  "worker={}, epoch={}, global_step={}, local_step={}, loss={:.4f} ({:.1f} "
                  "examples/sec)\n",
-                 place_.rank, epoch_, state_.step, local_steps_, loss_, examples_per_second);
+                 place_.name_index(), epoch_, state_.step, local_steps_, loss_,
+                 examples_per_second);
     } else {
       fmt::print(out_, "step {}, loss = {:.4f} ({:.1f} examples/sec; {:.4f} sec/batch)\n",
                  state_.step, loss_, examples_per_second,
@@ -266,18 +290,48 @@ class TrainingLoop {
     worker_log_.write({state_.step, {{"loss", loss_}, {"examples_per_sec", examples_per_second}}});
   }
 
-  // The chief's events go to the log folder, each worker's (the chief's too) to worker_<rank>/
-  // in it, so that TensorBoard shows one run per worker beside the run's own.
-  void open_event_files() {
-    const std::filesystem::path dir = c_.logdir.empty() ? c_.train_dir : c_.logdir;
-    if (dir.empty()) return;
-    if (place_.chief) {
+  // The chief checkpoints and writes the run log: from the start, or from the membership change
+  // that made it the chief (an elastic job whose chief left). Its events go to the log folder.
+  void open_chief_outputs() {
+    if (!c_.train_dir.empty()) {
+      checkpoints_.emplace(c_.train_dir, c_.keep_checkpoints);
+      if (c_.early_stopping_patience > 0) best_checkpoints_.emplace(c_.train_dir / "best", 1);
+      run_log_.add_sink(std::make_unique<JsonLinesSink>(c_.train_dir / "metrics.jsonl"));
+    }
+    if (c_.observer != nullptr) run_log_.add_sink(std::make_unique<ForwardingSink>(*c_.observer));
+    if (const std::filesystem::path dir = log_dir(); !dir.empty()) {
       run_log_.add_sink(std::make_unique<TensorBoardSink>(dir));
       histograms_ = c_.summary_steps > 0;
     }
-    if (place_.distributed) {
-      worker_log_.add_sink(
-          std::make_unique<TensorBoardSink>(dir / fmt::format("worker_{}", place_.rank)));
+  }
+
+  // Each worker's events (the chief's too) go to worker_<rank>/ in the log folder, so that
+  // TensorBoard shows one run per worker beside the run's own.
+  void open_worker_event_file() {
+    const std::filesystem::path dir = log_dir();
+    if (dir.empty() || !place_.distributed) return;
+    worker_log_.add_sink(
+        std::make_unique<TensorBoardSink>(dir / fmt::format("worker_{}", place_.name_index())));
+  }
+
+  std::filesystem::path log_dir() const { return c_.logdir.empty() ? c_.train_dir : c_.logdir; }
+
+  // A membership change moved this worker: its rank (which slice of the data it takes, see
+  // data_slice) and perhaps the chief's duties, which it takes on from here.
+  void follow_place_change() {
+    const bool was_chief = place_.chief;
+    place_ = strategy_.place();
+    if (was_chief && !place_.chief) {  // a restarted chief that rejoined a running job
+      checkpoints_.reset();
+      best_checkpoints_.reset();
+      run_log_.close();
+      histograms_ = false;
+    }
+    if (place_.chief && !was_chief) {
+      open_chief_outputs();
+      if (eval_every_ > 0) next_eval_ = next_multiple(state_.step, eval_every_);
+      if (c_.save_steps > 0) next_save_ = next_multiple(state_.step, c_.save_steps);
+      if (steps_per_epoch_ > 0) epochs_recorded_ = state_.step / steps_per_epoch_;
     }
   }
 
@@ -520,6 +574,13 @@ class TrainingLoop {
     result_.final_loss = loss_;
     run_log_.close();
     worker_log_.close();
+    if (strategy_.left_job()) {
+      fmt::print(out_, "{}left the job at global step {} after {} steps ({}); the others go on\n",
+                 prefix(), state_.step, local_steps_, signal_name(result_.halt_signal));
+      out_ << std::flush;
+      result_.halt_signal = 0;  // a clean leave, not a failure
+      return result_;
+    }
     std::string kept;
     if (checkpoints_) {
       kept = fmt::format(
@@ -538,13 +599,15 @@ class TrainingLoop {
   void print_closing_lines(int64_t first_step) {
     const std::string counters = strategy_.counters();
     if (place_.distributed) {
-      fmt::print(out_, "worker={}: test accuracy = {:.4f}\n", place_.rank, result_.test_accuracy);
+      fmt::print(out_, "worker={}: test accuracy = {:.4f}\n", place_.name_index(),
+                 result_.test_accuracy);
       fmt::print(out_,
                  "worker={}: training elapsed time: {:.3f} s ({} local steps, {:.1f} "
                  "examples/sec{})\n",
-                 place_.rank, result_.train_seconds, local_steps_, result_.examples_per_second,
-                 counters.empty() ? "" : "; " + counters);
-      fmt::print(out_, "worker={}: peak resident memory {}\n", place_.rank, format_peak_resident());
+                 place_.name_index(), result_.train_seconds, local_steps_,
+                 result_.examples_per_second, counters.empty() ? "" : "; " + counters);
+      fmt::print(out_, "worker={}: peak resident memory {}\n", place_.name_index(),
+                 format_peak_resident());
     } else {
       fmt::print(out_, "test accuracy = {:.4f}\n", result_.test_accuracy);
       fmt::print(out_, "Training elapsed time: {:.3f} s ({} steps, {:.1f} examples/sec)\n",
@@ -570,7 +633,7 @@ class TrainingLoop {
   TrainingState& state_;
   Strategy& strategy_;
   std::ostream& out_;
-  const WorkerPlace place_;
+  WorkerPlace place_;  // follows the membership of an elastic job
   std::unique_ptr<BatchSource> batches_;
   GradientComputer computer_;
   const int64_t steps_per_epoch_;  // global steps
@@ -580,9 +643,10 @@ class TrainingLoop {
   std::optional<CheckpointManager> checkpoints_;  // the chief's, with --train_dir
   // The chief's, with --train_dir and --early_stopping_patience: train_dir/best/.
   std::optional<CheckpointManager> best_checkpoints_;
-  RunLog run_log_;           // likewise, with --train_dir or --logdir
-  RunLog worker_log_;        // a distributed worker's own event file, with --train_dir or --logdir
-  bool histograms_ = false;  // the chief's, with --summary_steps
+  RunLog run_log_;     // likewise, with --train_dir or --logdir
+  RunLog worker_log_;  // a distributed worker's own event file, with --train_dir or --logdir
+  std::ofstream examples_record_;  // --record_examples
+  bool histograms_ = false;        // the chief's, with --summary_steps
 
   int64_t next_histograms_ = 0;
   std::shared_ptr<std::vector<NamedValues>> histogram_buffers_;

@@ -28,7 +28,7 @@ std::vector<float> concatenation(int n, size_t block) {
   return all;
 }
 
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() &&
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
@@ -48,7 +48,7 @@ TEST(RingAllgatherTest, EveryRankEndsWithEveryBlockInRankOrder) {
         });
         const std::vector<float> expected = concatenation(n, block);
         for (int r = 0; r < n; ++r) {
-          EXPECT_TRUE(bitwise_equal(results[r], expected))
+          EXPECT_TRUE(same_bits(results[r], expected))
               << "n=" << n << " block=" << block << " chunk_bytes=" << chunk_bytes << " rank " << r;
         }
       }
@@ -68,7 +68,7 @@ TEST(RingAllgatherTest, InPlaceWhenTheInputIsTheRanksOwnBlock) {
     std::span<float> all(results[rank]);
     Communicator(ring.links(rank)).allgather(all.subspan(rank * block, block), all);
   });
-  for (int r = 0; r < n; ++r) EXPECT_TRUE(bitwise_equal(results[r], concatenation(n, block)));
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(same_bits(results[r], concatenation(n, block)));
 }
 
 // n-1 steps in which each of the n ranks sends one message per chunk: the (n-1)/n of the result

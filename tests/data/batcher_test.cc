@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
 #include <numeric>
 #include <set>
 #include <vector>
@@ -228,6 +230,80 @@ TEST(Batcher, NegativeSeekIsAUsageError) {
   Batcher batcher(data, 2, 1);
   EXPECT_THAT([&] { batcher.seek(-1); },
               ThrowsMessage<UsageError>(HasSubstr("seek to step -1: must be at least 0")));
+}
+
+// ---- slices that follow an elastic job's membership (BatchSource::reslice) ----
+
+// The ids of one global step of `count` workers from `at`, each worker's Batcher resliced as the
+// training loop reslices it; `at` moves on as the strategy moves it.
+std::vector<int64_t> elastic_step(std::vector<std::unique_ptr<Batcher>>& workers, int count,
+                                  DataPosition& at, int64_t examples) {
+  std::vector<int64_t> step;
+  for (int k = 0; k < count; ++k) {
+    workers[static_cast<size_t>(k)]->reslice(k, count, at);
+    const std::vector<int64_t> batch = ids(workers[static_cast<size_t>(k)]->next());
+    step.insert(step.end(), batch.begin(), batch.end());
+  }
+  at = after_batch(at, int64_t{count} * 7, examples);
+  return step;
+}
+
+TEST(Batcher, SlicesThatFollowAChangingMembershipTakeEachExampleOncePerEpoch) {
+  const int64_t examples = 1000;
+  const Dataset data = numbered_dataset(examples);
+  std::vector<std::unique_ptr<Batcher>> workers;
+  for (int k = 0; k < 5; ++k)
+    workers.push_back(std::make_unique<Batcher>(data, 7, 42, 0, 1, Sharding::kBatchSlices));
+  // Workers leave and join between steps: 3, then 2, then 5, then 4, over several epochs.
+  const int counts[] = {3, 2, 5, 4};
+  DataPosition at;
+  std::map<int64_t, std::vector<int64_t>> seen;  // epoch -> ids
+  std::map<int64_t, int> first_count;            // epoch -> workers at its first step
+  for (int step = 0; step < 400; ++step) {
+    const int count = counts[(step / 37) % 4];
+    const int64_t epoch = batch_start(at, int64_t{count} * 7, examples).epoch;
+    const std::vector<int64_t> taken = elastic_step(workers, count, at, examples);
+    seen[epoch].insert(seen[epoch].end(), taken.begin(), taken.end());
+    first_count.try_emplace(epoch, count);
+  }
+  ASSERT_GE(seen.size(), 4u);
+  for (const auto& [epoch, taken] : seen) {
+    const std::set<int64_t> distinct(taken.begin(), taken.end());
+    EXPECT_EQ(distinct.size(), taken.size()) << "an example twice in epoch " << epoch;
+    if (epoch == seen.rbegin()->first) continue;  // still under way
+    // Only a tail too short for the global batch of the step that found it is dropped.
+    EXPECT_LT(examples - static_cast<int64_t>(taken.size()), int64_t{first_count[epoch + 1]} * 7)
+        << "epoch " << epoch;
+  }
+}
+
+TEST(Batcher, SlicesOfAnUnchangingMembershipAreTheBatchSlicesOfAFixedCluster) {
+  const int64_t examples = 300;
+  const Dataset data = numbered_dataset(examples);
+  std::vector<std::unique_ptr<Batcher>> elastic;
+  std::vector<std::unique_ptr<Batcher>> fixed;
+  for (int k = 0; k < 3; ++k) {
+    elastic.push_back(std::make_unique<Batcher>(data, 7, 5, 0, 1, Sharding::kBatchSlices));
+    fixed.push_back(std::make_unique<Batcher>(data, 7, 5, k, 3, Sharding::kBatchSlices));
+  }
+  DataPosition at;
+  for (int step = 0; step < 40; ++step) {  // about three epochs
+    std::vector<int64_t> expected;
+    for (auto& worker : fixed) {
+      const std::vector<int64_t> batch = ids(worker->next());
+      expected.insert(expected.end(), batch.begin(), batch.end());
+    }
+    EXPECT_EQ(elastic_step(elastic, 3, at, examples), expected) << "step " << step;
+  }
+}
+
+TEST(Batcher, ResliceRefusesSlicesTheDataCannotHold) {
+  const Dataset data = numbered_dataset(20);
+  Batcher batcher(data, 7, 1, 0, 1, Sharding::kBatchSlices);
+  EXPECT_THAT([&] { batcher.reslice(0, 3, {}); },
+              ThrowsMessage<UsageError>(HasSubstr("3 workers' batches hold more than the 20")));
+  EXPECT_THAT([&] { batcher.reslice(2, 2, {}); },
+              ThrowsMessage<UsageError>(HasSubstr("slice 2 of 2")));
 }
 
 }  // namespace

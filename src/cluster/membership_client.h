@@ -1,0 +1,82 @@
+// A worker's side of an elastic job's membership (cluster/membership_service.h): it says who it is
+// and what it trains, then at the start and after every change reports ready and receives the
+// view its ring forms from. A thread reads the coordinator's announcements meanwhile: one of a
+// change raises the ring interrupt, so that a ring waiting on a worker that is gone stops at once.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "base/error.h"
+#include "cluster/membership_view.h"
+#include "collective/ring_interrupt.h"
+#include "comm/host_port.h"
+
+namespace dtrain {
+
+class Connection;
+
+// A worker that asks to join a job that has already finished (the launcher's restart of a worker
+// lost near the end): nothing is wrong, and nothing is left to do.
+class JobEnded : public Error {
+ public:
+  using Error::Error;
+};
+
+struct MembershipClientOptions {
+  HostPort coordinator;
+  std::string secret;  // the cluster secret, raw bytes
+  bool authenticate_frames = true;
+  std::string name;  // this worker's task name, "worker1"
+  // What this worker trains (the settings all-reduce workers must agree on): the coordinator
+  // refuses a worker whose settings differ from the job's, naming where.
+  nlohmann::json settings;
+  int timeout_ms = 60'000;  // to reach the coordinator, and to wait for a view
+};
+
+// Thread-safety: one thread makes the calls; interrupt() is for that thread's rings.
+class MembershipClient {
+ public:
+  // Connects and says hello. Throws TransportError / AuthError if the coordinator cannot be
+  // reached or refuses the secret.
+  explicit MembershipClient(MembershipClientOptions options);
+  ~MembershipClient();
+  MembershipClient(const MembershipClient&) = delete;
+  MembershipClient& operator=(const MembershipClient&) = delete;
+
+  RingInterrupt& interrupt() { return interrupt_; }
+
+  // Reports this worker ready to form the next view — its state at global step `step` (-1: none
+  // yet), listening at `address` — and waits for that view. Throws Error with the coordinator's
+  // words when this worker is refused or the job cannot go on (below --min_workers), or when the
+  // coordinator is lost; JobEnded when the job has finished.
+  MembershipView next_view(int64_t step, const HostPort& address);
+
+  // Leaves the job at `step`: cleanly, the others re-forming without this worker (a SIGTERM), or
+  // because the run is over for everyone (finished). Then no more calls.
+  void leave(int64_t step, const std::string& why, bool finished);
+
+ private:
+  void read_announcements();
+  void fail(const std::string& error);
+
+  const MembershipClientOptions options_;
+  RingInterrupt interrupt_;
+  std::unique_ptr<Connection> connection_;
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::optional<MembershipView> view_;  // the newest view, until next_view takes it
+  std::string error_;                   // why the job cannot go on for this worker
+  bool ended_ = false;                  // ... because it has finished
+  uint64_t in_view_ = 0;                // the view this worker last formed its ring from
+  std::thread reader_;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,368 @@
+// The coordinator's state machine. Each worker's connection has its handler thread (comm/server.h),
+// which reads the worker's frames and calls in under one mutex; every answer is sent under that
+// mutex too, so a worker hears the coordinator's frames in the order it decided them. A thread of
+// its own wakes to enforce the deadlines.
+#include "cluster/membership_service.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/peer_text.h"
+#include "cluster/cluster_spec.h"
+#include "cluster/membership_view.h"
+#include "comm/connection.h"
+#include "comm/server.h"
+
+namespace dtrain {
+namespace {
+
+using nlohmann::json;
+namespace proto = membership_protocol;
+using Clock = std::chrono::steady_clock;
+
+std::span<const std::byte> bytes_of(const std::string& text) {
+  return std::as_bytes(std::span(text.data(), text.size()));
+}
+
+json parse_meta(const Connection::Incoming& in, const Connection& from) {
+  try {
+    return json::parse(in.meta.begin(), in.meta.end());
+  } catch (const json::exception& error) {
+    throw FrameError(fmt::format("membership: a malformed frame from {}: {}", from.peer(),
+                                 peer_text(error.what())));
+  }
+}
+
+// Where two workers' settings differ, as "/model: \"mlp\" here, \"softmax\" in the job"; at most
+// three places, the first found in key order.
+void differences(const json& mine, const json& job, const std::string& path,
+                 std::vector<std::string>& out) {
+  if (out.size() >= 3 || mine == job) return;
+  if (mine.is_object() && job.is_object()) {
+    std::vector<std::string> keys;
+    for (const auto& [key, value] : mine.items()) keys.push_back(key);
+    for (const auto& [key, value] : job.items())
+      if (!mine.contains(key)) keys.push_back(key);
+    for (const std::string& key : keys) {
+      differences(mine.value(key, json()), job.value(key, json()), path + "/" + key, out);
+    }
+    return;
+  }
+  out.push_back(fmt::format("{}: {} here, {} in the job", path.empty() ? "/" : path,
+                            peer_text(mine.dump()), peer_text(job.dump())));
+}
+
+// "worker10" sorts after "worker9".
+int name_index(const std::string& name) {
+  size_t digits = name.size();
+  while (digits > 0 && std::isdigit(static_cast<unsigned char>(name[digits - 1]))) --digits;
+  return digits < name.size() ? std::stoi(name.substr(digits)) : 0;
+}
+
+}  // namespace
+
+class MembershipService::Coordinator {
+ public:
+  explicit Coordinator(const MembershipOptions& o) : o_(o) {
+    if (o.min_workers < 1 || o.min_workers > o.workers || o.workers > o.max_workers) {
+      throw UsageError(fmt::format(
+          "membership: need 1 <= --min_workers ({}) <= --workers ({}) <= --max_workers ({})",
+          o.min_workers, o.workers, o.max_workers));
+    }
+    deadline_ = Clock::now() + std::chrono::milliseconds(o.timeout_ms);
+    ServerOptions server;
+    server.bind_host = o.bind_host;
+    server.port = o.port;
+    server.secret = o.secret;
+    server.connection.authenticate_frames = o.authenticate_frames;
+    server.connection.type_carries_tensors = proto::carries_no_tensors;
+    server.connection.identity = "coordinator";
+    server_ = std::make_unique<Server>(std::move(server),
+                                       [this](Connection& connection) { serve(connection); });
+    timer_ = std::thread([this] { watch_deadlines(); });
+  }
+
+  ~Coordinator() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    timer_.join();
+    server_->stop();
+  }
+
+  uint16_t port() const { return server_->port(); }
+  uint64_t views() const {
+    std::lock_guard lock(mutex_);
+    return view_;
+  }
+
+ private:
+  struct Ready {
+    uint64_t in_view = 0;
+    int64_t step = -1;
+    HostPort address;
+  };
+  struct Session {
+    Connection* connection = nullptr;
+    std::optional<Ready> ready;
+  };
+
+  // One worker's connection, on its own thread, until it closes.
+  void serve(Connection& connection) {
+    const Connection::Incoming hello = connection.receive();
+    if (hello.type != proto::kHello) {
+      throw FrameError(fmt::format("membership: {} opened with frame type {}, not a hello",
+                                   connection.peer(), hello.type));
+    }
+    const json meta = parse_meta(hello, connection);
+    std::string name;
+    try {
+      name = peer_text(meta.at("name").get<std::string>());
+      if (!admit(connection, name, meta.at("settings"))) return;
+    } catch (const json::exception& error) {
+      throw FrameError(fmt::format("membership: a malformed hello from {}: {}", connection.peer(),
+                                   peer_text(error.what())));
+    }
+    try {
+      for (;;) {
+        const Connection::Incoming in = connection.receive();
+        const json m = parse_meta(in, connection);
+        if (in.type == proto::kReady) {
+          ready(name, Ready{m.at("view").get<uint64_t>(), m.at("step").get<int64_t>(),
+                            parse_host_port("membership: a ready worker's address",
+                                            peer_text(m.at("address").get<std::string>()))});
+        } else if (in.type == proto::kLeave) {
+          leave(name, m.at("step").get<int64_t>(), peer_text(m.at("why").get<std::string>()),
+                m.value("finished", false));
+          return;
+        } else {
+          throw FrameError(fmt::format("membership: unexpected frame type {} from {}", in.type,
+                                       connection.peer()));
+        }
+      }
+    } catch (const json::exception& error) {
+      closed(name, fmt::format("it sent a malformed frame: {}", peer_text(error.what())));
+      throw FrameError(fmt::format("membership: a malformed frame from {}", connection.peer()));
+    } catch (const TransportError& error) {
+      closed(name, connection.closed_by_peer()
+                       ? std::string("its connection to the coordinator closed: the process ended")
+                       : fmt::format("its connection to the coordinator failed: {}", error.what()));
+      if (!connection.closed_by_peer()) throw;
+    }
+  }
+
+  bool admit(Connection& connection, const std::string& name, const json& settings) {
+    std::lock_guard lock(mutex_);
+    std::string refusal;
+    if (over_) {
+      refusal = "the job has ended: there is nothing left to join";
+    } else if (sessions_.contains(name)) {
+      refusal = fmt::format("{} is in the job already (connected from {})", name,
+                            sessions_[name].connection->peer());
+    } else if (view_ > 0 && static_cast<int>(sessions_.size()) >= o_.max_workers) {
+      refusal = fmt::format("the job has its --max_workers {} workers", o_.max_workers);
+    } else if (!settings_.is_null() && settings != settings_) {
+      std::vector<std::string> found;
+      differences(settings, settings_, "", found);
+      refusal = fmt::format("{} trains otherwise than the job: {}", name, fmt::join(found, "; "));
+    }
+    if (!refusal.empty()) {
+      send(connection, proto::kRefused, {{"error", refusal}, {"ended", over_}});
+      spdlog::warn("membership: refused {} from {}: {}", name, connection.peer(), refusal);
+      return false;
+    }
+    if (settings_.is_null()) settings_ = settings;
+    sessions_[name] = Session{&connection, std::nullopt};
+    if (view_ > 0 && !forming_) start_forming(fmt::format("{} asks to join", name));
+    return true;
+  }
+
+  void ready(const std::string& name, const Ready& r) {
+    std::lock_guard lock(mutex_);
+    const auto session = sessions_.find(name);
+    if (session == sessions_.end() || over_) return;
+    session->second.ready = r;
+    if (!forming_) start_forming(fmt::format("{} lost its ring", name));
+    settle();
+  }
+
+  void leave(const std::string& name, int64_t step, const std::string& why, bool finished) {
+    std::lock_guard lock(mutex_);
+    if (finished) over_ = true;  // the run is over for everyone at the same step
+    if (sessions_.erase(name) == 0 || over_) return;
+    const bool member = std::find(order_.begin(), order_.end(), name) != order_.end();
+    if (member) changes_.push_back({name, "left", step, why});
+    if (!forming_) start_forming(fmt::format("{} left", name));
+    settle();
+  }
+
+  void closed(const std::string& name, const std::string& why) {
+    std::lock_guard lock(mutex_);
+    if (sessions_.erase(name) == 0 || over_) return;
+    const bool member = std::find(order_.begin(), order_.end(), name) != order_.end();
+    if (member) changes_.push_back({name, "was lost", -1, why});
+    if (!forming_ && member) start_forming(fmt::format("{} was lost", name));
+    settle();
+  }
+
+  void start_forming(const std::string& why) {
+    forming_ = true;
+    deadline_ = Clock::now() + std::chrono::milliseconds(o_.timeout_ms);
+    for (auto& [name, session] : sessions_)
+      send(*session.connection, proto::kChange, {{"view", view_ + 1}, {"why", why}});
+  }
+
+  // Issues the next view once every worker connected has reported ready (the first: once
+  // --workers have), or at the deadline with those that have.
+  void settle() {
+    if (!forming_ || over_) return;
+    int ready = 0;
+    for (const auto& [name, session] : sessions_) ready += session.ready.has_value();
+    const bool late = Clock::now() >= deadline_;
+    const bool complete =
+        view_ == 0 ? ready >= o_.workers : ready == static_cast<int>(sessions_.size()) && ready > 0;
+    if (!complete && !late) return;
+    if (late) {
+      for (auto it = sessions_.begin(); it != sessions_.end();) {
+        if (it->second.ready) {
+          ++it;
+          continue;
+        }
+        if (std::find(order_.begin(), order_.end(), it->first) != order_.end()) {
+          changes_.push_back({it->first, "was lost", -1,
+                              fmt::format("no report within {} s", o_.timeout_ms / 1000.0)});
+        }
+        it->second.connection->close();
+        it = sessions_.erase(it);
+      }
+    }
+    issue(ready);
+  }
+
+  void issue(int ready) {
+    if (ready < o_.min_workers) {
+      int64_t at = -1;
+      for (const auto& [name, session] : sessions_)
+        if (session.ready) at = std::max(at, session.ready->step);
+      std::vector<std::string> lines;
+      for (const Change& change : changes_) lines.push_back(change.line(at));
+      const std::string what = lines.empty() ? std::string(view_ == 0 ? "the job's start" : "")
+                                             : fmt::format("{}", fmt::join(lines, "; "));
+      fail(fmt::format("{}: {} worker(s) remain, fewer than --min_workers {}", what, ready,
+                       o_.min_workers));
+      return;
+    }
+    // The members that stay keep their order, so rank 0 stays rank 0 while it lives; joiners
+    // follow by task index.
+    std::vector<std::string> order;
+    for (const std::string& name : order_)
+      if (sessions_.contains(name)) order.push_back(name);
+    std::vector<std::string> joiners;
+    for (const auto& [name, session] : sessions_)
+      if (std::find(order.begin(), order.end(), name) == order.end()) joiners.push_back(name);
+    std::sort(joiners.begin(), joiners.end(), [](const std::string& a, const std::string& b) {
+      return name_index(a) < name_index(b);
+    });
+    order.insert(order.end(), joiners.begin(), joiners.end());
+
+    json view = {{"id", view_ + 1}, {"source", 0}, {"fresh", true}};
+    int64_t furthest = -1;
+    for (size_t r = 0; r < order.size(); ++r) {
+      const Ready& in = *sessions_[order[r]].ready;
+      view["members"].push_back(
+          {{"name", order[r]}, {"address", in.address.to_string()}, {"step", in.step}});
+      if (in.step > furthest) {
+        furthest = in.step;
+        view["source"] = r;
+      }
+    }
+    view["fresh"] = furthest < 0;
+    if (view_ > 0) {
+      for (const std::string& name : joiners) changes_.push_back({name, "joined", furthest, ""});
+    }
+    view["changes"] = json::array();
+    for (const Change& change : changes_) view["changes"].push_back(change.line(furthest));
+    ++view_;
+    forming_ = false;
+    changes_.clear();
+    order_ = order;
+    for (auto& [name, session] : sessions_) {
+      session.ready.reset();
+      send(*session.connection, proto::kView, view);
+    }
+  }
+
+  void fail(const std::string& error) {
+    over_ = true;
+    spdlog::error("membership: {}", error);
+    for (auto& [name, session] : sessions_)
+      send(*session.connection, proto::kFailed, {{"error", error}});
+  }
+
+  // A worker gone meanwhile makes its own handler call closed(); nothing to do here.
+  static void send(Connection& connection, uint16_t type, const json& meta) {
+    try {
+      connection.send(type, 0, bytes_of(meta.dump()), {});
+    } catch (const TransportError&) {
+    }
+  }
+
+  void watch_deadlines() {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(100));
+      if (!stopping_ && forming_ && Clock::now() >= deadline_) settle();
+    }
+  }
+
+  const MembershipOptions o_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  json settings_;  // the first worker's: everyone's must equal them
+  std::map<std::string, Session> sessions_;
+  std::vector<std::string> order_;  // the last view's members, in rank order
+  uint64_t view_ = 0;               // the last view issued
+  bool forming_ = true;             // the first view forms from the start
+  Clock::time_point deadline_;
+  // What changed since the last view: "worker1 left at step 412 (SIGTERM)". A loss is dated by
+  // the step the job goes on from, known when the view forms.
+  struct Change {
+    std::string name;
+    std::string what;   // "left", "was lost", "joined"
+    int64_t step = -1;  // -1: the next view's
+    std::string why;
+    std::string line(int64_t view_step) const {
+      const std::string at =
+          fmt::format("{} {} at step {}", name, what, step >= 0 ? step : view_step);
+      return why.empty() ? at : fmt::format("{} ({})", at, why);
+    }
+  };
+  std::vector<Change> changes_;
+  bool over_ = false;               // finished or failed
+  std::unique_ptr<Server> server_;  // last among the members: its handlers use them
+  std::thread timer_;
+};
+
+MembershipService::MembershipService(const MembershipOptions& options)
+    : coordinator_(std::make_unique<Coordinator>(options)) {}
+
+MembershipService::~MembershipService() = default;
+
+uint16_t MembershipService::port() const { return coordinator_->port(); }
+
+uint64_t MembershipService::views() const { return coordinator_->views(); }
+
+}  // namespace dtrain

@@ -1,0 +1,109 @@
+// How an all-reduce worker follows an elastic job's membership (docs/elastic.md): it forms its ring
+// from each view the job's coordinator settles, and when the ring fails or a change interrupts it,
+// drops the step under way and takes, with every other member, the state of the member furthest
+// along. A step's update is applied only after all of its all-reduces have completed, so a
+// member's state is always that of a whole step: the furthest member either applied the
+// interrupted step exactly as the old membership computed it (its all-reduce had completed) or
+// did not, and either way every member continues from the same state, never from half of one.
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <fmt/ranges.h>
+
+#include "base/error.h"
+#include "train/allreduce_strategy.h"
+
+namespace dtrain {
+
+void AllreduceStrategy::join_view(TrainingState& state, bool have_state) {
+  const HostPort& own = config_.cluster.cluster.address(config_.cluster.task);
+  for (;;) {
+    communicator_.reset();
+    ring_.reset();
+    const MembershipView before = view_;
+    view_ = membership_->next_view(have_state ? state.step : -1, own);
+    ++views_;
+    const int rank = view_.rank_of(name());
+    if (rank < 0) {
+      throw Error(fmt::format("{}: the job's coordinator left this worker out of view {}", name(),
+                              view_.id));
+    }
+    rank_ = rank;
+    place_changed_ = true;
+    // The view is settled whether or not its ring forms: what changed is said now.
+    print_changes(view_, before);
+    try {
+      const HostPort& right = view_.members[static_cast<size_t>((rank_ + 1) % size())].address;
+      std::unique_ptr<RingConnector> connector = tcp_ring_connector();
+      connector->listen(ring_options(size(), rank_, right));
+      ring_ = connector->connect();
+      communicator_ = std::make_unique<Communicator>(
+          *ring_, CollectiveOptions{.max_chunk_bytes = config_.chunk_bytes});
+      int source = view_.source;
+      if (view_.fresh) {
+        source = 0;
+        if (chief()) {
+          state.initialize(c_.seed);
+          if (const auto step = restore_()) state.step = *step;
+          position_ = position_at(state.step);
+        }
+      }
+      // A member that takes another's state holds none of its own until the copy is whole.
+      have_state = have_state && rank_ == source;
+      share_state(state, source);
+      have_state = true;
+    } catch (const CollectiveError& error) {
+      fmt::print(out_, "{}: the ring of membership view {} did not form: {}\n", name(), view_.id,
+                 error.what());
+      out_ << std::flush;
+      continue;
+    }
+    print_links();
+    return;
+  }
+}
+
+void AllreduceStrategy::reform(TrainingState& state, const std::string& why) {
+  fmt::print(out_, "{}: re-forming the ring at step {}: {}\n", name(), state.step, why);
+  out_ << std::flush;
+  join_view(state, /*have_state=*/true);
+}
+
+void AllreduceStrategy::print_changes(const MembershipView& view, const MembershipView& before) {
+  for (const std::string& change : view.changes) {
+    fmt::print(out_, "{}: {}: {} workers now\n", name(), change, view.size());
+    if (change.find(" joined at ") != std::string::npos) {
+      ++joined_;
+    } else {
+      ++left_;
+    }
+  }
+  if (before.id == 0 || before.names() != view.names()) {
+    fmt::print(out_, "{}: membership view {}: rank {} of {} ({}){}\n", name(), view.id, rank_,
+               view.size(), fmt::join(view.names(), ", "), chief() ? ", the chief" : "");
+  }
+  out_ << std::flush;
+}
+
+DataPosition AllreduceStrategy::position_at(int64_t step) const {
+  const int64_t global_batch = int64_t{c_.batch_size} * static_cast<int64_t>(workers_.size());
+  const int64_t steps_per_epoch = std::max<int64_t>(1, train_examples_ / global_batch);
+  return {step / steps_per_epoch, step % steps_per_epoch * global_batch};
+}
+
+std::optional<DataSlice> AllreduceStrategy::data_slice() const {
+  if (!elastic()) return std::nullopt;
+  return DataSlice{.index = rank_, .count = size(), .at = position_};
+}
+
+bool AllreduceStrategy::take_place_change() {
+  const bool changed = place_changed_;
+  place_changed_ = false;
+  return changed;
+}
+
+std::vector<std::pair<std::string, double>> AllreduceStrategy::run_scalars() {
+  if (!elastic()) return {};
+  return {{"workers", static_cast<double>(size())}};
+}
+
+}  // namespace dtrain

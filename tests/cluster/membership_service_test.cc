@@ -1,0 +1,171 @@
+// The elastic job's coordinator and its clients over real loopback sockets: the first view waits
+// for --workers, a lost or leaving worker interrupts the others' rings and the next view takes the
+// state of the member furthest along, a joiner comes in at the next view, too few workers fail the
+// job naming who left, and a worker that trains otherwise is refused naming the difference.
+#include "cluster/membership_service.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "cluster/membership_client.h"
+
+namespace dtrain {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+constexpr std::string_view kMembershipSecret = "membership test secret, 32 bytes";
+
+struct Job {
+  explicit Job(int workers, int min_workers, int max_workers)
+      : service(MembershipOptions{.secret = std::string(kMembershipSecret),
+                                  .workers = workers,
+                                  .min_workers = min_workers,
+                                  .max_workers = max_workers,
+                                  .timeout_ms = 30'000}) {}
+
+  std::unique_ptr<MembershipClient> connect(int index, const std::string& model = "mlp") const {
+    return std::make_unique<MembershipClient>(
+        MembershipClientOptions{.coordinator = {"127.0.0.1", service.port()},
+                                .secret = std::string(kMembershipSecret),
+                                .name = "worker" + std::to_string(index),
+                                .settings = {{"model", model}, {"batch_size", 100}},
+                                .timeout_ms = 30'000});
+  }
+
+  MembershipService service;
+};
+
+HostPort address_of(int index) { return {"127.0.0.1", static_cast<uint16_t>(40000 + index)}; }
+
+// Each client reports ready at its step on a thread of its own; the views they receive.
+std::vector<MembershipView> views(const std::vector<MembershipClient*>& clients,
+                                  const std::vector<int64_t>& steps,
+                                  const std::vector<int>& indices) {
+  std::vector<std::future<MembershipView>> pending;
+  for (size_t i = 0; i < clients.size(); ++i) {
+    pending.push_back(std::async(std::launch::async, [&, i] {
+      return clients[i]->next_view(steps[i], address_of(indices[i]));
+    }));
+  }
+  std::vector<MembershipView> got;
+  for (auto& view : pending) got.push_back(view.get());
+  return got;
+}
+
+// Waits (on the interrupt's own descriptor) until the client's rings of `view` are interrupted.
+bool interrupted_past(MembershipClient& client, uint64_t view) {
+  for (int i = 0; i < 100 && client.interrupt().raised() <= view; ++i) {
+    pollfd fd{client.interrupt().fd(), POLLIN, 0};
+    ::poll(&fd, 1, 100);
+    client.interrupt().rearm();
+  }
+  return client.interrupt().raised() > view;
+}
+
+TEST(MembershipService, TheFirstViewHoldsEveryWorkerInTheOrderOfTheirTasks) {
+  Job job(3, 2, 3);
+  auto w2 = job.connect(2), w0 = job.connect(0), w1 = job.connect(1);
+  const std::vector<MembershipView> got =
+      views({w2.get(), w0.get(), w1.get()}, {-1, -1, -1}, {2, 0, 1});
+  for (const MembershipView& view : got) {
+    EXPECT_EQ(view.id, 1u);
+    EXPECT_THAT(view.names(), ElementsAre("worker0", "worker1", "worker2"));
+    EXPECT_TRUE(view.fresh);
+    EXPECT_EQ(view.source, 0);
+    EXPECT_EQ(view.members[1].address, address_of(1));
+    EXPECT_TRUE(view.changes.empty());
+  }
+  EXPECT_EQ(job.service.views(), 1u);
+}
+
+TEST(MembershipService, ALostWorkerInterruptsTheOthersAndTheFurthestStateIsEveryonesNext) {
+  Job job(3, 2, 3);
+  auto w0 = job.connect(0), w1 = job.connect(1), w2 = job.connect(2);
+  views({w0.get(), w1.get(), w2.get()}, {-1, -1, -1}, {0, 1, 2});
+  w1.reset();  // its process ended: the connection closes without a word
+  ASSERT_TRUE(interrupted_past(*w0, 1));
+  ASSERT_TRUE(interrupted_past(*w2, 1));
+  EXPECT_THAT(w0->interrupt().why(), HasSubstr("worker1 was lost"));
+  // worker2 finished the step under way (its all-reduce completed); worker0 did not.
+  const std::vector<MembershipView> got = views({w0.get(), w2.get()}, {41, 42}, {0, 2});
+  for (const MembershipView& view : got) {
+    EXPECT_EQ(view.id, 2u);
+    EXPECT_THAT(view.names(), ElementsAre("worker0", "worker2"));
+    EXPECT_FALSE(view.fresh);
+    EXPECT_EQ(view.source, 1) << "worker2's state, at step 42, is the furthest";
+    ASSERT_EQ(view.changes.size(), 1u);
+    EXPECT_EQ(view.changes[0],
+              "worker1 was lost at step 42 (its connection to the coordinator closed: the "
+              "process ended)");
+  }
+}
+
+TEST(MembershipService, AJoinerComesInAtTheNextViewAfterTheMembers) {
+  Job job(2, 1, 3);
+  auto w0 = job.connect(0), w1 = job.connect(1);
+  views({w0.get(), w1.get()}, {-1, -1}, {0, 1});
+  auto w5 = job.connect(5);
+  ASSERT_TRUE(interrupted_past(*w0, 1));
+  const std::vector<MembershipView> got =
+      views({w5.get(), w1.get(), w0.get()}, {-1, 7, 7}, {5, 1, 0});
+  for (const MembershipView& view : got) {
+    EXPECT_EQ(view.id, 2u);
+    EXPECT_THAT(view.names(), ElementsAre("worker0", "worker1", "worker5"));
+    EXPECT_EQ(view.source, 0);
+    EXPECT_THAT(view.changes, ElementsAre("worker5 joined at step 7"));
+  }
+  // A fourth is one beyond --max_workers 3.
+  auto w6 = job.connect(6);
+  EXPECT_THAT([&] { w6->next_view(-1, address_of(6)); },
+              ThrowsMessage<Error>(HasSubstr("the job has its --max_workers 3 workers")));
+}
+
+TEST(MembershipService, TooFewWorkersFailTheJobNamingWhoLeft) {
+  Job job(2, 2, 2);
+  auto w0 = job.connect(0), w1 = job.connect(1);
+  views({w0.get(), w1.get()}, {-1, -1}, {0, 1});
+  w1->leave(3, "SIGTERM", /*finished=*/false);
+  EXPECT_THAT([&] { w0->next_view(3, address_of(0)); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("worker1 left at step 3 (SIGTERM)"),
+                                         HasSubstr("1 worker(s) remain, fewer than "
+                                                   "--min_workers 2"))));
+}
+
+TEST(MembershipService, AWorkerThatTrainsOtherwiseIsRefusedNamingTheDifference) {
+  Job job(2, 1, 2);
+  auto w0 = job.connect(0);
+  auto odd = job.connect(1, "softmax");
+  EXPECT_THAT(
+      [&] { odd->next_view(-1, address_of(1)); },
+      ThrowsMessage<Error>(HasSubstr(
+          R"(worker1 trains otherwise than the job: /model: "softmax" here, "mlp" in the job)")));
+  // The job goes on with the one that fits, once its other worker arrives.
+  auto w1 = job.connect(1);
+  const std::vector<MembershipView> got = views({w0.get(), w1.get()}, {-1, -1}, {0, 1});
+  EXPECT_THAT(got[0].names(), ElementsAre("worker0", "worker1"));
+}
+
+TEST(MembershipService, AWorkerWithoutTheSecretIsNotLetIn) {
+  Job job(1, 1, 1);
+  EXPECT_THROW(
+      MembershipClient(MembershipClientOptions{.coordinator = {"127.0.0.1", job.service.port()},
+                                               .secret = "another secret of 32 bytes....",
+                                               .name = "worker0",
+                                               .settings = {{"model", "mlp"}},
+                                               .timeout_ms = 5'000}),
+      AuthError);
+}
+
+}  // namespace
+}  // namespace dtrain

@@ -1,0 +1,274 @@
+// Elastic all-reduce (issue 35) end to end: real dtrain processes under the local launcher, on
+// loopback. A killed worker's ring re-forms without it, the survivors going on as the same
+// processes; the launcher's restart of it joins the running job with the live workers' state, and
+// every worker ends with the same parameters. A SIGTERM is one worker's clean leave; too few
+// workers fail the job naming who left. The coordinator's rules alone are tested over sockets in
+// tests/cluster/membership_service_test.cc, the data slices in tests/data/batcher_test.cc.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/process.h"
+#include "support/ps_cluster.h"
+#include "support/temp_dir.h"
+#include "support/text_match.h"
+
+namespace dtrain {
+namespace {
+
+using testing::all_matches;
+using testing::all_output;
+using testing::concat;
+using testing::count_lines_containing;
+using testing::DtrainProcess;
+using ::testing::HasSubstr;
+using testing::Match;
+using testing::ProcessResult;
+
+// An elastic job of `workers` that goes on while `min_workers` remain, with a step line every 20
+// steps; steps held to 2 ms or more (--step_delay_ms), so that the test's signal, and a restarted
+// worker's joining, come in the middle of it.
+std::vector<std::string> elastic_job(int workers, int min_workers, int max_restarts, int steps) {
+  return {"train",
+          "--strategy",
+          "allreduce",
+          "--workers",
+          std::to_string(workers),
+          "--min_workers",
+          std::to_string(min_workers),
+          "--max_restarts",
+          std::to_string(max_restarts),
+          "--model",
+          "softmax",
+          "--threads",
+          "1",
+          "--data_dir",
+          testing::mnist_dir().string(),
+          "--train_steps",
+          std::to_string(steps),
+          "--log_every",
+          "20",
+          "--step_delay_ms",
+          "2"};
+}
+
+// Waits until worker `index` has logged step `step` (a multiple of 20), then signals it.
+void signal_worker_at(DtrainProcess& launcher, int index, int64_t step, int signal) {
+  const std::string worker = fmt::format("[worker{}] worker={}, epoch=", index, index);
+  const std::string at = fmt::format("global_step={},", step);
+  ASSERT_THAT(launcher.wait_for_line_where([&](const std::string& line) {
+    return line.starts_with(worker) && line.find(at) != std::string::npos;
+  }),
+              HasSubstr(at));
+  const pid_t pid = testing::child_with_arguments(
+      launcher.pid(), {"--job_name", "worker", "--task_index", std::to_string(index)});
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, signal), 0);
+}
+
+// worker -> the CRC32C of its parameters, from the closing lines.
+std::map<int, std::string> elastic_parameter_crcs(const std::string& out) {
+  std::map<int, std::string> crcs;
+  for (const Match& line :
+       all_matches(out, R"(worker=([0-9]+): parameters crc32c = (0x[0-9A-F]{8}))"))
+    crcs[std::stoi(line[1])] = line[2];
+  return crcs;
+}
+
+int64_t drawn_step(std::string_view what) {
+  return testing::fault_step(what, 2, 10) * 20;  // a step line's step
+}
+
+TEST(ElasticAllreduce, AKilledWorkerLeavesTheRingAndItsRestartRejoinsTheRunningJob) {
+  DtrainProcess launcher(elastic_job(3, 2, 1, 2000));
+  const int64_t kill_at = drawn_step("elastic worker 1 killed at global step");
+  signal_worker_at(launcher, 1, kill_at, SIGKILL);
+  const ProcessResult r = launcher.wait();
+  ASSERT_EQ(r.exit_code, 0) << all_output(r);
+
+  // The survivors went on as the same processes: each started once, and saw worker1 go.
+  for (const int survivor : {0, 2}) {
+    const std::string prefix = fmt::format("[worker{}] worker{}: ", survivor, survivor);
+    EXPECT_EQ(count_lines_containing(r.out, prefix + "allreduce training of softmax"), 1) << r.out;
+    const std::string lost = fmt::format(
+        R"(\[worker{0}\] worker{0}: worker1 was lost at step [0-9]+ \(its connection to the )"
+        R"(coordinator closed: the process ended\): 2 workers now)",
+        survivor);
+    EXPECT_EQ(all_matches(r.out, lost).size(), 1u) << r.out;
+  }
+  // The launcher started worker1 alone again, and it joined: every worker says so.
+  EXPECT_EQ(count_lines_containing(r.out, "[launcher] worker1 was killed by signal 9"), 1);
+  EXPECT_EQ(count_lines_containing(r.out, "[worker1] worker1: allreduce training of softmax"), 2);
+  for (const int worker : {0, 1, 2}) {
+    EXPECT_EQ(
+        count_lines_containing(
+            r.out, fmt::format("[worker{}] worker{}: worker1 joined at step ", worker, worker)),
+        1)
+        << r.out;
+  }
+  // Every worker ends at the same parameters, the rejoined one too.
+  const std::map<int, std::string> crcs = elastic_parameter_crcs(r.out);
+  ASSERT_EQ(crcs.size(), 3u) << r.out;
+  EXPECT_EQ(crcs.at(0), crcs.at(1));
+  EXPECT_EQ(crcs.at(0), crcs.at(2));
+  EXPECT_THAT(r.out, HasSubstr("1 worker(s) left, 1 joined"));
+}
+
+// ---- every example once per epoch, across a loss and a join ----
+
+constexpr const char* kIdModel = R"({"class_name": "Sequential", "config": {"name": "ids",
+  "layers": [{"class_name": "InputLayer", "config": {"batch_input_shape": [null, 3], "name": "in"}},
+             {"class_name": "Dense", "config": {"name": "out", "units": 3}}]}})";
+
+// Example i's first feature is i, so that a worker's record of its batches names the examples.
+std::string id_rows(int count) {
+  std::string rows = "id,f1,f2,label\n";
+  for (int i = 0; i < count; ++i) rows += fmt::format("{},{},{},{}\n", i, i % 7, i % 5, i % 3);
+  return rows;
+}
+
+struct StepRecord {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  std::vector<int64_t> ids;
+};
+
+std::vector<StepRecord> read_examples_record(const std::filesystem::path& path) {
+  std::vector<StepRecord> records;
+  std::istringstream in(testing::read_bytes(path));
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    StepRecord r;
+    fields >> r.step >> r.epoch;
+    for (double id; fields >> id;) r.ids.push_back(static_cast<int64_t>(id));
+    records.push_back(std::move(r));
+  }
+  return records;
+}
+
+TEST(ElasticAllreduce, EveryEpochTrainsOnEachExampleOnceAcrossALossAndAJoin) {
+  testing::TempDir dir;
+  const int examples = 600, batch = 10;
+  testing::write_bytes(dir / "train.csv", id_rows(examples));
+  testing::write_bytes(dir / "test.csv", id_rows(30));
+  testing::write_bytes(dir / "model.json", kIdModel);
+  DtrainProcess launcher({"train",
+                          "--strategy",
+                          "allreduce",
+                          "--workers",
+                          "3",
+                          "--min_workers",
+                          "2",
+                          "--max_restarts",
+                          "1",
+                          "--model",
+                          (dir / "model.json").string(),
+                          "--train_data",
+                          (dir / "train.csv").string(),
+                          "--test_data",
+                          (dir / "test.csv").string(),
+                          "--validation_size",
+                          "0",
+                          "--batch_size",
+                          std::to_string(batch),
+                          "--train_steps",
+                          "500",
+                          "--threads",
+                          "1",
+                          "--log_every",
+                          "20",
+                          "--step_delay_ms",
+                          "4",
+                          "--record_examples",
+                          (dir / "examples").string()});
+  signal_worker_at(launcher, 1, drawn_step("elastic worker 1 killed while its examples counted"),
+                   SIGKILL);
+  const ProcessResult r = launcher.wait();
+  ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  // The step the job went on from: worker1's records after it are of a step the others dropped.
+  const std::vector<Match> lost =
+      all_matches(r.out, R"(\[worker0\] worker0: worker1 was lost at step ([0-9]+) )");
+  ASSERT_EQ(lost.size(), 1u) << r.out;
+  const int64_t went_on_from = std::stoll(lost[0][1]);
+  EXPECT_THAT(r.out, HasSubstr("worker1 joined at step"));
+
+  std::map<int64_t, std::vector<int64_t>> per_epoch;  // epoch -> ids trained on
+  std::map<int64_t, int> records_per_step;
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    if (!entry.path().filename().string().starts_with("examples.worker")) continue;
+    ++files;
+    const std::vector<StepRecord> records = read_examples_record(entry.path());
+    ASSERT_FALSE(records.empty()) << entry.path();
+    // The killed worker1 (its file starts at step 1): a record after the step the others went on
+    // from is of a step they dropped.
+    const bool killed = entry.path().filename().string().starts_with("examples.worker1.") &&
+                        records.front().step == 1;
+    for (const StepRecord& record : records) {
+      ASSERT_EQ(record.ids.size(), static_cast<size_t>(batch));
+      if (killed && record.step > went_on_from) continue;
+      ++records_per_step[record.step];
+      auto& ids = per_epoch[record.epoch];
+      ids.insert(ids.end(), record.ids.begin(), record.ids.end());
+    }
+  }
+  EXPECT_EQ(files, 4) << "workers 0 and 2, and worker1 twice";
+  for (int64_t step = 1; step <= 500; ++step) {
+    EXPECT_GE(records_per_step[step], 2) << "step " << step;
+    EXPECT_LE(records_per_step[step], 3) << "step " << step;
+  }
+  ASSERT_GE(per_epoch.size(), 5u);
+  for (const auto& [epoch, ids] : per_epoch) {
+    const std::set<int64_t> distinct(ids.begin(), ids.end());
+    EXPECT_EQ(distinct.size(), ids.size()) << "an example trained on twice in epoch " << epoch;
+    if (epoch == per_epoch.rbegin()->first) continue;  // the run ended inside it
+    // What no whole global batch could take is the most an epoch leaves out.
+    EXPECT_GT(static_cast<int64_t>(ids.size()), examples - 3 * batch) << "epoch " << epoch;
+  }
+}
+
+TEST(ElasticAllreduce, ASigtermIsOneWorkersCleanLeave) {
+  DtrainProcess launcher(elastic_job(3, 2, 0, 1500));
+  signal_worker_at(launcher, 2, drawn_step("elastic worker 2 stopped at global step"), SIGTERM);
+  const ProcessResult r = launcher.wait();
+  ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  const std::vector<Match> left =
+      all_matches(r.out, R"(\[worker2\] worker=2: left the job at global step ([0-9]+) after)");
+  ASSERT_EQ(left.size(), 1u) << r.out;
+  // The others heard it at that very step, and finished without it, alike.
+  for (const int survivor : {0, 1}) {
+    EXPECT_EQ(count_lines_containing(
+                  r.out, fmt::format("[worker{}] worker{}: worker2 left at step {} (SIGTERM): 2 "
+                                     "workers now",
+                                     survivor, survivor, left[0][1])),
+              1)
+        << r.out;
+  }
+  EXPECT_EQ(count_lines_containing(r.out, "[launcher]"), 0) << r.out;  // nothing restarted
+  const std::map<int, std::string> crcs = elastic_parameter_crcs(r.out);
+  ASSERT_EQ(crcs.size(), 2u) << r.out;
+  EXPECT_EQ(crcs.at(0), crcs.at(1));
+}
+
+TEST(ElasticAllreduce, TooFewWorkersFailTheJobNamingWhoLeft) {
+  DtrainProcess launcher(elastic_job(3, 3, 0, 100000));
+  signal_worker_at(launcher, 1, drawn_step("elastic worker 1 killed below the minimum at step"),
+                   SIGKILL);
+  const ProcessResult r = launcher.wait();
+  EXPECT_NE(r.exit_code, 0) << all_output(r);
+  EXPECT_THAT(r.out + r.err, HasSubstr("worker1 was lost at step "));
+  EXPECT_THAT(r.out + r.err,
+              HasSubstr("(its connection to the coordinator closed: the process ended): 2 "
+                        "worker(s) remain, fewer than --min_workers 3"));
+}
+
+}  // namespace
+}  // namespace dtrain
