@@ -163,37 +163,13 @@ std::string local_host(int fd) {
   return numeric_host(address);
 }
 
-// A port nothing listens on at host now, for this rank's task to listen on shortly after. (It is
-// released meanwhile; a process that takes it in between makes the task fail to listen, loudly.)
-uint16_t free_port_on(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), "0", &hints, &found) != 0 || found == nullptr) {
-    throw TransportError(fmt::format("rendezvous: '{}' is not an address of this host", host));
-  }
-  const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_storage bound{};
-  socklen_t length = sizeof bound;
-  const bool ok = fd >= 0 && ::bind(fd, found->ai_addr, found->ai_addrlen) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) == 0;
-  const std::string why = std::strerror(errno);
-  ::freeaddrinfo(found);
-  if (fd >= 0) ::close(fd);
-  if (!ok) throw TransportError(fmt::format("rendezvous: no free port on {}: {}", host, why));
-  return ntohs(bound.ss_family == AF_INET
-                   ? reinterpret_cast<const sockaddr_in*>(&bound)->sin_port
-                   : reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port);
-}
-
-void answer(Connection& connection, const Registry& registry) {
+void answer(Connection& connection, const Registry& registry, uint16_t coordinator_port) {
   const std::string error = registry.error();
   json reply;
   if (error.empty()) {
     reply["ranks"] = json::array();
     for (const HostPort& r : registry.ranks()) reply["ranks"].push_back(r.to_string());
+    if (coordinator_port != 0) reply["coordinator"] = coordinator_port;
   } else {
     reply["error"] = error;
   }
@@ -201,7 +177,8 @@ void answer(Connection& connection, const Registry& registry) {
 }
 
 // Rank 0's side of one other rank's connection.
-void serve_registration(Connection& connection, Registry& registry, SteadyClock::time_point until) {
+void serve_registration(Connection& connection, Registry& registry, SteadyClock::time_point until,
+                        uint16_t coordinator_port) {
   const Connection::Incoming in = connection.receive();
   if (in.type != kTypeRegister || in.tensor_bytes != 0) {
     throw FrameError(
@@ -224,7 +201,7 @@ void serve_registration(Connection& connection, Registry& registry, SteadyClock:
                connection.address());
   // Rank 0 fails the registry at `until` itself; the margin only guards against its never doing so.
   if (!registry.wait(until + std::chrono::seconds(5))) registry.fail("rank 0 stopped waiting");
-  answer(connection, registry);
+  answer(connection, registry, coordinator_port);
   registry.answered();
 }
 
@@ -238,8 +215,9 @@ std::vector<HostPort> serve_rendezvous(const RendezvousOptions& o) {
   server_options.secret = o.secret;
   server_options.connection.authenticate_frames = o.authenticate_frames;
   server_options.connection.type_carries_tensors = carries_no_tensors;
-  Server server(server_options,
-                [&](Connection& connection) { serve_registration(connection, registry, until); });
+  Server server(server_options, [&](Connection& connection) {
+    serve_registration(connection, registry, until, o.coordinator_port);
+  });
   // Rank 0's task listens where its rendezvous does: at the address its name resolved to here
   // (so that ranks on this host, which reach it there, count as this host's), or under its name
   // when that is another machine's view of this one.
@@ -264,7 +242,7 @@ std::vector<HostPort> serve_rendezvous(const RendezvousOptions& o) {
   return registry.ranks();
 }
 
-std::vector<HostPort> join_rendezvous(const RendezvousOptions& o) {
+std::vector<HostPort> join_rendezvous(const RendezvousOptions& o, uint16_t* coordinator_port) {
   ConnectionOptions options;
   options.task_name = fmt::format("the rendezvous ({})", o.source);
   options.connect_timeout_ms = o.timeout_ms;
@@ -291,6 +269,7 @@ std::vector<HostPort> join_rendezvous(const RendezvousOptions& o) {
       ranks.push_back(
           parse_host_port("rendezvous: rank 0's answer", peer_text(r.get<std::string>())));
     }
+    if (coordinator_port != nullptr) *coordinator_port = reply.value("coordinator", uint16_t{0});
   } catch (const json::exception& error) {
     throw FrameError(fmt::format("rendezvous at {}: a malformed answer: {}", o.address.to_string(),
                                  peer_text(error.what())));
@@ -304,8 +283,10 @@ std::vector<HostPort> join_rendezvous(const RendezvousOptions& o) {
 
 }  // namespace
 
-std::vector<HostPort> rendezvous(const RendezvousOptions& options) {
-  return options.rank == 0 ? serve_rendezvous(options) : join_rendezvous(options);
+std::vector<HostPort> rendezvous(const RendezvousOptions& options, uint16_t* coordinator_port) {
+  if (options.rank != 0) return join_rendezvous(options, coordinator_port);
+  if (coordinator_port != nullptr) *coordinator_port = options.coordinator_port;
+  return serve_rendezvous(options);
 }
 
 ClusterConfig cluster_of_ranks(const std::vector<HostPort>& ranks, int rank, int ps) {
@@ -319,6 +300,31 @@ ClusterConfig cluster_of_ranks(const std::vector<HostPort>& ranks, int rank, int
       rank < ps ? TaskId{std::string(kPsJob), rank} : TaskId{std::string(kWorkerJob), rank - ps};
   validate_cluster_config(config, "the rendezvous");
   return config;
+}
+
+// (It is released meanwhile; a process that takes it in between makes the task fail to listen,
+// loudly.)
+uint16_t free_port_on(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), "0", &hints, &found) != 0 || found == nullptr) {
+    throw TransportError(fmt::format("rendezvous: '{}' is not an address of this host", host));
+  }
+  const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage bound{};
+  socklen_t length = sizeof bound;
+  const bool ok = fd >= 0 && ::bind(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) == 0;
+  const std::string why = std::strerror(errno);
+  ::freeaddrinfo(found);
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw TransportError(fmt::format("rendezvous: no free port on {}: {}", host, why));
+  return ntohs(bound.ss_family == AF_INET
+                   ? reinterpret_cast<const sockaddr_in*>(&bound)->sin_port
+                   : reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port);
 }
 
 int ranks_on_host_of(const std::vector<HostPort>& ranks, int rank) {

@@ -22,6 +22,9 @@ struct RendezvousOptions {
   // rank 0 and then waits for the answer.
   int timeout_ms = 600'000;
   std::string bind;  // --bind: where rank 0's rendezvous listens (default: as a task would)
+  // Rank 0: a port on the rendezvous host where it will serve an elastic job's coordinator
+  // (cluster/membership_service.h), announced to every rank with the addresses; 0: none.
+  uint16_t coordinator_port = 0;
 };
 
 // Every rank's task address, indexed by rank; this rank's is a free port on the address it
@@ -29,7 +32,13 @@ struct RendezvousOptions {
 // rank ends with when the rendezvous fails: a rank that did not register in time, a rank number
 // registered twice, a rank that disagrees on the world size (each named, with its address).
 // AuthError when this rank's secret is not rank 0's.
-std::vector<HostPort> rendezvous(const RendezvousOptions& options);
+// `coordinator_port`, if not null, receives the port rank 0 announced (0 if none).
+std::vector<HostPort> rendezvous(const RendezvousOptions& options,
+                                 uint16_t* coordinator_port = nullptr);
+
+// A port nothing listens on at `host` now (bound to port 0 and released), for a listener this
+// process starts shortly after. Throws TransportError if host is not an address of this host.
+uint16_t free_port_on(const std::string& host);
 
 // The cluster of a rendezvous: ranks 0..ps-1 are the ps tasks, the others the workers, in rank
 // order (so the chief, worker 0, is rank ps). Validated like every cluster.

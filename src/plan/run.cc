@@ -9,9 +9,11 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "cluster/bind_address.h"
 #include "cluster/cluster_secret.h"
 #include "cluster/cluster_source.h"
 #include "cluster/membership_client.h"
+#include "cluster/membership_service.h"
 #include "cluster/rendezvous.h"
 #include "data/data_files.h"
 #include "plan/cluster_configs.h"
@@ -76,7 +78,36 @@ ClusterFlags cluster_flags_of(const RunPlan& plan) {
 struct LaunchedCluster {
   ClusterConfig config;
   int ranks_on_host = 1;  // the ranks that split this host's cores
+  // An elastic job (--min_workers): where its coordinator listens, and on rank 0 the coordinator.
+  std::optional<HostPort> coordinator;
+  std::unique_ptr<MembershipService> coordinator_service;
 };
+
+// Under a launcher's ranks, an elastic all-reduce job's coordinator runs in rank 0's process,
+// which must therefore stay for the whole run (docs/elastic.md).
+void check_elastic_ranks(const RunPlan& plan, const LaunchEnv& env, int ps) {
+  const FlagValues& f = plan.flags;
+  if (f.min_workers == 0) {
+    if (plan.has("--max_workers")) {
+      throw UsageError("--max_workers: an elastic job's bound; give --min_workers too");
+    }
+    return;
+  }
+  if (ps > 0 || plan.strategy != StrategyKind::kAllreduce) {
+    throw UsageError(fmt::format(
+        "--min_workers {}: elastic jobs are all-reduce jobs (every rank a worker, no --ps); "
+        "give --strategy allreduce",
+        f.min_workers));
+  }
+  if (f.min_workers < 1 || f.min_workers > env.world_size) {
+    throw UsageError(fmt::format("--min_workers {}: must be between 1 and the {} ranks {} starts",
+                                 f.min_workers, env.world_size, env.source));
+  }
+  if (f.max_workers != 0 && f.max_workers < env.world_size) {
+    throw UsageError(fmt::format("--max_workers {}: must be at least the {} ranks {} starts",
+                                 f.max_workers, env.world_size, env.source));
+  }
+}
 
 // Under a launcher that gives ranks rather than addresses (mpirun, srun, torchrun): the ranks meet
 // at the rendezvous; --ps P makes the first P of them ps tasks. nullopt for a world of one task,
@@ -127,6 +158,8 @@ std::optional<LaunchedCluster> join_launched_cluster(const RunPlan& plan, const 
                         : fmt::format("--strategy {}", strategy_name(plan.strategy)),
         env.source));
   }
+  check_elastic_ranks(plan, env, ps);
+  const bool elastic = f.min_workers > 0;
   fmt::print(out, "{}: rank {} of {} (local rank {}) from {}; rendezvous at {} ({})\n", command,
              env.rank, env.world_size, env.local_rank, env.source, env.rendezvous.to_string(),
              env.rendezvous_source);
@@ -140,9 +173,35 @@ std::optional<LaunchedCluster> join_launched_cluster(const RunPlan& plan, const 
   options.authenticate_frames = !f.unauthenticated_frames;
   options.timeout_ms = f.peer_timeout * 1000;
   options.bind = f.bind;
-  const std::vector<HostPort> ranks = rendezvous(options);
-  LaunchedCluster launched{cluster_of_ranks(ranks, env.rank, ps),
-                           ranks_on_host_of(ranks, env.rank)};
+  const std::string coordinator_host = bind_address_for(env.rendezvous, f.bind).host;
+  if (elastic && env.rank == 0) options.coordinator_port = free_port_on(coordinator_host);
+  uint16_t coordinator_port = 0;
+  const std::vector<HostPort> ranks = rendezvous(options, &coordinator_port);
+  LaunchedCluster launched;
+  launched.config = cluster_of_ranks(ranks, env.rank, ps);
+  launched.ranks_on_host = ranks_on_host_of(ranks, env.rank);
+  if (elastic) {
+    if (coordinator_port == 0) {
+      throw UsageError(fmt::format(
+          "--min_workers: rank 0 (at {}) started no coordinator for an elastic job; give every "
+          "rank the same flags",
+          env.rendezvous.to_string()));
+    }
+    launched.coordinator = HostPort{env.rendezvous.host, coordinator_port};
+    if (env.rank == 0) {
+      launched.coordinator_service = std::make_unique<MembershipService>(
+          MembershipOptions{.bind_host = coordinator_host,
+                            .port = coordinator_port,
+                            .secret = options.secret,
+                            .authenticate_frames = options.authenticate_frames,
+                            .workers = env.world_size,
+                            .min_workers = f.min_workers,
+                            .max_workers = f.max_workers > 0 ? f.max_workers : env.world_size,
+                            .timeout_ms = f.collective_timeout * 1000});
+      fmt::print(out, "{}: elastic: the job's coordinator at {}:{} (in rank 0's process)\n",
+                 command, coordinator_host, coordinator_port);
+    }
+  }
   fmt::print(out, "{}: rank {} is {} of {}\n", command, env.rank, launched.config.task.to_string(),
              launched.config.cluster.to_string());
   out << std::flush;
@@ -176,7 +235,10 @@ StrategyKind strategy_of_cluster(const RunPlan& plan, const ClusterSpec& cluster
 void refuse_launcher_flags(const RunPlan& plan, bool launched) {
   for (const FlagSpec& flag : flag_table()) {
     if (!flag.launcher_only || !plan.has(flag.name)) continue;
-    if (launched && flag.name == "--ps") continue;  // which ranks are ps tasks
+    // Which ranks are ps tasks, and an elastic job's bounds.
+    if (launched &&
+        (flag.name == "--ps" || flag.name == "--min_workers" || flag.name == "--max_workers"))
+      continue;
     if (launched) {
       throw UsageError(fmt::format(
           "{}: the launcher that started this task decides {} (its world size, its restarts); "
@@ -194,7 +256,8 @@ void refuse_launcher_flags(const RunPlan& plan, bool launched) {
 // This process is one task of a cluster: its flags, TF_CONFIG, a --cluster file or a launcher's
 // ranks (`launched`) say where, `source` which.
 int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, bool launched,
-             const std::string& source, const RunEnvironment& environment, std::ostream& out) {
+             const std::optional<HostPort>& coordinator, const std::string& source,
+             const RunEnvironment& environment, std::ostream& out) {
   refuse_launcher_flags(plan, launched);
   cluster.bind_host = plan.flags.bind;
   cluster.authenticate_frames = !plan.flags.unauthenticated_frames;
@@ -235,8 +298,9 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
   const std::shared_ptr<const StopRequest> stop = handle_signals(environment, config, name);
   config.stop = stop.get();
   if (kind == StrategyKind::kAllreduce) {
-    const AllreduceClusterConfig c = allreduce_config(
+    AllreduceClusterConfig c = allreduce_config(
         plan, std::move(cluster), cluster_secret(plan.flags.secret_file, environment.env));
+    if (coordinator) c.coordinator = coordinator;
     out << place << std::flush;
     begin_allreduce_task(c);
     return train_with(
@@ -267,11 +331,15 @@ int run_plan(const RunPlan& plan, const RunEnvironment& environment, std::ostrea
       plan.flags.progress && (environment.terminal || plan.flags.progress_through_launcher);
   ClusterSource found = find_cluster_source(cluster_flags_of(plan), environment.env);
   bool launched = false;
+  std::optional<HostPort> coordinator;
+  std::unique_ptr<MembershipService> coordinator_service;  // rank 0's, for the whole run
   if (found.launcher) {
     if (std::optional<LaunchedCluster> l =
             join_launched_cluster(plan, *found.launcher, environment, out)) {
       found.cluster = std::move(l->config);
       launched = true;
+      coordinator = l->coordinator;
+      coordinator_service = std::move(l->coordinator_service);
       // Ranks on one host share its cores unless told otherwise.
       if (!plan.has("--threads")) config.threads = std::max(1, config.threads / l->ranks_on_host);
     } else if (plan.has("--rendezvous")) {
@@ -281,8 +349,8 @@ int run_plan(const RunPlan& plan, const RunEnvironment& environment, std::ostrea
     }
   }
   if (found.cluster) {
-    return run_task(plan, std::move(config), std::move(*found.cluster), launched, found.source,
-                    environment, out);
+    return run_task(plan, std::move(config), std::move(*found.cluster), launched, coordinator,
+                    found.source, environment, out);
   }
   if (plan.command == Command::kTask) {
     throw UsageError(

@@ -11,15 +11,18 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cluster/local_launcher.h"
 #include "support/process.h"
 #include "support/ps_cluster.h"
 #include "support/temp_dir.h"
 #include "support/text_match.h"
+#include "support/virtual_network.h"
 
 namespace dtrain {
 namespace {
@@ -32,6 +35,7 @@ using testing::DtrainProcess;
 using ::testing::HasSubstr;
 using testing::Match;
 using testing::ProcessResult;
+using testing::VirtualNetwork;
 
 // An elastic job of `workers` that goes on while `min_workers` remain, with a step line every 20
 // steps; steps held to 2 ms or more (--step_delay_ms), so that the test's signal, and a restarted
@@ -268,6 +272,61 @@ TEST(ElasticAllreduce, TooFewWorkersFailTheJobNamingWhoLeft) {
   EXPECT_THAT(r.out + r.err,
               HasSubstr("(its connection to the coordinator closed: the process ended): 2 "
                         "worker(s) remain, fewer than --min_workers 3"));
+}
+
+// ---- under a launcher's ranks (torchrun-style variables): rank 0 hosts the coordinator ----
+
+constexpr std::string_view kElasticSecret = "elastic test secret, of 32 bytes";
+
+// Three ranks of an elastic job given what torchrun gives (on `net`'s hosts when given); rank 2
+// is SIGKILLed at a step, and ranks 0 and 1 must finish alike without it.
+void kill_one_of_three_ranks(const VirtualNetwork* net) {
+  const uint16_t port = net != nullptr ? 29500 : pick_free_ports(1)[0];
+  const std::string master = net != nullptr ? net->address(0) : "127.0.0.1";
+  std::vector<std::unique_ptr<DtrainProcess>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    DtrainProcess::Options options;
+    if (net != nullptr) options.prefix = net->run_on(r);
+    options.extra_env = {fmt::format("RANK={}", r), "WORLD_SIZE=3", "MASTER_ADDR=" + master,
+                         fmt::format("MASTER_PORT={}", port),
+                         fmt::format("DTRAIN_SECRET={}", kElasticSecret)};
+    ranks.push_back(std::make_unique<DtrainProcess>(
+        std::vector<std::string>{"task", "--strategy", "allreduce", "--min_workers", "2", "--model",
+                                 "softmax", "--threads", "1", "--data_dir",
+                                 testing::mnist_dir().string(), "--train_steps", "1500",
+                                 "--log_every", "20", "--step_delay_ms", "2"},
+        options));
+  }
+  const int64_t kill_at = drawn_step("elastic rank 2 killed at global step");
+  ASSERT_THAT(ranks[2]->wait_for_line(fmt::format("global_step={},", kill_at)),
+              HasSubstr("worker=2"));
+  ranks[2]->send_signal(SIGKILL);
+  EXPECT_EQ(ranks[2]->wait().signal, SIGKILL);
+  std::vector<std::string> crcs;
+  for (const int r : {0, 1}) {
+    const ProcessResult result = ranks[static_cast<size_t>(r)]->wait();
+    ASSERT_EQ(result.exit_code, 0) << all_output(result);
+    EXPECT_EQ(all_matches(result.out, fmt::format(R"(worker{}: worker2 was lost at step [0-9]+ )"
+                                                  R"(\(.*\): 2 workers now)",
+                                                  r))
+                  .size(),
+              1u)
+        << result.out;
+    const std::map<int, std::string> crc = elastic_parameter_crcs(result.out);
+    ASSERT_EQ(crc.size(), 1u) << result.out;
+    crcs.push_back(crc.begin()->second);
+  }
+  EXPECT_EQ(crcs[0], crcs[1]);
+}
+
+TEST(ElasticAllreduce, UnderTorchrunStyleVariablesAKilledRankLeavesAndTheOthersFinishAlike) {
+  kill_one_of_three_ranks(nullptr);
+}
+
+TEST(ElasticAllreduce, OnThreeHostsAKilledRankLeavesAndTheOthersFinishAlike) {
+  if (const auto why = VirtualNetwork::unavailable()) GTEST_SKIP() << *why;
+  const VirtualNetwork net(3);
+  kill_one_of_three_ranks(&net);
 }
 
 }  // namespace
