@@ -53,6 +53,27 @@ MembershipClient::MembershipClient(MembershipClientOptions options) : options_(s
   connection_ = connect(options_.coordinator.host, options_.coordinator.port, options_.secret, c);
   send_json(*connection_, proto::kHello,
             {{"name", options_.name}, {"settings", options_.settings}});
+  const Connection::Incoming in = connection_->receive();
+  try {
+    const json meta = json::parse(in.meta.begin(), in.meta.end());
+    if (in.type == proto::kRefused) {
+      const std::string error = peer_text(meta.at("error").get<std::string>());
+      if (meta.value("ended", false)) throw JobEnded(error);
+      throw Error(fmt::format("refused by the job's coordinator: {}", error));
+    }
+    if (in.type != proto::kWelcome) {
+      throw FrameError(fmt::format("the job's coordinator ({}) answered with frame type {}",
+                                   options_.coordinator.to_string(), in.type));
+    }
+    planned_workers_ = meta.at("workers").get<int>();
+  } catch (const json::exception& error) {
+    throw FrameError(fmt::format("the job's coordinator ({}) sent a malformed welcome: {}",
+                                 options_.coordinator.to_string(), peer_text(error.what())));
+  }
+  if (planned_workers_ < 1) {
+    throw FrameError(fmt::format("the job's coordinator ({}) plans {} workers",
+                                 options_.coordinator.to_string(), planned_workers_));
+  }
   reader_ = std::thread([this] { read_announcements(); });
 }
 

@@ -44,14 +44,18 @@ struct MembershipClientOptions {
 // Thread-safety: one thread makes the calls; interrupt() is for that thread's rings.
 class MembershipClient {
  public:
-  // Connects and says hello. Throws TransportError / AuthError if the coordinator cannot be
-  // reached or refuses the secret.
+  // Connects, says hello and waits to be admitted. Throws TransportError / AuthError if the
+  // coordinator cannot be reached or refuses the secret, Error with its words if it refuses this
+  // worker (another model or flags, a name taken, --max_workers reached), JobEnded if the job has
+  // finished.
   explicit MembershipClient(MembershipClientOptions options);
   ~MembershipClient();
   MembershipClient(const MembershipClient&) = delete;
   MembershipClient& operator=(const MembershipClient&) = delete;
 
   RingInterrupt& interrupt() { return interrupt_; }
+  // The job's --workers, as the coordinator says: what its steps are counted by.
+  int planned_workers() const { return planned_workers_; }
 
   // Reports this worker ready to form the next view — its state at global step `step` (-1: none
   // yet), listening at `address` — and waits for that view. Throws Error with the coordinator's
@@ -76,6 +80,7 @@ class MembershipClient {
   std::string error_;                   // why the job cannot go on for this worker
   bool ended_ = false;                  // ... because it has finished
   uint64_t in_view_ = 0;                // the view this worker last formed its ring from
+  int planned_workers_ = 0;
   std::thread reader_;
 };
 

@@ -185,6 +185,8 @@ class MembershipService::Coordinator {
     }
     if (settings_.is_null()) settings_ = settings;
     sessions_[name] = Session{&connection, std::nullopt};
+    // Its steps are counted as the job's --workers take them, whatever number it was started in.
+    send(connection, proto::kWelcome, {{"workers", o_.workers}});
     if (view_ > 0 && !forming_) start_forming(fmt::format("{} asks to join", name));
     return true;
   }

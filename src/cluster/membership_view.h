@@ -45,6 +45,8 @@ constexpr uint16_t kChange = kHello + 3;                   // coordinator: {"vie
 constexpr uint16_t kView = kHello + 4;                     // coordinator: the view
 constexpr uint16_t kRefused = kHello + 5;  // coordinator: {"error"}: this worker may not join
 constexpr uint16_t kFailed = kHello + 6;   // coordinator: {"error"}: the job cannot go on
+constexpr uint16_t kWelcome =
+    kHello + 7;  // coordinator: {"workers"}: admitted; the job's --workers
 inline bool carries_no_tensors(uint16_t /*type*/) { return false; }
 }  // namespace membership_protocol
 

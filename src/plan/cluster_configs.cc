@@ -15,7 +15,7 @@ AllreduceClusterConfig allreduce_config(const RunPlan& plan, ClusterConfig clust
   c.fusion_bytes = f.fusion_bytes;
   c.collective_timeout_ms = f.collective_timeout * 1000;
   c.transport = parse_transport(f.transport);
-  if (!f.membership.empty()) c.coordinator = parse_host_port("--membership", f.membership);
+  if (!f.join.empty()) c.coordinator = parse_host_port("--join", f.join);
   return c;
 }
 

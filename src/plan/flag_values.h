@@ -69,7 +69,7 @@ struct FlagValues {
   int max_restarts = 3;
   int min_workers = 0;     // 0: not elastic
   int max_workers = 0;     // 0: --workers
-  std::string membership;  // the coordinator of an elastic job, for its tasks
+  std::string join;  // the coordinator of an elastic job this task joins
   // A task's place in a cluster.
   std::string ps_hosts, worker_hosts, job_name, rendezvous, bind, cluster_file, secret_file;
   int task_index = 0;

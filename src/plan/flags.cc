@@ -324,9 +324,11 @@ std::vector<FlagSpec> make_table() {
        .launcher_only = true,
        .check = check_max_workers,
        .when = CheckWhen::kLocalLauncher},
-      {.name = "--membership",
-       .field = &F::membership,
-       .hidden = true,
+      {.name = "--join",
+       .field = &F::join,
+       .help = "Elastic all-reduce: HOST:PORT of a running job's coordinator (dtrain train "
+               "prints it) that this task joins as worker<--task_index>, with the job's "
+               "training flags and secret",
        .strategies = strategy_bit(StrategyKind::kAllreduce)},
       {.name = "--ps_hosts",
        .field = &F::ps_hosts,

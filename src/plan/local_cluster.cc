@@ -97,15 +97,17 @@ int launch_local_cluster(const RunPlan& plan, const RunEnvironment& environment,
   const bool elastic = allreduce && f.min_workers > 0;
   std::optional<MembershipService> coordinator;
   if (elastic) {
+    // The tasks prove the secret of --secret_file when it is given (a worker started by hand can
+    // then join), else the launcher's own.
     coordinator.emplace(
-        MembershipOptions{.secret = secret,
+        MembershipOptions{.secret = f.secret_file.empty() ? secret : cluster_secret(f.secret_file),
                           .authenticate_frames = !f.unauthenticated_frames,
                           .workers = f.workers,
                           .min_workers = f.min_workers,
                           .max_workers = f.max_workers > 0 ? f.max_workers : f.workers,
                           .timeout_ms = f.collective_timeout * 1000});
     const std::string address = fmt::format("127.0.0.1:{}", coordinator->port());
-    for (LocalTask& task : tasks) task.args.insert(task.args.end(), {"--membership", address});
+    for (LocalTask& task : tasks) task.args.insert(task.args.end(), {"--join", address});
   }
 
   LaunchOptions options;

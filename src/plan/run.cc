@@ -15,6 +15,7 @@
 #include "cluster/membership_client.h"
 #include "cluster/membership_service.h"
 #include "cluster/rendezvous.h"
+#include "comm/local_address.h"
 #include "data/data_files.h"
 #include "plan/cluster_configs.h"
 #include "plan/flags.h"
@@ -253,11 +254,43 @@ void refuse_launcher_flags(const RunPlan& plan, bool launched) {
   }
 }
 
+// `dtrain task --join HOST:PORT --task_index N`: a worker that joins a running elastic job by its
+// coordinator alone. It is the only worker of a cluster of its own, listening on the address this
+// host reaches the coordinator from, and worker<N> in the job.
+struct JoiningWorker {
+  ClusterConfig cluster;
+  HostPort coordinator;
+  std::string name;
+};
+
+JoiningWorker joining_worker(const RunPlan& plan) {
+  const FlagValues& f = plan.flags;
+  if (!plan.has("--task_index")) {
+    throw UsageError(
+        "--join: say which worker this is with --task_index N; the job's workers are worker0, "
+        "worker1, ..., and one that joins takes a number of its own");
+  }
+  if (plan.has("--ps_hosts") || plan.has("--worker_hosts") || plan.has("--job_name")) {
+    throw UsageError(
+        "--join: a worker that joins a running job finds it through its coordinator alone; leave "
+        "out --ps_hosts, --worker_hosts and --job_name");
+  }
+  JoiningWorker joiner;
+  joiner.coordinator = parse_host_port("--join", f.join);
+  const std::string host = local_address_toward(joiner.coordinator.host);
+  ClusterSpec::JobMap jobs;
+  jobs[std::string(kWorkerJob)] = {HostPort{host, free_port_on(host)}};
+  joiner.cluster.cluster = ClusterSpec(std::move(jobs));
+  joiner.cluster.task = TaskId{std::string(kWorkerJob), 0};
+  joiner.name = fmt::format("{}{}", kWorkerJob, f.task_index);
+  return joiner;
+}
+
 // This process is one task of a cluster: its flags, TF_CONFIG, a --cluster file or a launcher's
 // ranks (`launched`) say where, `source` which.
 int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, bool launched,
-             const std::optional<HostPort>& coordinator, const std::string& source,
-             const RunEnvironment& environment, std::ostream& out) {
+             const std::optional<HostPort>& coordinator, const std::string& member_name,
+             const std::string& source, const RunEnvironment& environment, std::ostream& out) {
   refuse_launcher_flags(plan, launched);
   cluster.bind_host = plan.flags.bind;
   cluster.authenticate_frames = !plan.flags.unauthenticated_frames;
@@ -280,7 +313,8 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
                           launched ? std::span<const std::string_view>(kRendezvousFlags)
                                    : std::span<const std::string_view>());
   check_flags(plan, CheckWhen::kUnderItsStrategies, kind);
-  const std::string name = fmt::format("{}{}", cluster.task.job, cluster.task.index);
+  const std::string name =
+      member_name.empty() ? fmt::format("{}{}", cluster.task.job, cluster.task.index) : member_name;
   if (!config.train_dir.empty()) {
     if (plan.resume == ResumeMode::kOverwrite) {
       throw UsageError(
@@ -301,6 +335,7 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
     AllreduceClusterConfig c = allreduce_config(
         plan, std::move(cluster), cluster_secret(plan.flags.secret_file, environment.env));
     if (coordinator) c.coordinator = coordinator;
+    c.member_name = member_name;
     out << place << std::flush;
     begin_allreduce_task(c);
     return train_with(
@@ -349,8 +384,13 @@ int run_plan(const RunPlan& plan, const RunEnvironment& environment, std::ostrea
     }
   }
   if (found.cluster) {
-    return run_task(plan, std::move(config), std::move(*found.cluster), launched, coordinator,
+    return run_task(plan, std::move(config), std::move(*found.cluster), launched, coordinator, "",
                     found.source, environment, out);
+  }
+  if (plan.command == Command::kTask && !plan.flags.join.empty()) {
+    const JoiningWorker joiner = joining_worker(plan);
+    return run_task(plan, std::move(config), joiner.cluster, false, joiner.coordinator, joiner.name,
+                    "--join", environment, out);
   }
   if (plan.command == Command::kTask) {
     throw UsageError(

@@ -9,6 +9,8 @@
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
 
+#include <cctype>
+
 #include "base/error.h"
 #include "train/allreduce_strategy.h"
 
@@ -85,9 +87,16 @@ void AllreduceStrategy::print_changes(const MembershipView& view, const Membersh
 }
 
 DataPosition AllreduceStrategy::position_at(int64_t step) const {
-  const int64_t global_batch = int64_t{c_.batch_size} * static_cast<int64_t>(workers_.size());
+  const int64_t global_batch = int64_t{c_.batch_size} * planned_workers_;
   const int64_t steps_per_epoch = std::max<int64_t>(1, train_examples_ / global_batch);
   return {step / steps_per_epoch, step % steps_per_epoch * global_batch};
+}
+
+int AllreduceStrategy::member_index() const {
+  const std::string own = name();
+  size_t digits = own.size();
+  while (digits > 0 && std::isdigit(static_cast<unsigned char>(own[digits - 1]))) --digits;
+  return digits < own.size() ? std::stoi(own.substr(digits)) : 0;
 }
 
 std::optional<DataSlice> AllreduceStrategy::data_slice() const {

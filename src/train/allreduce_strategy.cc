@@ -85,25 +85,30 @@ AllreduceStrategy::AllreduceStrategy(const TrainConfig& train, const AllreduceCl
       connector_(std::move(connector)),
       state_(state),
       train_examples_(input.train_examples()) {
-  // A global step takes one batch from every worker: an epoch is a shard's batches of them.
-  // (An elastic job counts its steps as the cluster's workers would take them.)
-  const int64_t batches_per_epoch = input.train_examples() / (int64_t{train.batch_size} * size());
-  total_steps_ = total_global_steps(train, batches_per_epoch);
   for (const ArenaSlice& slice : fusion_buckets(state.grads(), config.fusion_bytes))
     buckets_.push_back(state.grads().flat().subspan(slice.begin, slice.size));
-  const nlohmann::json agreed =
-      agreed_settings(train, config, state.model(), state.params(), input, total_steps_);
-  fingerprint_ = fnv1a(agreed.dump());
+  planned_workers_ = size();
   if (config.coordinator) {
-    membership_ = std::make_unique<MembershipClient>(MembershipClientOptions{
-        .coordinator = *config.coordinator,
-        .secret = config.secret,
-        .authenticate_frames = config.cluster.authenticate_frames,
-        .name = fmt::format("{}{}", config.cluster.task.job, config.cluster.task.index),
-        .settings = agreed,
-        .timeout_ms = config.collective_timeout_ms});
-    return;
+    // The job's coordinator admits this worker on what it trains, and says how many workers the
+    // job's steps are counted by (its --workers: a worker that joins later was started alone).
+    nlohmann::json settings =
+        agreed_settings(train, config, state.model(), state.params(), input, 0);
+    settings["ring"].erase("total_steps");
+    membership_ = std::make_unique<MembershipClient>(
+        MembershipClientOptions{.coordinator = *config.coordinator,
+                                .secret = config.secret,
+                                .authenticate_frames = config.cluster.authenticate_frames,
+                                .name = name(),
+                                .settings = std::move(settings),
+                                .timeout_ms = config.collective_timeout_ms});
+    planned_workers_ = membership_->planned_workers();
   }
+  // A global step takes one batch from every worker: an epoch is a shard's batches of them.
+  total_steps_ = total_global_steps(
+      train, input.train_examples() / (int64_t{train.batch_size} * planned_workers_));
+  fingerprint_ = fnv1a(
+      agreed_settings(train, config, state.model(), state.params(), input, total_steps_).dump());
+  if (elastic()) return;
   listen_on_cluster_ring();
 }
 
@@ -156,11 +161,13 @@ void AllreduceStrategy::abort(std::string_view why) {
 }
 
 WorkerPlace AllreduceStrategy::place() const {
+  // Before its first view, a worker that joins a running job alone is nobody's chief.
+  const bool joining = elastic() && view_.id == 0 && !config_.member_name.empty();
   return {.rank = rank_,
           .workers = size(),
-          .chief = chief(),
+          .chief = chief() && !joining,
           .distributed = true,
-          .id = elastic() ? config_.cluster.task.index : -1};
+          .id = elastic() ? member_index() : -1};
 }
 
 std::string AllreduceStrategy::describe() const {
@@ -326,7 +333,10 @@ std::string AllreduceStrategy::rank_prefix() const {
 
 // An elastic job's worker keeps its task's name whatever its rank.
 std::string AllreduceStrategy::name() const {
-  if (elastic()) return fmt::format("{}{}", config_.cluster.task.job, config_.cluster.task.index);
+  if (!config_.member_name.empty()) return config_.member_name;
+  if (config_.coordinator) {
+    return fmt::format("{}{}", config_.cluster.task.job, config_.cluster.task.index);
+  }
   return name_of(rank_);
 }
 
@@ -347,18 +357,22 @@ void AllreduceStrategy::print_links() {
 
 void AllreduceStrategy::print_start_line(const TrainingState& state) {
   const std::string role =
-      config_.cluster.task.to_string() != fmt::format("{}:{}", kWorkerJob, rank_)
+      !elastic() && config_.cluster.task.to_string() != fmt::format("{}:{}", kWorkerJob, rank_)
           ? fmt::format(" ({})", config_.cluster.task.to_string())
           : "";
+  // An elastic worker's slice and role come with the job's first view of it.
+  const std::string slice = elastic() ? fmt::format("elastic (the job's coordinator at {})",
+                                                    config_.coordinator->to_string())
+                                      : fmt::format("on slice {} of {}", rank_, size());
   size_t largest_bucket = 0;
   for (const std::span<float> bucket : buckets_)
     largest_bucket = std::max(largest_bucket, bucket.size_bytes());
   fmt::print(out_,
-             "{}{}: allreduce training of {} ({} parameters), batch {} on slice {} of {}, {} "
-             "global steps, {} fusion bucket(s) of {:.1f} KiB at most, fingerprint {:016x}{}\n",
-             name(), role, state.model().name(), state.params().num_values(), c_.batch_size, rank_,
-             size(), total_steps_, buckets_.size(), largest_bucket / 1024.0, fingerprint_,
-             chief() ? " (chief)" : "");
+             "{}{}: allreduce training of {} ({} parameters), batch {} {}, {} global steps, {} "
+             "fusion bucket(s) of {:.1f} KiB at most, fingerprint {:016x}{}\n",
+             name(), role, state.model().name(), state.params().num_values(), c_.batch_size, slice,
+             total_steps_, buckets_.size(), largest_bucket / 1024.0, fingerprint_,
+             chief() && !elastic() ? " (chief)" : "");
   out_ << std::flush;
 }
 

@@ -47,6 +47,10 @@ struct AllreduceClusterConfig {
   // (cluster/membership_service.h). Every ring then forms from the coordinator's view of who is
   // in the job, and re-forms at each change; nullopt: the cluster's workers, all of them, always.
   std::optional<HostPort> coordinator;
+  // An elastic worker's name when it is not its task's: a worker that joins a running job alone
+  // (dtrain task --join) is the only worker of its own cluster, and "worker<--task_index>" in the
+  // job.
+  std::string member_name;
 };
 
 // What every worker of the ring must agree on, which the ring's fingerprint hashes: what a
@@ -148,6 +152,8 @@ class AllreduceStrategy final : public Strategy {
   MembershipView view_;
   DataPosition position_;  // where the next global batch starts
   int64_t train_examples_ = 0;
+  int planned_workers_ = 0;  // the job's --workers, by which its steps are counted
+  int member_index() const;  // the number in this worker's name
   bool place_changed_ = false;
   bool leaving_ = false;
   bool skip_vote_ = false;  // the step re-formed the ring: the next halt vote is left out

@@ -74,8 +74,10 @@ bool interrupted_past(MembershipClient& client, uint64_t view) {
 }
 
 TEST(MembershipService, TheFirstViewHoldsEveryWorkerInTheOrderOfTheirTasks) {
-  Job job(3, 2, 3);
+  Job job(3, 2, 4);
   auto w2 = job.connect(2), w0 = job.connect(0), w1 = job.connect(1);
+  // Admitted with the job's --workers, by which every worker counts the job's steps.
+  EXPECT_EQ(w1->planned_workers(), 3);
   const std::vector<MembershipView> got =
       views({w2.get(), w0.get(), w1.get()}, {-1, -1, -1}, {2, 0, 1});
   for (const MembershipView& view : got) {
@@ -126,8 +128,7 @@ TEST(MembershipService, AJoinerComesInAtTheNextViewAfterTheMembers) {
     EXPECT_THAT(view.changes, ElementsAre("worker5 joined at step 7"));
   }
   // A fourth is one beyond --max_workers 3.
-  auto w6 = job.connect(6);
-  EXPECT_THAT([&] { w6->next_view(-1, address_of(6)); },
+  EXPECT_THAT([&] { job.connect(6); },
               ThrowsMessage<Error>(HasSubstr("the job has its --max_workers 3 workers")));
 }
 
@@ -145,9 +146,8 @@ TEST(MembershipService, TooFewWorkersFailTheJobNamingWhoLeft) {
 TEST(MembershipService, AWorkerThatTrainsOtherwiseIsRefusedNamingTheDifference) {
   Job job(2, 1, 2);
   auto w0 = job.connect(0);
-  auto odd = job.connect(1, "softmax");
   EXPECT_THAT(
-      [&] { odd->next_view(-1, address_of(1)); },
+      [&] { job.connect(1, "softmax"); },
       ThrowsMessage<Error>(HasSubstr(
           R"(worker1 trains otherwise than the job: /model: "softmax" here, "mlp" in the job)")));
   // The job goes on with the one that fits, once its other worker arrives.

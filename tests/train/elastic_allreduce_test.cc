@@ -40,28 +40,23 @@ using testing::VirtualNetwork;
 // An elastic job of `workers` that goes on while `min_workers` remain, with a step line every 20
 // steps; steps held to 2 ms or more (--step_delay_ms), so that the test's signal, and a restarted
 // worker's joining, come in the middle of it.
+constexpr std::string_view kElasticSecret = "elastic test secret, of 32 bytes";
+
+// The training flags every worker of these jobs shares.
+std::vector<std::string> elastic_training(int steps) {
+  return {"--model",         "softmax",
+          "--threads",       "1",
+          "--data_dir",      testing::mnist_dir().string(),
+          "--train_steps",   std::to_string(steps),
+          "--log_every",     "20",
+          "--step_delay_ms", "2"};
+}
+
 std::vector<std::string> elastic_job(int workers, int min_workers, int max_restarts, int steps) {
-  return {"train",
-          "--strategy",
-          "allreduce",
-          "--workers",
-          std::to_string(workers),
-          "--min_workers",
-          std::to_string(min_workers),
-          "--max_restarts",
-          std::to_string(max_restarts),
-          "--model",
-          "softmax",
-          "--threads",
-          "1",
-          "--data_dir",
-          testing::mnist_dir().string(),
-          "--train_steps",
-          std::to_string(steps),
-          "--log_every",
-          "20",
-          "--step_delay_ms",
-          "2"};
+  return concat(
+      {"train", "--strategy", "allreduce", "--workers", std::to_string(workers), "--min_workers",
+       std::to_string(min_workers), "--max_restarts", std::to_string(max_restarts)},
+      elastic_training(steps));
 }
 
 // Waits until worker `index` has logged step `step` (a multiple of 20), then signals it.
@@ -239,6 +234,48 @@ TEST(ElasticAllreduce, EveryEpochTrainsOnEachExampleOnceAcrossALossAndAJoin) {
   }
 }
 
+TEST(ElasticAllreduce, AFourthWorkerStartedByHandJoinsTheRunningJob) {
+  testing::TempDir dir;
+  testing::write_bytes(dir / "secret", std::string(kElasticSecret));
+  std::filesystem::permissions(dir / "secret", std::filesystem::perms::owner_read);
+  const std::string secret_file = (dir / "secret").string();
+  DtrainProcess launcher(
+      concat(elastic_job(3, 2, 0, 2000), {"--max_workers", "4", "--secret_file", secret_file}));
+  const std::vector<Match> at = all_matches(launcher.wait_for_line("its coordinator at"),
+                                            R"(its coordinator at ([0-9.]+:[0-9]+))");
+  ASSERT_EQ(at.size(), 1u);
+  // Mid-run: once worker0 has logged its step 100.
+  ASSERT_THAT(launcher.wait_for_line("[worker0] worker=0, epoch=0, global_step=100,"),
+              HasSubstr("global_step=100,"));
+  // The job's training flags, its secret, and a number of its own; no cluster flags.
+  DtrainProcess joiner(
+      concat({"task", "--join", at[0][1], "--task_index", "3", "--secret_file", secret_file},
+             elastic_training(2000)));
+  const ProcessResult joined = joiner.wait();
+  const ProcessResult r = launcher.wait();
+  ASSERT_EQ(joined.exit_code, 0) << all_output(joined);
+  ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  const std::vector<Match> lines =
+      all_matches(joined.out, R"(worker3: worker3 joined at step ([0-9]+): 4 workers now)");
+  ASSERT_EQ(lines.size(), 1u) << joined.out;
+  for (const int worker : {0, 1, 2}) {
+    EXPECT_EQ(count_lines_containing(
+                  r.out, fmt::format("[worker{0}] worker{0}: worker3 joined at step {1}: 4 workers "
+                                     "now",
+                                     worker, lines[0][1])),
+              1)
+        << r.out;
+  }
+  std::map<int, std::string> crcs = elastic_parameter_crcs(r.out);
+  const std::map<int, std::string> joiner_crc = elastic_parameter_crcs(joined.out);
+  ASSERT_EQ(joiner_crc.size(), 1u) << joined.out;
+  crcs.insert(joiner_crc.begin(), joiner_crc.end());
+  ASSERT_EQ(crcs.size(), 4u) << r.out;
+  for (const auto& [worker, crc] : crcs) EXPECT_EQ(crc, crcs.at(0)) << "worker " << worker;
+  EXPECT_THAT(r.out, HasSubstr("aggregate: 2000 global steps"));
+  EXPECT_THAT(r.out, HasSubstr("over 4 workers"));
+}
+
 TEST(ElasticAllreduce, ASigtermIsOneWorkersCleanLeave) {
   DtrainProcess launcher(elastic_job(3, 2, 0, 1500));
   signal_worker_at(launcher, 2, drawn_step("elastic worker 2 stopped at global step"), SIGTERM);
@@ -275,8 +312,6 @@ TEST(ElasticAllreduce, TooFewWorkersFailTheJobNamingWhoLeft) {
 }
 
 // ---- under a launcher's ranks (torchrun-style variables): rank 0 hosts the coordinator ----
-
-constexpr std::string_view kElasticSecret = "elastic test secret, of 32 bytes";
 
 // Three ranks of an elastic job given what torchrun gives (on `net`'s hosts when given); rank 2
 // is SIGKILLed at a step, and ranks 0 and 1 must finish alike without it.
