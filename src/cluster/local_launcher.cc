@@ -260,6 +260,12 @@ LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const Launch
       const bool survivable =
           result.restarts < options.max_restarts &&
           (crashed(status) || (options.restart == RestartPolicy::kGroup && any_crash));
+      // An elastic job's worker stopped by a SIGTERM of someone else's leaves the job.
+      if (options.restart == RestartPolicy::kElastic && exit_code_of(status) == 128 + SIGTERM) {
+        out.line(fmt::format("[launcher] {}: it left the job (SIGTERM)",
+                             describe_exit(child->name, status)));
+        continue;
+      }
       if (!survivable && options.restart == RestartPolicy::kElastic && crashed(status)) {
         out.line(fmt::format("[launcher] {}; the job goes on without it (no restarts left)",
                              describe_exit(child->name, status)));

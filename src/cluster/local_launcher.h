@@ -27,7 +27,7 @@ enum class RestartPolicy {
   kGroup,  // every task, once all have stopped: all-reduce, where one lost rank fails the ring
   // The crashed task alone, which joins the job again; once restarts run out, the others go on
   // without it: an elastic job (--min_workers), whose workers fail it themselves when too few
-  // remain.
+  // remain. A task that exits with 128 + SIGTERM left the job: neither a failure nor restarted.
   kElastic,
 };
 

@@ -153,6 +153,8 @@ AllreduceStrategy::~AllreduceStrategy() = default;
 
 void AllreduceStrategy::abort(std::string_view why) {
   const std::string reason = fmt::format("{} stopped: {}", name(), why);
+  // The coordinator hears it leave, and why, rather than find its connection closed.
+  if (elastic() && !leaving_) membership_->leave(state_.step, std::string(why), false);
   if (ring_) {
     ring_->abort(reason);
   } else if (connector_) {
@@ -271,6 +273,9 @@ int AllreduceStrategy::agree_to_halt(int own_signal) {
     halt_vote(own_signal);
   } catch (const CollectiveError& error) {
     if (!elastic()) throw;
+    // Another member may have counted this worker's SIGTERM and gone on to re-form without it,
+    // interrupting this vote: it leaves all the same.
+    if (own_signal == SIGTERM) return leave(SIGTERM);
     reform(state_, error.what());
     return 0;
   }
@@ -278,15 +283,17 @@ int AllreduceStrategy::agree_to_halt(int own_signal) {
     if (halt_votes_[i] == 0) continue;
     const bool some_leave = elastic() && kHaltSignals[i] == SIGTERM && halt_votes_[i] < size();
     if (!some_leave) return kHaltSignals[i];
-    if (own_signal == SIGTERM) {
-      leaving_ = true;
-      membership_->leave(state_.step, "SIGTERM", /*finished=*/false);
-      return SIGTERM;
-    }
+    if (own_signal == SIGTERM) return leave(SIGTERM);
     reform(state_, "a worker leaves");
     return 0;
   }
   return 0;
+}
+
+int AllreduceStrategy::leave(int signal) {
+  leaving_ = true;
+  membership_->leave(state_.step, signal_name(signal), /*finished=*/false);
+  return signal;
 }
 
 void AllreduceStrategy::halt_vote(int own_signal) {

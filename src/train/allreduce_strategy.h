@@ -114,6 +114,7 @@ class AllreduceStrategy final : public Strategy {
   void listen_on_cluster_ring();
   RingOptions ring_options(int size, int rank, const HostPort& right) const;
   void halt_vote(int own_signal);
+  int leave(int signal);  // an elastic worker's clean leave; returns the signal
 
   // ---- elastic jobs (allreduce_elastic.cc) ----
   bool elastic() const { return membership_ != nullptr; }

@@ -69,4 +69,12 @@ double test_accuracy_in(std::string_view out, const std::string& prefix) {
   return number_in(out, prefix + R"(test accuracy = ([0-9.]+))");
 }
 
+std::map<int, std::string> parameter_crcs(std::string_view out) {
+  std::map<int, std::string> crcs;
+  for (const Match& line :
+       all_matches(out, R"(worker=([0-9]+): parameters crc32c = (0x[0-9A-F]{8}))"))
+    crcs[std::stoi(line[1])] = line[2];
+  return crcs;
+}
+
 }  // namespace dtrain::testing

@@ -3,6 +3,7 @@
 // built with AddressSanitizer, and the suite's builds stay free of warnings.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,5 +23,8 @@ std::vector<Match> all_matches(std::string_view text, const std::string& pattern
 double number_in(std::string_view text, const std::string& pattern);
 // The accuracy of the first "<prefix>test accuracy = A" line of out; -1 when there is none.
 double test_accuracy_in(std::string_view out, const std::string& prefix = "");
+// Worker -> the CRC32C of its parameters, from the all-reduce workers' closing lines
+// ("worker=N: parameters crc32c = 0x...").
+std::map<int, std::string> parameter_crcs(std::string_view out);
 
 }  // namespace dtrain::testing

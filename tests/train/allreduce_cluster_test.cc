@@ -54,18 +54,9 @@ std::vector<std::string> launch(int workers, const std::vector<std::string>& fla
   return concat({"train", "--strategy", "allreduce", "--workers", std::to_string(workers)}, flags);
 }
 
-// worker rank -> the CRC32C of its parameters, from the workers' closing lines.
-std::map<int, std::string> parameter_crcs(const std::string& out) {
-  std::map<int, std::string> crcs;
-  for (const Match& line :
-       all_matches(out, R"(worker=([0-9]+): parameters crc32c = (0x[0-9A-F]{8}))"))
-    crcs[std::stoi(line[1])] = line[2];
-  return crcs;
-}
-
 // Asserts that `workers` workers each reported their parameters and all alike; returns the CRC.
 std::string identical_parameters(const ProcessResult& r, int workers) {
-  const std::map<int, std::string> crcs = parameter_crcs(r.out);
+  const std::map<int, std::string> crcs = testing::parameter_crcs(r.out);
   EXPECT_EQ(crcs.size(), static_cast<size_t>(workers)) << all_output(r);
   std::set<std::string> distinct;
   for (const auto& [rank, crc] : crcs) distinct.insert(crc);

@@ -9,9 +9,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -73,21 +75,25 @@ void signal_worker_at(DtrainProcess& launcher, int index, int64_t step, int sign
   ASSERT_EQ(::kill(pid, signal), 0);
 }
 
-// worker -> the CRC32C of its parameters, from the closing lines.
-std::map<int, std::string> elastic_parameter_crcs(const std::string& out) {
-  std::map<int, std::string> crcs;
-  for (const Match& line :
-       all_matches(out, R"(worker=([0-9]+): parameters crc32c = (0x[0-9A-F]{8}))"))
-    crcs[std::stoi(line[1])] = line[2];
-  return crcs;
-}
-
 int64_t drawn_step(std::string_view what) {
   return testing::fault_step(what, 2, 10) * 20;  // a step line's step
 }
 
+// The chief's run log's "workers" scalars, in the order of its step lines.
+std::vector<int> workers_in_run_log(const std::filesystem::path& train_dir) {
+  std::vector<int> workers;
+  std::istringstream in(testing::read_bytes(train_dir / "metrics.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record.contains("workers")) workers.push_back(record.at("workers").get<int>());
+  }
+  return workers;
+}
+
 TEST(ElasticAllreduce, AKilledWorkerLeavesTheRingAndItsRestartRejoinsTheRunningJob) {
-  DtrainProcess launcher(elastic_job(3, 2, 1, 2000));
+  testing::TempDir train_dir;
+  DtrainProcess launcher(
+      concat(elastic_job(3, 2, 1, 2000), {"--train_dir", train_dir.path().string()}));
   const int64_t kill_at = drawn_step("elastic worker 1 killed at global step");
   signal_worker_at(launcher, 1, kill_at, SIGKILL);
   const ProcessResult r = launcher.wait();
@@ -114,11 +120,15 @@ TEST(ElasticAllreduce, AKilledWorkerLeavesTheRingAndItsRestartRejoinsTheRunningJ
         << r.out;
   }
   // Every worker ends at the same parameters, the rejoined one too.
-  const std::map<int, std::string> crcs = elastic_parameter_crcs(r.out);
+  const std::map<int, std::string> crcs = testing::parameter_crcs(r.out);
   ASSERT_EQ(crcs.size(), 3u) << r.out;
   EXPECT_EQ(crcs.at(0), crcs.at(1));
   EXPECT_EQ(crcs.at(0), crcs.at(2));
   EXPECT_THAT(r.out, HasSubstr("1 worker(s) left, 1 joined"));
+  // The chief's scalar "workers" (TensorBoard's too) went 3, then 2, then 3 again.
+  std::vector<int> workers = workers_in_run_log(train_dir.path());
+  workers.erase(std::unique(workers.begin(), workers.end()), workers.end());
+  EXPECT_THAT(workers, ::testing::ElementsAre(3, 2, 3));
 }
 
 // ---- every example once per epoch, across a loss and a join ----
@@ -266,8 +276,8 @@ TEST(ElasticAllreduce, AFourthWorkerStartedByHandJoinsTheRunningJob) {
               1)
         << r.out;
   }
-  std::map<int, std::string> crcs = elastic_parameter_crcs(r.out);
-  const std::map<int, std::string> joiner_crc = elastic_parameter_crcs(joined.out);
+  std::map<int, std::string> crcs = testing::parameter_crcs(r.out);
+  const std::map<int, std::string> joiner_crc = testing::parameter_crcs(joined.out);
   ASSERT_EQ(joiner_crc.size(), 1u) << joined.out;
   crcs.insert(joiner_crc.begin(), joiner_crc.end());
   ASSERT_EQ(crcs.size(), 4u) << r.out;
@@ -294,7 +304,7 @@ TEST(ElasticAllreduce, ASigtermIsOneWorkersCleanLeave) {
         << r.out;
   }
   EXPECT_EQ(count_lines_containing(r.out, "[launcher]"), 0) << r.out;  // nothing restarted
-  const std::map<int, std::string> crcs = elastic_parameter_crcs(r.out);
+  const std::map<int, std::string> crcs = testing::parameter_crcs(r.out);
   ASSERT_EQ(crcs.size(), 2u) << r.out;
   EXPECT_EQ(crcs.at(0), crcs.at(1));
 }
@@ -347,7 +357,7 @@ void kill_one_of_three_ranks(const VirtualNetwork* net) {
                   .size(),
               1u)
         << result.out;
-    const std::map<int, std::string> crc = elastic_parameter_crcs(result.out);
+    const std::map<int, std::string> crc = testing::parameter_crcs(result.out);
     ASSERT_EQ(crc.size(), 1u) << result.out;
     crcs.push_back(crc.begin()->second);
   }
