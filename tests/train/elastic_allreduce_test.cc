@@ -93,7 +93,7 @@ std::vector<int> workers_in_run_log(const std::filesystem::path& train_dir) {
 TEST(ElasticAllreduce, AKilledWorkerLeavesTheRingAndItsRestartRejoinsTheRunningJob) {
   testing::TempDir train_dir;
   DtrainProcess launcher(
-      concat(elastic_job(3, 2, 1, 2000), {"--train_dir", train_dir.path().string()}));
+      concat(elastic_job(3, 2, 1, 1500), {"--train_dir", train_dir.path().string()}));
   const int64_t kill_at = drawn_step("elastic worker 1 killed at global step");
   signal_worker_at(launcher, 1, kill_at, SIGKILL);
   const ProcessResult r = launcher.wait();
@@ -103,9 +103,10 @@ TEST(ElasticAllreduce, AKilledWorkerLeavesTheRingAndItsRestartRejoinsTheRunningJ
   for (const int survivor : {0, 2}) {
     const std::string prefix = fmt::format("[worker{}] worker{}: ", survivor, survivor);
     EXPECT_EQ(count_lines_containing(r.out, prefix + "allreduce training of softmax"), 1) << r.out;
+    // The kernel closes a killed process's connection, or resets it if data was still unread.
     const std::string lost = fmt::format(
         R"(\[worker{0}\] worker{0}: worker1 was lost at step [0-9]+ \(its connection to the )"
-        R"(coordinator closed: the process ended\): 2 workers now)",
+        R"(coordinator (closed: the process ended|failed: .*reset by peer)\): 2 workers now)",
         survivor);
     EXPECT_EQ(all_matches(r.out, lost).size(), 1u) << r.out;
   }
@@ -287,7 +288,7 @@ TEST(ElasticAllreduce, AFourthWorkerStartedByHandJoinsTheRunningJob) {
 }
 
 TEST(ElasticAllreduce, ASigtermIsOneWorkersCleanLeave) {
-  DtrainProcess launcher(elastic_job(3, 2, 0, 1500));
+  DtrainProcess launcher(elastic_job(3, 2, 0, 600));
   signal_worker_at(launcher, 2, drawn_step("elastic worker 2 stopped at global step"), SIGTERM);
   const ProcessResult r = launcher.wait();
   ASSERT_EQ(r.exit_code, 0) << all_output(r);
@@ -315,10 +316,12 @@ TEST(ElasticAllreduce, TooFewWorkersFailTheJobNamingWhoLeft) {
                    SIGKILL);
   const ProcessResult r = launcher.wait();
   EXPECT_NE(r.exit_code, 0) << all_output(r);
-  EXPECT_THAT(r.out + r.err, HasSubstr("worker1 was lost at step "));
-  EXPECT_THAT(r.out + r.err,
-              HasSubstr("(its connection to the coordinator closed: the process ended): 2 "
-                        "worker(s) remain, fewer than --min_workers 3"));
+  EXPECT_GE(all_matches(r.out + r.err, R"(worker1 was lost at step [0-9]+ \(its connection to )"
+                                       R"(the coordinator .*\): 2 worker\(s\) remain, fewer )"
+                                       R"(than --min_workers 3)")
+                .size(),
+            1u)
+      << all_output(r);
 }
 
 // ---- under a launcher's ranks (torchrun-style variables): rank 0 hosts the coordinator ----
@@ -338,7 +341,7 @@ void kill_one_of_three_ranks(const VirtualNetwork* net) {
     ranks.push_back(std::make_unique<DtrainProcess>(
         std::vector<std::string>{"task", "--strategy", "allreduce", "--min_workers", "2", "--model",
                                  "softmax", "--threads", "1", "--data_dir",
-                                 testing::mnist_dir().string(), "--train_steps", "1500",
+                                 testing::mnist_dir().string(), "--train_steps", "600",
                                  "--log_every", "20", "--step_delay_ms", "2"},
         options));
   }
