@@ -67,9 +67,9 @@ struct FlagValues {
   int ps = 1;
   int workers = 2;
   int max_restarts = 3;
-  int min_workers = 0;     // 0: not elastic
-  int max_workers = 0;     // 0: --workers
-  std::string join;  // the coordinator of an elastic job this task joins
+  int min_workers = 0;  // 0: not elastic
+  int max_workers = 0;  // 0: --workers
+  std::string join;     // the coordinator of an elastic job this task joins
   // A task's place in a cluster.
   std::string ps_hosts, worker_hosts, job_name, rendezvous, bind, cluster_file, secret_file;
   int task_index = 0;
