@@ -325,10 +325,17 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
     settle_checkpoint(config, plan.resume, name, out);
   }
   // Its first line says where its place came from (a launcher's ranks have said so already).
-  const std::string place =
-      launched ? ""
-               : fmt::format("{}: {} of {}, from {}\n", name, cluster.task.to_string(),
-                             cluster.cluster.to_string(), source);
+  std::string place = launched
+                          ? ""
+                          : fmt::format("{}: {} of {}, from {}\n", name, cluster.task.to_string(),
+                                        cluster.cluster.to_string(), source);
+  // A worker that joins alone has no cluster to speak of: where it listens, and whom it joins.
+  if (!member_name.empty()) {
+    place = fmt::format(
+        "{}: joining the elastic job whose coordinator is at {} (--join), listening "
+        "on {}\n",
+        name, coordinator->to_string(), cluster.cluster.address(cluster.task).to_string());
+  }
   const std::shared_ptr<const StopRequest> stop = handle_signals(environment, config, name);
   config.stop = stop.get();
   if (kind == StrategyKind::kAllreduce) {

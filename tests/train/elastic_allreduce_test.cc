@@ -266,6 +266,8 @@ TEST(ElasticAllreduce, AFourthWorkerStartedByHandJoinsTheRunningJob) {
   const ProcessResult r = launcher.wait();
   ASSERT_EQ(joined.exit_code, 0) << all_output(joined);
   ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  EXPECT_THAT(joined.out, HasSubstr("worker3: joining the elastic job whose coordinator is at " +
+                                    at[0][1] + " (--join), listening on 127.0.0.1:"));
   const std::vector<Match> lines =
       all_matches(joined.out, R"(worker3: worker3 joined at step ([0-9]+): 4 workers now)");
   ASSERT_EQ(lines.size(), 1u) << joined.out;
