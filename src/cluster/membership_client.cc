@@ -66,13 +66,14 @@ MembershipClient::MembershipClient(MembershipClientOptions options) : options_(s
                                    options_.coordinator.to_string(), in.type));
     }
     planned_workers_ = meta.at("workers").get<int>();
+    min_workers_ = meta.at("min_workers").get<int>();
   } catch (const json::exception& error) {
     throw FrameError(fmt::format("the job's coordinator ({}) sent a malformed welcome: {}",
                                  options_.coordinator.to_string(), peer_text(error.what())));
   }
-  if (planned_workers_ < 1) {
-    throw FrameError(fmt::format("the job's coordinator ({}) plans {} workers",
-                                 options_.coordinator.to_string(), planned_workers_));
+  if (planned_workers_ < 1 || min_workers_ < 1 || min_workers_ > planned_workers_) {
+    throw FrameError(fmt::format("the job's coordinator ({}) plans {} workers, at least {}",
+                                 options_.coordinator.to_string(), planned_workers_, min_workers_));
   }
   reader_ = std::thread([this] { read_announcements(); });
 }

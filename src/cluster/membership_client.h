@@ -56,6 +56,8 @@ class MembershipClient {
   RingInterrupt& interrupt() { return interrupt_; }
   // The job's --workers, as the coordinator says: what its steps are counted by.
   int planned_workers() const { return planned_workers_; }
+  // The job's --min_workers: the fewest a view ever holds.
+  int min_workers() const { return min_workers_; }
 
   // Reports this worker ready to form the next view — its state at global step `step` (-1: none
   // yet), listening at `address` — and waits for that view. Throws Error with the coordinator's
@@ -81,6 +83,7 @@ class MembershipClient {
   bool ended_ = false;                  // ... because it has finished
   uint64_t in_view_ = 0;                // the view this worker last formed its ring from
   int planned_workers_ = 0;
+  int min_workers_ = 0;
   std::thread reader_;
 };
 

@@ -186,7 +186,7 @@ class MembershipService::Coordinator {
     if (settings_.is_null()) settings_ = settings;
     sessions_[name] = Session{&connection, std::nullopt};
     // Its steps are counted as the job's --workers take them, whatever number it was started in.
-    send(connection, proto::kWelcome, {{"workers", o_.workers}});
+    send(connection, proto::kWelcome, {{"workers", o_.workers}, {"min_workers", o_.min_workers}});
     if (view_ > 0 && !forming_) start_forming(fmt::format("{} asks to join", name));
     return true;
   }

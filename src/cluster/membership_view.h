@@ -46,7 +46,7 @@ constexpr uint16_t kView = kHello + 4;                     // coordinator: the v
 constexpr uint16_t kRefused = kHello + 5;  // coordinator: {"error"}: this worker may not join
 constexpr uint16_t kFailed = kHello + 6;   // coordinator: {"error"}: the job cannot go on
 constexpr uint16_t kWelcome =
-    kHello + 7;  // coordinator: {"workers"}: admitted; the job's --workers
+    kHello + 7;  // coordinator: {"workers", "min_workers"}: admitted; the job's bounds
 inline bool carries_no_tensors(uint16_t /*type*/) { return false; }
 }  // namespace membership_protocol
 

@@ -51,11 +51,12 @@ class BatchSource {
   virtual int64_t epoch() const = 0;
   // This worker's batches per epoch.
   virtual int64_t steps_per_epoch() const = 0;
-  // From now on next() returns slice `index` of `count` of the global batch of count × batch_size
+  // From now on next() returns slice `index` of `count` of the global batch of `global_batch`
   // examples that starts at `at` (batch_start), then of each one after it: how an elastic worker
-  // follows the membership. Throws UsageError where the source cannot (streamed files), or for a
-  // global batch larger than the data.
-  virtual void reslice(int index, int count, DataPosition at) = 0;
+  // follows the membership. Slice k holds global_batch / count examples, one more for k below
+  // global_batch % count, in slice order. Throws UsageError where the source cannot (streamed
+  // files), for a global batch larger than the data, or for a slice left empty.
+  virtual void reslice(int index, int count, DataPosition at, int64_t global_batch) = 0;
 };
 
 }  // namespace dtrain

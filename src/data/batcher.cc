@@ -72,7 +72,7 @@ void Batcher::shuffle_for_epoch(int64_t epoch) {
 }
 
 const Batch& Batcher::next() {
-  const int64_t global_batch = int64_t{shard_count_} * batch_size_;
+  const int64_t global_batch = position_ ? global_batch_ : int64_t{shard_count_} * batch_size_;
   if (position_) epoch_ = batch_start(*position_, global_batch, data_->size).epoch;
   if (shuffled_epoch_ != epoch_) shuffle_for_epoch(epoch_);
   const int64_t example_size = data_->example_size;
@@ -80,10 +80,10 @@ const Batch& Batcher::next() {
                       ? (index_ * shard_count_ + shard_index_) * batch_size_
                       : index_ * batch_size_;
   if (position_) {
-    first = batch_start(*position_, global_batch, data_->size).taken + shard_index_ * batch_size_;
+    first = batch_start(*position_, global_batch, data_->size).taken + slice_first_;
     *position_ = after_batch(*position_, global_batch, data_->size);
   }
-  for (int b = 0; b < batch_size_; ++b) {
+  for (int b = 0; b < batch_.size; ++b) {
     const int64_t row = order_[first + b];
     const float* source = data_->rows().data() + row * example_size;
     std::copy(source, source + example_size, images_.data() + b * example_size);
@@ -97,28 +97,43 @@ const Batch& Batcher::next() {
   return batch_;
 }
 
-void Batcher::reslice(int index, int count, DataPosition at) {
+void Batcher::reslice(int index, int count, DataPosition at, int64_t global_batch) {
   if (sharding_ != Sharding::kBatchSlices) {
     throw std::logic_error("Batcher::reslice: only a Batcher of batch slices follows a membership");
   }
   if (count < 1 || index < 0 || index >= count) {
     throw UsageError(fmt::format("slice {} of {}: no such slice", index, count));
   }
-  if (int64_t{count} * batch_size_ > data_->size) {
+  if (global_batch > data_->size) {
     throw UsageError(
-        fmt::format("--batch_size {}: {} workers' batches hold more than the {} examples",
-                    batch_size_, count, data_->size));
+        fmt::format("a global batch of {} examples ({} workers): more than the {} examples",
+                    global_batch, count, data_->size));
   }
+  if (global_batch < count) {
+    throw UsageError(fmt::format("a global batch of {} examples leaves some of {} workers none",
+                                 global_batch, count));
+  }
+  const int64_t base = global_batch / count;
+  const int64_t extra = global_batch % count;
+  const auto size = static_cast<int>(base + (index < extra ? 1 : 0));
+  if (size > static_cast<int>(labels_.size())) {
+    images_.resize(static_cast<size_t>(size) * data_->example_size);
+    labels_.resize(static_cast<size_t>(size));
+  }
+  batch_ = Batch{images_.data(), labels_.data(), size};
   shard_index_ = index;
   shard_count_ = count;
-  steps_per_epoch_ = data_->size / count / batch_size_;
+  global_batch_ = global_batch;
+  slice_first_ = index * base + std::min<int64_t>(index, extra);
+  steps_per_epoch_ = data_->size / global_batch;
   position_ = at;
-  epoch_ = batch_start(at, int64_t{count} * batch_size_, data_->size).epoch;
+  epoch_ = batch_start(at, global_batch, data_->size).epoch;
 }
 
 void Batcher::seek(int64_t step) {
   if (step < 0) throw UsageError(fmt::format("seek to step {}: must be at least 0", step));
   position_.reset();
+  batch_.size = batch_size_;
   epoch_ = step / steps_per_epoch_;
   index_ = step % steps_per_epoch_;
 }

@@ -32,7 +32,7 @@ enum class Sharding {
 //            (seed, e), cut into floor(shard_size / batch_size) batches; the remainder is dropped,
 //            as PyTorch's DataLoader(drop_last=True) does;
 //   step s:  batch s % steps_per_epoch() of epoch s / steps_per_epoch().
-// Not thread-safe. Allocates only in the constructor.
+// Not thread-safe. Allocates only in the constructor, and in a reslice() to a larger slice.
 class Batcher final : public BatchSource {
  public:
   // REQUIRES: data outlives the Batcher.
@@ -54,8 +54,9 @@ class Batcher final : public BatchSource {
   // The epoch of the batch next() returns next.
   int64_t epoch() const override { return epoch_; }
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
-  // Sharding::kBatchSlices only (a logic error otherwise); seek() returns to counting steps.
-  void reslice(int index, int count, DataPosition at) override;
+  // Sharding::kBatchSlices only (a logic error otherwise); seek() returns to counting steps. A
+  // slice larger than any before grows the buffers: the one allocation outside the constructor.
+  void reslice(int index, int count, DataPosition at, int64_t global_batch) override;
   int64_t shard_size() const { return static_cast<int64_t>(order_.size()); }
 
  private:
@@ -74,10 +75,13 @@ class Batcher final : public BatchSource {
   int64_t shuffled_epoch_ = -1;
   int64_t epoch_ = 0;  // position of the batch next() returns next
   int64_t index_ = 0;  // ... and its index within the epoch
-  // After reslice(): where the next global batch starts, which replaces epoch_ and index_.
+  // After reslice(): where the next global batch starts, which replaces epoch_ and index_; the
+  // global batch's size, and where this worker's slice of it starts.
   std::optional<DataPosition> position_;
+  int64_t global_batch_ = 0;
+  int64_t slice_first_ = 0;
 
-  FloatBuffer images_;  // (batch_size, example_size)
+  FloatBuffer images_;  // (batch_.size, example_size)
   std::vector<int32_t> labels_;
   Batch batch_;
 };

@@ -239,7 +239,8 @@ bool StreamingSource::produce_epoch(std::stop_token stop, int64_t epoch, int64_t
   return true;
 }
 
-void StreamingSource::reslice(int /*index*/, int /*count*/, DataPosition /*at*/) {
+void StreamingSource::reslice(int /*index*/, int /*count*/, DataPosition /*at*/,
+                              int64_t /*global_batch*/) {
   throw UsageError(
       "--min_workers: an elastic job's workers follow its membership through data in memory; "
       "streamed files (--shuffle_buffer, or files larger than memory) are cut for a fixed number "

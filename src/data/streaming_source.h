@@ -75,7 +75,7 @@ class StreamingSource final : public BatchSource {
   int64_t epoch() const override { return next_step_ / steps_per_epoch_; }
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
   // Throws UsageError: the stream's order is cut for a fixed number of workers.
-  void reslice(int index, int count, DataPosition at) override;
+  void reslice(int index, int count, DataPosition at, int64_t global_batch) override;
 
   int64_t feature_count() const { return feature_count_; }
   // The examples in one pass over the files.

@@ -16,6 +16,7 @@ AllreduceClusterConfig allreduce_config(const RunPlan& plan, ClusterConfig clust
   c.collective_timeout_ms = f.collective_timeout * 1000;
   c.transport = parse_transport(f.transport);
   if (!f.join.empty()) c.coordinator = parse_host_port("--join", f.join);
+  c.keep_global_batch = f.elastic_batch == "global";
   return c;
 }
 

@@ -277,6 +277,14 @@ void check_max_workers(const RunPlan& p, int) {
                           f.workers));
 }
 
+void check_elastic_batch(const RunPlan& p, int) {
+  const FlagValues& f = p.flags;
+  check(f.elastic_batch == "worker" || f.min_workers > 0,
+        fmt::format("--elastic_batch {}: what an elastic job keeps at a change; give "
+                    "--min_workers too",
+                    f.elastic_batch));
+}
+
 void check_max_restarts(const RunPlan& p, int) {
   check(p.flags.max_restarts >= 0,
         fmt::format("--max_restarts {}: must not be negative", p.flags.max_restarts));

@@ -70,6 +70,8 @@ struct FlagValues {
   int min_workers = 0;  // 0: not elastic
   int max_workers = 0;  // 0: --workers
   std::string join;     // the coordinator of an elastic job this task joins
+  // What an elastic job keeps at a change: each worker's batch, or the global batch.
+  std::string elastic_batch = "worker";
   // A task's place in a cluster.
   std::string ps_hosts, worker_hosts, job_name, rendezvous, bind, cluster_file, secret_file;
   int task_index = 0;

@@ -324,6 +324,16 @@ std::vector<FlagSpec> make_table() {
        .launcher_only = true,
        .check = check_max_workers,
        .when = CheckWhen::kLocalLauncher},
+      {.name = "--elastic_batch",
+       .field = &F::elastic_batch,
+       .help = "Elastic all-reduce: what a membership change keeps, each worker's batch "
+               "(the global batch follows the workers) or the global batch (--workers x "
+               "--batch_size, split over the workers there are)",
+       .show_default = true,
+       .choices = {"worker", "global"},
+       .strategies = strategy_bit(StrategyKind::kAllreduce),
+       .check = check_elastic_batch,
+       .when = CheckWhen::kLocalLauncher},
       {.name = "--join",
        .field = &F::join,
        .help = "Elastic all-reduce: HOST:PORT of a running job's coordinator (dtrain train "

@@ -28,10 +28,10 @@ namespace {
 
 // Flags that choose where data or tasks come from: here the caller's arrays and threads do.
 constexpr std::string_view kForeignHere[] = {
-    "--train_data",      "--test_data",   "--data_dir",     "--shuffle_buffer",
-    "--validation_size", "--ps_hosts",    "--worker_hosts", "--job_name",
-    "--task_index",      "--cluster",     "--rendezvous",   "--max_restarts",
-    "--secret_file",     "--min_workers", "--max_workers",  "--join"};
+    "--train_data", "--test_data",    "--data_dir",    "--shuffle_buffer", "--validation_size",
+    "--ps_hosts",   "--worker_hosts", "--job_name",    "--task_index",     "--cluster",
+    "--rendezvous", "--max_restarts", "--secret_file", "--min_workers",    "--max_workers",
+    "--join",       "--elastic_batch"};
 
 void refuse_foreign_flags(const RunPlan& plan) {
   for (std::string_view flag : kForeignHere) {

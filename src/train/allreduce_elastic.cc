@@ -101,7 +101,19 @@ int AllreduceStrategy::member_index() const {
 
 std::optional<DataSlice> AllreduceStrategy::data_slice() const {
   if (!elastic()) return std::nullopt;
-  return DataSlice{.index = rank_, .count = size(), .at = position_};
+  return DataSlice{
+      .index = rank_, .count = size(), .at = position_, .global_batch = global_batch()};
+}
+
+int64_t AllreduceStrategy::global_batch() const {
+  return int64_t{c_.batch_size} * (config_.keep_global_batch ? planned_workers_ : size());
+}
+
+int AllreduceStrategy::largest_batch(int batch_size) const {
+  if (!config_.keep_global_batch) return batch_size;
+  const int64_t global = int64_t{batch_size} * planned_workers_;
+  const int fewest = membership_->min_workers();
+  return static_cast<int>((global + fewest - 1) / fewest);
 }
 
 bool AllreduceStrategy::take_place_change() {

@@ -66,6 +66,7 @@ nlohmann::json agreed_settings(const TrainConfig& c, const AllreduceClusterConfi
       {"target_accuracy", c.target_accuracy ? nlohmann::json(*c.target_accuracy) : nullptr},
       {"early_stopping_patience", c.early_stopping_patience},
       {"fusion_bytes", config.fusion_bytes},
+      {"elastic_batch", config.keep_global_batch ? "global" : "worker"},
       {"chunk_bytes", config.chunk_bytes},
       // The examples themselves, not the files' names (streamed files: their names and sizes).
       {"train_examples", input.train_examples()},
@@ -88,6 +89,11 @@ AllreduceStrategy::AllreduceStrategy(const TrainConfig& train, const AllreduceCl
   for (const ArenaSlice& slice : fusion_buckets(state.grads(), config.fusion_bytes))
     buckets_.push_back(state.grads().flat().subspan(slice.begin, slice.size));
   planned_workers_ = size();
+  if (config.keep_global_batch && !config.coordinator) {
+    throw UsageError(
+        "--elastic_batch global: what an elastic job keeps at a change; give --min_workers (or "
+        "--join a job's coordinator)");
+  }
   if (config.coordinator) {
     // The job's coordinator admits this worker on what it trains, and says how many workers the
     // job's steps are counted by (its --workers: a worker that joins later was started alone).
@@ -207,6 +213,13 @@ float AllreduceStrategy::step(TrainingState& state, GradientComputer& computer, 
                               float lr, int64_t local_step, bool /*keep_gradient*/) {
   const float loss = computer.compute(state.params(), batch, state.grads());
   inject_nonfinite_gradient(c_, local_step, state.grads());
+  // Slices of a kept global batch differ by one example: each mean gradient weighs by its
+  // slice's share, so the average over the workers is the mean over the whole global batch.
+  if (const float weight = static_cast<float>(batch.size) * static_cast<float>(size()) /
+                           static_cast<float>(global_batch());
+      weight != 1.0f) {
+    for (float& g : state.grads().flat()) g *= weight;
+  }
   try {
     for (const std::span<float> bucket : buckets_)
       communicator_->allreduce(bucket, ReduceOp::kAverage);
@@ -217,8 +230,7 @@ float AllreduceStrategy::step(TrainingState& state, GradientComputer& computer, 
     skip_vote_ = true;
     return loss;
   }
-  if (elastic())
-    position_ = after_batch(position_, int64_t{size()} * c_.batch_size, train_examples_);
+  if (elastic()) position_ = after_batch(position_, global_batch(), train_examples_);
   // A NaN or an infinity on any rank reaches every rank's average, and the ranks hold the same
   // bits, so each one decides alike to skip the update without a word to the others.
   if (!all_finite(state.grads().flat())) {
@@ -317,7 +329,7 @@ void AllreduceStrategy::print_summary(std::ostream& out, const RunFigures& f) co
   const int64_t steps = f.last_step - f.first_step;
   const double s = f.train_seconds;
   fmt::print(out, "aggregate: {} global steps in {:.3f} s, {:.1f} examples/sec over {} workers\n",
-             steps, s, s > 0 ? steps * f.batch_size * size() / s : 0.0, size());
+             steps, s, s > 0 ? static_cast<double>(steps * global_batch()) / s : 0.0, size());
 }
 
 void AllreduceStrategy::finish(TrainingState& state, bool reached_end) {

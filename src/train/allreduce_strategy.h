@@ -51,6 +51,10 @@ struct AllreduceClusterConfig {
   // (dtrain task --join) is the only worker of its own cluster, and "worker<--task_index>" in the
   // job.
   std::string member_name;
+  // An elastic job's --elastic_batch global: each step takes the job's global batch (its --workers
+  // × --batch_size examples), split over the workers there are; false: every worker takes
+  // --batch_size, and the global batch follows their number.
+  bool keep_global_batch = false;
 };
 
 // What every worker of the ring must agree on, which the ring's fingerprint hashes: what a
@@ -90,6 +94,7 @@ class AllreduceStrategy final : public Strategy {
   StopVerdict agree_to_stop(StopVerdict verdict) override;
   int agree_to_halt(int own_signal) override;
   std::optional<DataSlice> data_slice() const override;
+  int largest_batch(int batch_size) const override;
   bool take_place_change() override;
   bool left_job() const override { return leaving_; }
   std::vector<std::pair<std::string, double>> run_scalars() override;
@@ -129,6 +134,8 @@ class AllreduceStrategy final : public Strategy {
   void print_changes(const MembershipView& view, const MembershipView& before);
   // Where a job that starts or resumes at `step` stands in its data, with the cluster's workers.
   DataPosition position_at(int64_t step) const;
+  // The examples of a step over all workers now.
+  int64_t global_batch() const;
 
   const TrainConfig& c_;
   const AllreduceClusterConfig& config_;

@@ -39,6 +39,7 @@ struct DataSlice {
   int index = 0;
   int count = 1;
   DataPosition at;
+  int64_t global_batch = 0;  // the examples of a step, over all `count` slices
 };
 
 // The figures of a finished run, for the strategy's closing lines.
@@ -97,6 +98,9 @@ class Strategy {
   // Elastic jobs: the slice of data this worker's next step takes, which follows the membership;
   // nullopt where the slices are fixed for the run (BatchSource::seek says where it resumes).
   virtual std::optional<DataSlice> data_slice() const { return std::nullopt; }
+  // The most examples one of this worker's batches ever holds, for a worker batch of
+  // `batch_size`: more where an elastic job keeps its global batch over fewer workers.
+  virtual int largest_batch(int batch_size) const { return batch_size; }
   // Whether place() has changed since the last call (a membership change moved this worker to
   // another rank, or made it the chief).
   virtual bool take_place_change() { return false; }

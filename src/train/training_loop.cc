@@ -48,7 +48,7 @@ class TrainingLoop {
         out_(out),
         place_(strategy.place()),
         batches_(input.batches(place_, config.batch_size, config.seed)),
-        computer_(state.model(), config.towers, config.batch_size,
+        computer_(state.model(), config.towers, strategy.largest_batch(config.batch_size),
                   threads_per_tower(config.threads, config.towers)),
         steps_per_epoch_(strategy.global_steps_per_epoch(batches_->steps_per_epoch())),
         total_steps_(total_global_steps(config, steps_per_epoch_)),
@@ -189,7 +189,7 @@ class TrainingLoop {
       std::this_thread::sleep_for(std::chrono::milliseconds(c_.step_delay_ms));
     const auto start = Clock::now();
     if (const std::optional<DataSlice> slice = strategy_.data_slice())
-      batches_->reslice(slice->index, slice->count, slice->at);
+      batches_->reslice(slice->index, slice->count, slice->at, slice->global_batch);
     epoch_ = batches_->epoch();
     const Batch& batch = batches_->next();
     check_labels(batch);

@@ -240,7 +240,7 @@ std::vector<int64_t> elastic_step(std::vector<std::unique_ptr<Batcher>>& workers
                                   DataPosition& at, int64_t examples) {
   std::vector<int64_t> step;
   for (int k = 0; k < count; ++k) {
-    workers[static_cast<size_t>(k)]->reslice(k, count, at);
+    workers[static_cast<size_t>(k)]->reslice(k, count, at, int64_t{count} * 7);
     const std::vector<int64_t> batch = ids(workers[static_cast<size_t>(k)]->next());
     step.insert(step.end(), batch.begin(), batch.end());
   }
@@ -300,10 +300,41 @@ TEST(Batcher, SlicesOfAnUnchangingMembershipAreTheBatchSlicesOfAFixedCluster) {
 TEST(Batcher, ResliceRefusesSlicesTheDataCannotHold) {
   const Dataset data = numbered_dataset(20);
   Batcher batcher(data, 7, 1, 0, 1, Sharding::kBatchSlices);
-  EXPECT_THAT([&] { batcher.reslice(0, 3, {}); },
-              ThrowsMessage<UsageError>(HasSubstr("3 workers' batches hold more than the 20")));
-  EXPECT_THAT([&] { batcher.reslice(2, 2, {}); },
+  EXPECT_THAT([&] { batcher.reslice(0, 3, {}, 21); },
+              ThrowsMessage<UsageError>(HasSubstr("21 examples (3 workers): more than the 20")));
+  EXPECT_THAT([&] { batcher.reslice(2, 2, {}, 14); },
               ThrowsMessage<UsageError>(HasSubstr("slice 2 of 2")));
+  EXPECT_THAT([&] { batcher.reslice(0, 3, {}, 2); },
+              ThrowsMessage<UsageError>(HasSubstr("leaves some of 3 workers none")));
+}
+
+// --elastic_batch global: the global batch keeps its size over any number of workers, their
+// slices differ by at most one example, and together they are the batch one worker would take.
+TEST(Batcher, AKeptGlobalBatchIsSplitUnevenlyOverAnyNumberOfWorkers) {
+  const int64_t examples = 500;
+  const Dataset data = numbered_dataset(examples);
+  Batcher alone(data, 20, 9, 0, 1, Sharding::kBatchSlices);
+  std::vector<std::unique_ptr<Batcher>> workers;
+  for (int k = 0; k < 6; ++k)
+    workers.push_back(std::make_unique<Batcher>(data, 5, 9, 0, 1, Sharding::kBatchSlices));
+  const int counts[] = {4, 3, 6, 1, 5};
+  DataPosition at;
+  for (int step = 0; step < 60; ++step) {  // over two epochs
+    const int count = counts[step % 5];
+    std::vector<int64_t> together;
+    std::set<int> sizes;
+    for (int k = 0; k < count; ++k) {
+      auto& worker = *workers[static_cast<size_t>(k)];
+      worker.reslice(k, count, at, 20);
+      const Batch& batch = worker.next();
+      sizes.insert(batch.size);
+      const std::vector<int64_t> slice = ids(batch);
+      together.insert(together.end(), slice.begin(), slice.end());
+    }
+    at = after_batch(at, 20, examples);
+    EXPECT_EQ(together, ids(alone.next())) << "step " << step << ", " << count << " workers";
+    EXPECT_LE(*sizes.rbegin() - *sizes.begin(), 1) << "step " << step;
+  }
 }
 
 }  // namespace

@@ -195,6 +195,11 @@ TEST(FlagTable, TheLocalLaunchersValuesAreCheckedAgainstTheClusterItStarts) {
               HasSubstr("--workers 0: need at least one"));
   EXPECT_THAT(launcher_error(StrategyKind::kSync, {"--max_restarts", "-1"}),
               HasSubstr("--max_restarts -1: must not be negative"));
+  EXPECT_THAT(launcher_error(StrategyKind::kAllreduce, {"--elastic_batch", "global"}),
+              HasSubstr("--elastic_batch global: what an elastic job keeps at a change; give "
+                        "--min_workers too"));
+  EXPECT_THAT(launcher_error(StrategyKind::kAllreduce, {"--min_workers", "3", "--workers", "2"}),
+              HasSubstr("--min_workers 3: must be between 1 and --workers (2)"));
   EXPECT_THAT(
       launcher_error(StrategyKind::kSync, {"--workers", "2", "--replicas_to_aggregate", "3"}),
       HasSubstr("--replicas_to_aggregate 3: must be in 1..2 (the workers)"));

@@ -268,6 +268,7 @@ class ModelOnCsvData(unittest.TestCase):
             (dict(train_data="a.csv", test_data="b.csv"), ValueError, "train_data"),
             (dict(max_restarts=2, strategy="allreduce"), ValueError, "max_restarts"),
             (dict(min_workers=1, strategy="allreduce"), ValueError, "min_workers"),
+            (dict(elastic_batch="global", strategy="allreduce"), ValueError, "elastic_batch"),
         ]
         for flags, error, says in cases:
             with self.assertRaises(error, msg=flags) as raised:

@@ -164,7 +164,12 @@ std::vector<StepRecord> read_examples_record(const std::filesystem::path& path) 
   return records;
 }
 
-TEST(ElasticAllreduce, EveryEpochTrainsOnEachExampleOnceAcrossALossAndAJoin) {
+// Trains a job of 3 workers on examples that name themselves, kills worker1, and checks from
+// every worker's record of its batches that each epoch took each example at most once, leaving
+// out no more than a global batch. Each worker's batch fixed: the launcher restarts worker1, which
+// joins again. `global` (--elastic_batch global): worker1 stays away, and every step of the two
+// left still takes the job's global batch, in slices of 15 rather than 10.
+void count_examples_across_changes(bool global) {
   testing::TempDir dir;
   const int examples = 600, batch = 10;
   testing::write_bytes(dir / "train.csv", id_rows(examples));
@@ -178,7 +183,7 @@ TEST(ElasticAllreduce, EveryEpochTrainsOnEachExampleOnceAcrossALossAndAJoin) {
                           "--min_workers",
                           "2",
                           "--max_restarts",
-                          "1",
+                          global ? "0" : "1",
                           "--model",
                           (dir / "model.json").string(),
                           "--train_data",
@@ -198,7 +203,9 @@ TEST(ElasticAllreduce, EveryEpochTrainsOnEachExampleOnceAcrossALossAndAJoin) {
                           "--step_delay_ms",
                           "4",
                           "--record_examples",
-                          (dir / "examples").string()});
+                          (dir / "examples").string(),
+                          "--elastic_batch",
+                          global ? "global" : "worker"});
   signal_worker_at(launcher, 1, drawn_step("elastic worker 1 killed while its examples counted"),
                    SIGKILL);
   const ProcessResult r = launcher.wait();
@@ -208,10 +215,13 @@ TEST(ElasticAllreduce, EveryEpochTrainsOnEachExampleOnceAcrossALossAndAJoin) {
       all_matches(r.out, R"(\[worker0\] worker0: worker1 was lost at step ([0-9]+) )");
   ASSERT_EQ(lost.size(), 1u) << r.out;
   const int64_t went_on_from = std::stoll(lost[0][1]);
-  EXPECT_THAT(r.out, HasSubstr("worker1 joined at step"));
+  if (!global) {
+    EXPECT_THAT(r.out, HasSubstr("worker1 joined at step"));
+  }
 
   std::map<int64_t, std::vector<int64_t>> per_epoch;  // epoch -> ids trained on
   std::map<int64_t, int> records_per_step;
+  std::map<int64_t, size_t> examples_per_step;
   int files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
     if (!entry.path().filename().string().starts_with("examples.worker")) continue;
@@ -223,17 +233,28 @@ TEST(ElasticAllreduce, EveryEpochTrainsOnEachExampleOnceAcrossALossAndAJoin) {
     const bool killed = entry.path().filename().string().starts_with("examples.worker1.") &&
                         records.front().step == 1;
     for (const StepRecord& record : records) {
-      ASSERT_EQ(record.ids.size(), static_cast<size_t>(batch));
+      // A kept global batch of 30 is 10 a worker for three, 15 for two.
+      if (global) {
+        ASSERT_THAT(record.ids.size(), ::testing::AnyOf(10u, 15u)) << "step " << record.step;
+      } else {
+        ASSERT_EQ(record.ids.size(), static_cast<size_t>(batch));
+      }
       if (killed && record.step > went_on_from) continue;
       ++records_per_step[record.step];
+      examples_per_step[record.step] += record.ids.size();
       auto& ids = per_epoch[record.epoch];
       ids.insert(ids.end(), record.ids.begin(), record.ids.end());
     }
   }
-  EXPECT_EQ(files, 4) << "workers 0 and 2, and worker1 twice";
+  EXPECT_EQ(files, global ? 3 : 4) << "workers 0 and 2, and worker1 (twice, restarted)";
   for (int64_t step = 1; step <= 500; ++step) {
-    EXPECT_GE(records_per_step[step], 2) << "step " << step;
-    EXPECT_LE(records_per_step[step], 3) << "step " << step;
+    if (global) {
+      EXPECT_EQ(records_per_step[step], step <= went_on_from ? 3 : 2) << "step " << step;
+      EXPECT_EQ(examples_per_step[step], 3u * batch) << "step " << step;
+    } else {
+      EXPECT_GE(records_per_step[step], 2) << "step " << step;
+      EXPECT_LE(records_per_step[step], 3) << "step " << step;
+    }
   }
   ASSERT_GE(per_epoch.size(), 5u);
   for (const auto& [epoch, ids] : per_epoch) {
@@ -243,6 +264,14 @@ TEST(ElasticAllreduce, EveryEpochTrainsOnEachExampleOnceAcrossALossAndAJoin) {
     // What no whole global batch could take is the most an epoch leaves out.
     EXPECT_GT(static_cast<int64_t>(ids.size()), examples - 3 * batch) << "epoch " << epoch;
   }
+}
+
+TEST(ElasticAllreduce, EveryEpochTrainsOnEachExampleOnceAcrossALossAndAJoin) {
+  count_examples_across_changes(/*global=*/false);
+}
+
+TEST(ElasticAllreduce, AKeptGlobalBatchIsSplitOverTheWorkersThereAreAndEachExampleTakenOnce) {
+  count_examples_across_changes(/*global=*/true);
 }
 
 TEST(ElasticAllreduce, AFourthWorkerStartedByHandJoinsTheRunningJob) {
