@@ -36,6 +36,7 @@ PsClusterConfig ps_config(const RunPlan& plan, StrategyKind kind, ClusterConfig 
   c.liveness_timeout_ms = f.liveness_timeout * 1000;
   c.on_worker_loss =
       f.on_worker_loss == "continue" ? WorkerLossPolicy::kContinue : WorkerLossPolicy::kStop;
+  if (c.sync.sync_replicas) c.min_workers = f.min_workers;
   c.transport = parse_transport(f.transport);
   return c;
 }

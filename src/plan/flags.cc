@@ -308,11 +308,11 @@ std::vector<FlagSpec> make_table() {
        .when = CheckWhen::kLocalLauncher},
       {.name = "--min_workers",
        .field = &F::min_workers,
-       .help = "Elastic all-reduce: the job goes on while at least N workers remain; a worker "
-               "that is killed or gets SIGTERM leaves, a restarted one joins, without a restart "
-               "of the others (docs/elastic.md; 0: not elastic)",
+       .help = "Elastic allreduce and sync: the job goes on while at least N workers remain; a "
+               "worker that is killed or gets SIGTERM leaves, a restarted one joins, without a "
+               "restart of the others (docs/elastic.md; 0: not elastic)",
        .show_default = true,
-       .strategies = strategy_bit(StrategyKind::kAllreduce),
+       .strategies = strategy_bit(StrategyKind::kAllreduce) | strategy_bit(StrategyKind::kSync),
        .launcher_only = true,
        .check = check_min_workers,
        .when = CheckWhen::kLocalLauncher},

@@ -71,6 +71,9 @@ int launch_local_cluster(const RunPlan& plan, const RunEnvironment& environment,
   // must resume from what the run saved since, never wipe it again.
   if (!f.train_dir.empty()) common.push_back("--resume");
   if (plan.strategy == StrategyKind::kSync) common.push_back("--sync_replicas");
+  // A sync job's ps tasks count its workers (ps/worker_roster.h), and its workers report it.
+  const bool elastic_sync = plan.strategy == StrategyKind::kSync && f.min_workers > 0;
+  if (elastic_sync) common.insert(common.end(), {"--min_workers", std::to_string(f.min_workers)});
   // Named again so that a task refuses a cluster with ps tasks rather than run async in it.
   if (allreduce) common.insert(common.end(), {"--strategy", "allreduce"});
   // The workers share this machine's cores unless told otherwise.
@@ -113,9 +116,9 @@ int launch_local_cluster(const RunPlan& plan, const RunEnvironment& environment,
   LaunchOptions options;
   options.binary = "/proc/self/exe";
   options.max_restarts = f.max_restarts;
-  options.restart = elastic     ? RestartPolicy::kElastic
-                    : allreduce ? RestartPolicy::kGroup
-                                : RestartPolicy::kTask;
+  options.restart = elastic || elastic_sync ? RestartPolicy::kElastic
+                    : allreduce             ? RestartPolicy::kGroup
+                                            : RestartPolicy::kTask;
   // The tasks stop by themselves within the same time; SIGKILL is for one that cannot.
   options.grace = std::chrono::milliseconds(plan.config.shutdown_timeout_ms);
   options.extra_env.push_back("DTRAIN_SECRET=" + secret);

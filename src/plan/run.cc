@@ -94,10 +94,23 @@ void check_elastic_ranks(const RunPlan& plan, const LaunchEnv& env, int ps) {
     }
     return;
   }
+  // A sync job's ps tasks count its workers themselves: no coordinator.
+  if (ps > 0 && (plan.strategy == StrategyKind::kSync || f.sync_replicas)) {
+    if (plan.has("--max_workers")) {
+      throw UsageError(
+          "--max_workers: a sync job's workers are the ranks that are not ps tasks; only an "
+          "all-reduce job takes more");
+    }
+    if (f.min_workers < 1 || f.min_workers > env.world_size - ps) {
+      throw UsageError(fmt::format("--min_workers {}: must be between 1 and the {} workers",
+                                   f.min_workers, env.world_size - ps));
+    }
+    return;
+  }
   if (ps > 0 || plan.strategy != StrategyKind::kAllreduce) {
     throw UsageError(fmt::format(
-        "--min_workers {}: elastic jobs are all-reduce jobs (every rank a worker, no --ps); "
-        "give --strategy allreduce",
+        "--min_workers {}: elastic jobs are all-reduce jobs (every rank a worker, no --ps) or "
+        "sync ones; give --strategy allreduce, or --strategy sync with --ps",
         f.min_workers));
   }
   if (f.min_workers < 1 || f.min_workers > env.world_size) {
@@ -160,7 +173,7 @@ std::optional<LaunchedCluster> join_launched_cluster(const RunPlan& plan, const 
         env.source));
   }
   check_elastic_ranks(plan, env, ps);
-  const bool elastic = f.min_workers > 0;
+  const bool elastic = f.min_workers > 0 && ps == 0;
   fmt::print(out, "{}: rank {} of {} (local rank {}) from {}; rendezvous at {} ({})\n", command,
              env.rank, env.world_size, env.local_rank, env.source, env.rendezvous.to_string(),
              env.rendezvous_source);
@@ -233,9 +246,11 @@ StrategyKind strategy_of_cluster(const RunPlan& plan, const ClusterSpec& cluster
 
 // One task of a cluster is started (and restarted) by whatever runs the cluster; the flags that
 // size and supervise the local launcher's cluster would be silently ignored there.
-void refuse_launcher_flags(const RunPlan& plan, bool launched) {
+void refuse_launcher_flags(const RunPlan& plan, bool launched, StrategyKind kind) {
   for (const FlagSpec& flag : flag_table()) {
     if (!flag.launcher_only || !plan.has(flag.name)) continue;
+    // A sync job's ps tasks count its workers, in whatever starts them.
+    if (kind == StrategyKind::kSync && flag.name == "--min_workers") continue;
     // Which ranks are ps tasks, and an elastic job's bounds.
     if (launched &&
         (flag.name == "--ps" || flag.name == "--min_workers" || flag.name == "--max_workers"))
@@ -291,7 +306,6 @@ JoiningWorker joining_worker(const RunPlan& plan) {
 int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, bool launched,
              const std::optional<HostPort>& coordinator, const std::string& member_name,
              const std::string& source, const RunEnvironment& environment, std::ostream& out) {
-  refuse_launcher_flags(plan, launched);
   cluster.bind_host = plan.flags.bind;
   cluster.authenticate_frames = !plan.flags.unauthenticated_frames;
   if (plan.flags.unauthenticated_frames) {
@@ -307,6 +321,7 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
         strategy_name(plan.strategy), cluster.cluster.to_string()));
   }
   const StrategyKind kind = strategy_of_cluster(plan, cluster.cluster);
+  refuse_launcher_flags(plan, launched, kind);
   // Under a launcher --peer_timeout also bounds the rendezvous, whatever the strategy.
   static constexpr std::string_view kRendezvousFlags[] = {"--peer_timeout"};
   refuse_flags_foreign_to(plan, kind,

@@ -301,11 +301,21 @@ void PsClient::round(Send&& send, Receive&& receive, bool by_caller) {
   }
 }
 
-void PsClient::note_reply(const proto::ShardReply& reply) {
+void PsClient::note_reply(int ps, const proto::ShardReply& reply) {
   // Each lane writes only its own shards' entries.
   shard_step_[reply.shard] = reply.step;
   if (reply.finished) finished_ = true;
   if (reply.halting) halting_ = true;
+  // Every ps counts the same workers; ps0's word is the one taken.
+  if (ps == 0 && reply.workers.changes > 0) {
+    std::lock_guard lock(workers_mutex_);
+    if (reply.workers.changes > workers_.changes) workers_ = reply.workers;
+  }
+}
+
+WorkerCount PsClient::workers() const {
+  std::lock_guard lock(workers_mutex_);
+  return workers_;
 }
 
 bool PsClient::wait_ready(int timeout_ms) {
@@ -389,7 +399,7 @@ void PsClient::pull(ParamSet& params) {
           const proto::ShardReply reply = read_reply_for(in, shard, *lane.connection);
           const std::span<float> into[] = {params.flat().subspan(s.begin, s.size())};
           lane.connection->receive_tensors(into);
-          note_reply(reply);
+          note_reply(lane.ps, reply);
         }
       },
       /*by_caller=*/true);
@@ -432,7 +442,7 @@ RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float l
           const proto::ShardReply reply = read_reply_for(in, shard, *lane.connection);
           const std::span<float> into[] = {params.flat().subspan(s.begin, s.size())};
           lane.connection->receive_tensors(into);
-          note_reply(reply);
+          note_reply(lane.ps, reply);
           switch (static_cast<PushResult::Outcome>(reply.outcome)) {
             case PushResult::Outcome::kApplied:
               ++outcome.applied;
@@ -474,7 +484,7 @@ void PsClient::pull_state(ParamSet& params, std::vector<ParamSet>& slots) {
             std::vector<std::span<float>> into{params.flat().subspan(s.begin, s.size())};
             for (ParamSet& slot : slots) into.push_back(slot.flat().subspan(s.begin, s.size()));
             lane.connection->receive_tensors(into);
-            note_reply(reply);
+            note_reply(lane.ps, reply);
           }
         });
 }

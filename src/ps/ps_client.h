@@ -89,6 +89,9 @@ class PsClient {
   // A ps task said it is stopping (a signal asked it to): the worker should stop too.
   bool halting() const { return halting_; }
   uint64_t next_sequence() const { return sequence_; }
+  // A sync ps of an elastic job: its workers and their newest change, as of its last reply (no
+  // change yet: changes 0).
+  WorkerCount workers() const;
   // Whether payloads to and from ps `ps` travel by reference (comm/link_setup.h), as of the last
   // (re)connection. REQUIRES: 0 <= ps < the number of ps tasks.
   bool payloads_by_reference(int ps) const;
@@ -114,7 +117,7 @@ class PsClient {
   // A round whose replies carry counters (kDoneReply, kCountersReply), summed over the lanes.
   ps_protocol::DoneReply counters_round(uint16_t reply_type,
                                         const std::function<void(Lane&)>& request);
-  void note_reply(const ps_protocol::ShardReply& reply);
+  void note_reply(int ps, const ps_protocol::ShardReply& reply);
   // The hello; returns the ps's step. Sends and receives on the calling thread.
   int64_t say_hello(Lane& lane);
   // A new connection and hello in place of a lost one, the lane's `losses`-th in this operation;
@@ -132,7 +135,9 @@ class PsClient {
   std::vector<int64_t> shard_step_;  // each lane's receiver writes only its own shards' entries
   std::atomic<bool> finished_ = false;
   std::atomic<bool> halting_ = false;
-  std::mutex mutex_;  // guards what the lanes' receivers sum into: the fields below, and totals
+  mutable std::mutex workers_mutex_;
+  WorkerCount workers_;  // guarded by workers_mutex_
+  std::mutex mutex_;     // guards what the lanes' receivers sum into: the fields below, and totals
   bool initialized_at_hello_ = true;
   uint64_t sequence_ = 0;
 };

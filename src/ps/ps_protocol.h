@@ -47,6 +47,7 @@
 
 #include "comm/frame_format.h"
 #include "comm/meta_codec.h"
+#include "ps/worker_count.h"
 
 namespace dtrain::ps_protocol {
 
@@ -118,16 +119,24 @@ inline PushMeta read_push(MetaReader& r) {
 
 // kPushReply and kValues: a shard's step after the request, whether training is over, and
 // whether the ps task is stopping (it was asked to by a signal: its workers stop too).
+// A sync ps of an elastic job adds who is in it (ps/worker_count.h).
 struct ShardReply {
   uint32_t shard = 0;
   uint8_t outcome = 0;  // kPushReply: PushResult::Outcome
   int64_t step = 0;
   uint8_t finished = 0;
   uint8_t halting = 0;
+  WorkerCount workers;
 };
 
 inline void write(MetaWriter& w, const ShardReply& m) {
   w.put(m.shard).put(m.outcome).put(m.step).put(m.finished).put(m.halting);
+  w.put(m.workers.changes)
+      .put(m.workers.left)
+      .put(m.workers.workers)
+      .put(m.workers.worker)
+      .put(m.workers.joined)
+      .put(m.workers.step);
 }
 inline ShardReply read_shard_reply(MetaReader& r) {
   ShardReply m;
@@ -136,6 +145,12 @@ inline ShardReply read_shard_reply(MetaReader& r) {
   m.step = r.get<int64_t>();
   m.finished = r.get<uint8_t>();
   m.halting = r.get<uint8_t>();
+  m.workers.changes = r.get<uint32_t>();
+  m.workers.left = r.get<uint32_t>();
+  m.workers.workers = r.get<int32_t>();
+  m.workers.worker = r.get<int32_t>();
+  m.workers.joined = r.get<uint8_t>();
+  m.workers.step = r.get<int64_t>();
   return m;
 }
 

@@ -485,6 +485,7 @@ void PsService::worker_done(Connection& connection, const Connection::Incoming& 
     // as lost when its connections close, not done.
     spdlog::info("ps{}: worker {} is stopping before the end of training, at step {}", options_.ps,
                  worker, store_->reported_step());
+    roster_.stopping(worker);
     return;
   }
   roster_.done(worker);

@@ -36,6 +36,11 @@ struct PsServiceOptions {
   // step, applies on_worker_loss).
   int worker_timeout_ms = 60'000;
   WorkerLossPolicy on_worker_loss = WorkerLossPolicy::kStop;
+  // Sync, an elastic job (--min_workers; 0: not elastic): a worker whose last connection closes
+  // before it is done leaves the job at once, and a step takes the gradients of the workers left
+  // (R at most); one that comes back joins it again. Fewer than this many left fail the job,
+  // naming who left. worker_timeout_ms and on_worker_loss then only bound the wait at the end.
+  int min_workers = 0;
   // Set by a signal: the task stops — it tells its workers in every reply, and run() returns once
   // none is connected any more, or shutdown_timeout_ms after the request at the latest.
   const StopRequest* stop = nullptr;

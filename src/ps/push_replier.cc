@@ -84,7 +84,8 @@ ps_protocol::ShardReply shard_reply(const ShardStore& store, uint32_t shard, int
           .outcome = outcome,
           .step = step,
           .finished = static_cast<uint8_t>(store.finished()),
-          .halting = static_cast<uint8_t>(store.halting())};
+          .halting = static_cast<uint8_t>(store.halting()),
+          .workers = store.workers()};
 }
 
 void send_push_reply(const PushReplyContext& context, Connection& connection,

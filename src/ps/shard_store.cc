@@ -104,7 +104,8 @@ ShardStore::ShardStore(const std::vector<ParamSpec>& specs, const PartitionMap& 
     : ps_(ps),
       sync_replicas_(sync.sync_replicas),
       total_num_replicas_(sync.total_num_replicas),
-      replicas_to_aggregate_(aggregate_count(sync)) {
+      configured_replicas_(aggregate_count(sync)),
+      replicas_to_aggregate_(configured_replicas_) {
   if (ps < 0 || ps >= map.num_ps()) {
     throw UsageError(
         fmt::format("--task_index {}: the partition map has ps tasks 0..{}", ps, map.num_ps() - 1));
@@ -376,17 +377,28 @@ void ShardStore::apply_step(LocalShard& s) {
   s.accumulated = 0;
 }
 
-void ShardStore::lower_replicas(int r) {
-  if (r < 1 || r > replicas_to_aggregate_) {
-    throw Error(fmt::format("cannot lower the gradients per step from {} to {}",
-                            replicas_to_aggregate_.load(), r));
+void ShardStore::set_replicas(int r) {
+  if (r < 1 || r > configured_replicas_) {
+    throw Error(fmt::format("cannot make a step take {} gradients: 1..{} (--replicas_to_aggregate)",
+                            r, configured_replicas_));
   }
-  replicas_to_aggregate_ = r;
+  const int before = replicas_to_aggregate_.exchange(r);
+  if (r >= before) return;  // a step short of r gradients waits for more
   for (size_t shard : shards_) {
     LocalShard& s = local(shard);
     std::lock_guard lock(s.mutex);
     if (s.accumulated >= r) apply_step(s);
   }
+}
+
+void ShardStore::note_workers(const WorkerCount& count) {
+  std::lock_guard lock(workers_mutex_);
+  workers_ = count;
+}
+
+WorkerCount ShardStore::workers() const {
+  std::lock_guard lock(workers_mutex_);
+  return workers_;
 }
 
 void ShardStore::abort(std::string reason) {

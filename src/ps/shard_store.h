@@ -20,6 +20,7 @@
 #include "optim/optimizer.h"
 #include "ps/partition.h"
 #include "ps/sync_options.h"
+#include "ps/worker_count.h"
 #include "tensor/aligned.h"
 
 namespace dtrain {
@@ -90,10 +91,15 @@ class ShardStore {
   const std::vector<std::string>& slot_suffixes() const { return slot_suffixes_; }
   // R: gradients averaged into each sync step.
   int replicas_to_aggregate() const { return replicas_to_aggregate_; }
-  // Sync, a worker lost for good (--on_worker_loss continue): from now on a step takes r
-  // gradients. A step that already holds r or more is averaged over what it holds and applied at
-  // once, at the learning rate of its last push. REQUIRES: 1 <= r <= replicas_to_aggregate().
-  void lower_replicas(int r);
+  // Sync: from now on a step takes r gradients — fewer for a worker lost for good
+  // (--on_worker_loss continue) or gone from an elastic job, more again, up to the R the store
+  // was made with, when it comes back. A step that already holds r or more is averaged over what
+  // it holds and applied at once, at the learning rate of its last push. Throws Error for r
+  // outside 1..that R.
+  void set_replicas(int r);
+  // An elastic job's workers, as the ps's roster counts them, for every shard reply to carry.
+  void note_workers(const WorkerCount& count);
+  WorkerCount workers() const;
 
   // The chief's initialisation or restore: sets the shard's values and step, and its slots from
   // `slots` (one span per slot_suffixes() entry) or to zero when `slots` is empty. Discards a
@@ -198,6 +204,7 @@ class ShardStore {
   int ps_;
   bool sync_replicas_;
   int total_num_replicas_;
+  int configured_replicas_;  // R as the flags set it: the most set_replicas raises it to
   std::atomic<int> replicas_to_aggregate_;
   std::vector<std::string> slot_suffixes_;
   std::vector<size_t> shards_;    // held shards, as indices into the map
@@ -213,6 +220,8 @@ class ShardStore {
 
   std::atomic<bool> finished_ = false;
   std::atomic<bool> halting_ = false;
+  mutable std::mutex workers_mutex_;
+  WorkerCount workers_;  // guarded by workers_mutex_
   mutable std::mutex abort_mutex_;
   std::optional<std::string> abort_reason_;  // guarded by abort_mutex_
 

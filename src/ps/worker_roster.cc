@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/error.h"
 #include "base/stop_request.h"
 
 namespace dtrain {
@@ -15,7 +16,13 @@ namespace dtrain {
 WorkerRoster::WorkerRoster(const PsServiceOptions& options, ShardStore& store)
     : options_(options),
       store_(store),
-      workers_(static_cast<size_t>(options.sync.total_num_replicas)) {}
+      workers_(static_cast<size_t>(options.sync.total_num_replicas)) {
+  if (options.min_workers < 0 || options.min_workers > options.sync.total_num_replicas) {
+    throw UsageError(fmt::format("--min_workers {}: must be between 1 and the {} workers, or 0",
+                                 options.min_workers, options.sync.total_num_replicas));
+  }
+  if (elastic()) store_.note_workers({.workers = options.sync.total_num_replicas});
+}
 
 std::string WorkerRoster::wait() {
   const auto report_interval = std::chrono::milliseconds(options_.wait_report_interval_ms);
@@ -93,15 +100,76 @@ void WorkerRoster::connected(int worker, const std::string& address) {
   std::lock_guard lock(mutex_);
   WorkerState& w = workers_[static_cast<size_t>(worker)];
   w.address = address;
-  if (w.lost_since || w.failure) {
+  if ((w.lost_since || w.failure) && !w.away) {
     spdlog::info("ps{}: worker {} is back", options_.ps, worker);
+  }
+  if (w.lost_since || w.failure) {
     w.lost_since.reset();
     w.failure.reset();
     w.given_up = false;
   }
   ++w.connections;
   w.seen = true;
+  if (w.away) join(worker);
   changed_.notify_all();
+}
+
+int WorkerRoster::workers_in_job() const {
+  return static_cast<int>(std::count_if(workers_.begin(), workers_.end(),
+                                        [](const WorkerState& w) { return !w.away; }));
+}
+
+void WorkerRoster::note_change(int worker, bool joined) {
+  const int workers = workers_in_job();
+  left_ += joined ? 0 : 1;
+  store_.note_workers({.changes = ++changes_,
+                       .left = left_,
+                       .workers = workers,
+                       .worker = worker,
+                       .joined = static_cast<uint8_t>(joined),
+                       .step = store_.reported_step()});
+}
+
+void WorkerRoster::leave(int worker) {
+  WorkerState& w = workers_[static_cast<size_t>(worker)];
+  w.away = true;
+  const int workers = workers_in_job();
+  // A step that already holds the gradients of those left is applied on the way: the leave is
+  // dated by the step the job goes on from.
+  if (workers >= options_.min_workers) {
+    store_.set_replicas(std::min(workers, aggregate_count(options_.sync)));
+  }
+  const int64_t step = store_.reported_step();
+  w.left = w.failure    ? fmt::format("failed at step {} ({})", step, *w.failure)
+           : w.stopping ? fmt::format("left at step {} (it stopped)", step)
+                        : fmt::format("was lost at step {}", step);
+  if (workers < options_.min_workers) {
+    std::vector<std::string> gone;
+    for (size_t k = 0; k < workers_.size(); ++k) {
+      if (workers_[k].away) gone.push_back(fmt::format("worker{} {}", k, workers_[k].left));
+    }
+    const std::string reason =
+        fmt::format("{}: {} worker(s) remain, fewer than --min_workers {}", fmt::join(gone, "; "),
+                    workers, options_.min_workers);
+    spdlog::error("ps{}: {}", options_.ps, reason);
+    store_.abort(reason);
+    return;
+  }
+  note_change(worker, /*joined=*/false);
+  spdlog::warn("ps{}: worker{} {}: {} workers now, {} gradients a step", options_.ps, worker,
+               w.left, workers, store_.replicas_to_aggregate());
+}
+
+void WorkerRoster::join(int worker) {
+  WorkerState& w = workers_[static_cast<size_t>(worker)];
+  w.away = false;
+  w.stopping = false;
+  const int workers = workers_in_job();
+  const int per_step = std::min(workers, aggregate_count(options_.sync));
+  store_.set_replicas(per_step);
+  note_change(worker, /*joined=*/true);
+  spdlog::info("ps{}: worker{} joined at step {}: {} workers now, {} gradients a step", options_.ps,
+               worker, store_.reported_step(), workers, per_step);
 }
 
 void WorkerRoster::report_waits() const {
@@ -130,8 +198,12 @@ void WorkerRoster::disconnected(int worker) {
   WorkerState& w = workers_[static_cast<size_t>(worker)];
   if (--w.connections == 0 && !w.done) {
     w.lost_since = std::chrono::steady_clock::now();
-    spdlog::warn("ps{}: lost worker {} at step {}; waiting up to {} s for it to come back",
-                 options_.ps, worker, store_.reported_step(), options_.worker_timeout_ms / 1000);
+    if (elastic() && !store_.finished() && !store_.aborted()) {
+      leave(worker);
+    } else {
+      spdlog::warn("ps{}: lost worker {} at step {}; waiting up to {} s for it to come back",
+                   options_.ps, worker, store_.reported_step(), options_.worker_timeout_ms / 1000);
+    }
   }
   changed_.notify_all();
 }
@@ -152,14 +224,15 @@ void WorkerRoster::check_lost_workers() {
     const std::string gone =
         w.failure ? fmt::format("failed ({})", *w.failure)
                   : fmt::format("did not come back within {} s", options_.worker_timeout_ms / 1000);
-    if (!options_.sync.sync_replicas || left >= needed) {
+    // An elastic job's step counts followed its workers already (leave()).
+    if (!options_.sync.sync_replicas || left >= needed || elastic()) {
       spdlog::warn("ps{}: worker {} {}; going on without it", options_.ps, worker, gone);
     } else if (options_.on_worker_loss == WorkerLossPolicy::kContinue && left > 0) {
       spdlog::warn(
           "ps{}: worker {} {}; a step now takes {} gradients instead of {} (--on_worker_loss "
           "continue), from step {}",
           options_.ps, worker, gone, left, needed, step);
-      store_.lower_replicas(left);
+      store_.set_replicas(left);
     } else {
       const std::string reason = fmt::format(
           "worker {} was lost at step {} and {}{}; a step needs {} gradients and {} workers are "
@@ -206,6 +279,11 @@ void WorkerRoster::failed(int worker, std::string why) {
     workers_[static_cast<size_t>(worker)].failure = std::move(why);
   }
   changed_.notify_all();
+}
+
+void WorkerRoster::stopping(int worker) {
+  std::lock_guard lock(mutex_);
+  workers_[static_cast<size_t>(worker)].stopping = true;
 }
 
 void WorkerRoster::done(int worker) {

@@ -32,6 +32,8 @@ class WorkerRoster {
   void failed(int worker, std::string why);
   // It reported the end of training.
   void done(int worker);
+  // It said it stops before the end (a signal): when its connections close, it left.
+  void stopping(int worker);
 
   // Blocks until every training worker (0..total_num_replicas-1) has reported done, been given
   // up as lost, or was lost and training has finished — or, once a stop is requested, until no
@@ -51,9 +53,21 @@ class WorkerRoster {
     std::optional<std::chrono::steady_clock::time_point> lost_since;
     std::optional<std::string> failure;  // why it said it failed (kWorkerFailed)
     std::string address;                 // of its last connection
+    // An elastic job: it is out of the job (since `left`, why), until it connects again.
+    bool away = false;
+    bool stopping = false;  // said it stops before the end
+    std::string left;       // "left at step 412 (it stopped)", "was lost at step 40"
   };
 
-  // REQUIRES: mutex_ held (so for every function below). Gives up on workers lost longer than
+  // REQUIRES: mutex_ held (so for every function below). An elastic sync job: the worker's last
+  // connection closed (it left) or it came back (joined); the gradients a step takes follow the
+  // workers in the job, and every reply says so. Too few left abort the store, naming who left.
+  void leave(int worker);
+  void join(int worker);
+  bool elastic() const { return options_.min_workers > 0 && options_.sync.sync_replicas; }
+  int workers_in_job() const;
+  void note_change(int worker, bool joined);
+  // Gives up on workers lost longer than
   // worker_timeout_ms, and on failed ones at once.
   void check_lost_workers();
   // Where training has not finished, no worker is left, and some said they failed: why (one line
@@ -77,6 +91,8 @@ class WorkerRoster {
   // When wait() first saw training finished, guarded by mutex_.
   std::optional<std::chrono::steady_clock::time_point> finished_since_;
   std::optional<std::chrono::steady_clock::time_point> stop_deadline_;  // guarded by mutex_
+  uint32_t changes_ = 0;  // an elastic job's membership changes, guarded by mutex_
+  uint32_t left_ = 0;     // ... of which workers that left
 };
 
 }  // namespace dtrain

@@ -33,6 +33,8 @@ struct PsClusterConfig {
   // connection.h): workers then reconnect to a ps, and a ps counts the worker as gone.
   int liveness_timeout_ms = 10'000;
   WorkerLossPolicy on_worker_loss = WorkerLossPolicy::kStop;
+  // Sync, an elastic job (--min_workers; 0: not elastic): PsServiceOptions::min_workers.
+  int min_workers = 0;
   // How gradients and values travel between a worker and a ps of one host (--transport;
   // ps/ps_protocol.h): through memory or over TCP.
   Transport transport = Transport::kAuto;

@@ -93,6 +93,7 @@ float PsStrategy::step(TrainingState& state, GradientComputer& computer, const B
   inject_nonfinite_gradient(c_, local_step, state.grads());
   push_pull_if_finite(state, lr, local_step);
   state.step = client_->global_step();
+  print_worker_changes();
   if (MovingAverage* average = state.moving_average()) average->update(state.params(), state.step);
   return loss;
 }
@@ -106,6 +107,9 @@ void PsStrategy::before_checkpoint(TrainingState& state) {
 }
 
 int PsStrategy::agree_to_halt(int own_signal) {
+  // In an elastic sync job a SIGTERM of this worker alone is its leave (a pod scaled away): the
+  // ps tasks go on with the others.
+  if (own_signal == SIGTERM && config_.min_workers > 0 && !client_->halting()) leaving_ = true;
   if (own_signal != 0) return own_signal;
   return client_->halting() ? SIGTERM : 0;
 }
@@ -120,17 +124,41 @@ void PsStrategy::finish(TrainingState& state, bool reached_end) {
   done_ = client_->worker_done(reached_end);
 }
 
+void PsStrategy::print_worker_changes() {
+  const WorkerCount now = client_->workers();
+  if (now.changes == workers_seen_.changes) return;
+  // Changes that came between two replies show as their newest, with how many there were.
+  // A worker that joined late hears of earlier changes too: its own join is the one it tells.
+  const uint32_t missed =
+      workers_seen_.changes == 0 ? 0 : now.changes - workers_seen_.changes - 1;
+  fmt::print(out_, "{}: worker{} {} at step {}: {} workers now{}\n", name(), now.worker,
+             now.joined ? "joined" : "left", now.step, now.workers,
+             missed > 0 ? fmt::format(" (the newest of {} changes)", missed + 1) : "");
+  out_ << std::flush;
+  workers_seen_ = now;
+}
+
 std::vector<std::pair<std::string, double>> PsStrategy::run_scalars() {
   if (!chief_) return {};
   const ps_protocol::DoneReply c = client_->counters();
-  return {{"ps/stale_gradients", static_cast<double>(c.stale_dropped)},
-          {"ps/duplicate_pushes", static_cast<double>(c.duplicates)},
-          {"ps/non_finite_gradients", static_cast<double>(c.rejected)}};
+  std::vector<std::pair<std::string, double>> scalars = {
+      {"ps/stale_gradients", static_cast<double>(c.stale_dropped)},
+      {"ps/duplicate_pushes", static_cast<double>(c.duplicates)},
+      {"ps/non_finite_gradients", static_cast<double>(c.rejected)}};
+  if (config_.min_workers > 0) {
+    const WorkerCount now = client_->workers();
+    scalars.emplace_back("workers", now.changes > 0 ? now.workers : workers_);
+  }
+  return scalars;
 }
 
 std::string PsStrategy::counters() const {
-  return fmt::format("{} rounds with a stale gradient, {} with a non-finite one", stale_rounds_,
-                     nonfinite_rounds_);
+  const std::string rounds =
+      fmt::format("{} rounds with a stale gradient, {} with a non-finite one", stale_rounds_,
+                  nonfinite_rounds_);
+  if (config_.min_workers == 0) return rounds;
+  const WorkerCount now = client_->workers();
+  return fmt::format("{}; {} worker(s) left, {} joined", rounds, now.left, now.changes - now.left);
 }
 
 void PsStrategy::print_summary(std::ostream& out, const RunFigures& f) const {

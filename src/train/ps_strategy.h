@@ -64,6 +64,7 @@ class PsStrategy final : public Strategy {
   int agree_to_halt(int own_signal) override;
 
   void finish(TrainingState& state, bool reached_end) override;
+  bool left_job() const override { return leaving_; }
 
   // One round trip to every ps task per step line.
   std::vector<std::pair<std::string, double>> run_scalars() override;
@@ -92,6 +93,8 @@ class PsStrategy final : public Strategy {
   // all the same, from a worker that does not check; both are counted and reported. Sync: the
   // next gradient is still computed at this step, so it takes this one's place.
   void push_pull_if_finite(TrainingState& state, float lr, int64_t local_step);
+  // A sync job with --min_workers: the line of each change of its workers that ps0 reported.
+  void print_worker_changes();
 
   const TrainConfig& c_;
   const PsClusterConfig& config_;
@@ -106,6 +109,8 @@ class PsStrategy final : public Strategy {
   int64_t stale_rounds_ = 0;
   int64_t nonfinite_rounds_ = 0;  // gradients held back, or rejected by a ps
   uint32_t params_crc_ = 0;       // of the values pulled at the end
+  WorkerCount workers_seen_;      // ps0's newest word on the workers, as printed
+  bool leaving_ = false;          // a SIGTERM made this worker leave an elastic job
 };
 
 }  // namespace dtrain

@@ -63,6 +63,7 @@ PsTaskServer::PsTaskServer(const TrainConfig& train, const PsClusterConfig& conf
   options.transport = config.transport;
   options.worker_timeout_ms = config.worker_timeout_ms;
   options.on_worker_loss = config.on_worker_loss;
+  options.min_workers = config.min_workers;
   options.stop = train.stop;
   options.shutdown_timeout_ms = train.shutdown_timeout_ms;
   options.wait_report_interval_ms = config.wait_report_interval_ms;
@@ -70,12 +71,15 @@ PsTaskServer::PsTaskServer(const TrainConfig& train, const PsClusterConfig& conf
   service_ = std::make_unique<PsService>(options, restored ? &*restored : nullptr);
   restored.reset();  // the store holds it now
   fmt::print(out, "ps{}: listening on {}:{} ({})\n", ps, bind.host, port(), bind.why);
-  fmt::print(out, "ps{}: serving {} shards ({:.1f} KiB) of {} on port {}, {} for {} workers{}\n",
+  fmt::print(out, "ps{}: serving {} shards ({:.1f} KiB) of {} on port {}, {} for {} workers{}{}\n",
              ps, options.map.shards_of_ps[static_cast<size_t>(ps)].size(),
              options.map.bytes_on(ps) / 1024.0, model->name(), port(),
              options.sync.sync_replicas ? "sync" : "async", options.sync.total_num_replicas,
              options.sync.sync_replicas
                  ? fmt::format(", {} gradients per step", options.sync.replicas_to_aggregate)
+                 : "",
+             options.min_workers > 0 && options.sync.sync_replicas
+                 ? fmt::format(" (elastic: fewer while {} or more remain)", options.min_workers)
                  : "");
   out << std::flush;
 }

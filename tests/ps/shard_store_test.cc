@@ -3,6 +3,7 @@
 // match Optimizer::apply on the whole arena; waits end at their deadline.
 #include "ps/shard_store.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -237,6 +238,39 @@ TEST(ShardStoreTest, SyncBackupWorkersLateGradientIsStale) {
   // The backup takes part in the next step like any other worker.
   EXPECT_EQ(store.push_sync(1, 1, 2, 1, grad, 0.5f).outcome, Outcome::kAccepted);
   EXPECT_EQ(store.counters(1).stale_dropped, 1);
+}
+
+// An elastic job's workers leave and join (ps/worker_roster.h): the gradients a step takes follow
+// them, down to one and back up to the R the store was made with, never beyond it.
+TEST(ShardStoreTest, SyncStepCountFollowsTheWorkersDownAndBackUp) {
+  const auto specs = small_specs();
+  ShardStore store(specs, one_ps_map(specs), 0, {.name = "sgd"}, sync_options(3, 3));
+  store.initialize(1, std::vector<float>(3, 0.0f), 0);
+  // Two of three gradients are in when the third worker leaves: the step is applied with the two.
+  EXPECT_EQ(store.push_sync(1, 0, 1, 0, std::vector<float>(3, 2.0f), 1.0f).outcome,
+            Outcome::kAccepted);
+  EXPECT_EQ(store.push_sync(1, 1, 1, 0, std::vector<float>(3, 4.0f), 1.0f).outcome,
+            Outcome::kAccepted);
+  store.set_replicas(2);
+  EXPECT_EQ(store.counters(1).step, 1);
+  EXPECT_EQ(read(store, 1), std::vector<float>(3, -3.0f));  // -(2 + 4) / 2
+  // It comes back: the next step waits for all three again.
+  store.set_replicas(3);
+  EXPECT_EQ(store.replicas_to_aggregate(), 3);
+  EXPECT_EQ(store.push_sync(1, 0, 2, 1, std::vector<float>(3, 3.0f), 1.0f).outcome,
+            Outcome::kAccepted);
+  EXPECT_EQ(store.push_sync(1, 1, 2, 1, std::vector<float>(3, 3.0f), 1.0f).outcome,
+            Outcome::kAccepted);
+  EXPECT_EQ(store.push_sync(1, 2, 1, 1, std::vector<float>(3, 3.0f), 1.0f).outcome,
+            Outcome::kApplied);
+  EXPECT_EQ(read(store, 1), std::vector<float>(3, -6.0f));
+  EXPECT_THAT([&] { store.set_replicas(4); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                                                  "cannot make a step take 4 gradients: 1..3")));
+  EXPECT_THROW(store.set_replicas(0), Error);
+  // What every reply carries of the workers is what the roster noted last.
+  store.note_workers({.changes = 2, .left = 1, .workers = 3, .worker = 2, .joined = 1, .step = 1});
+  EXPECT_EQ(store.workers().worker, 2);
+  EXPECT_EQ(store.workers().changes, 2u);
 }
 
 TEST(ShardStoreTest, SyncRetryOfACountedPushIsADuplicateNotStale) {
