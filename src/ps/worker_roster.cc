@@ -148,9 +148,8 @@ void WorkerRoster::leave(int worker) {
     for (size_t k = 0; k < workers_.size(); ++k) {
       if (workers_[k].away) gone.push_back(fmt::format("worker{} {}", k, workers_[k].left));
     }
-    const std::string reason =
-        fmt::format("{}: {} worker(s) remain, fewer than --min_workers {}", fmt::join(gone, "; "),
-                    workers, options_.min_workers);
+    const std::string reason = fmt::format("{}: {} worker(s) remain, fewer than --min_workers {}",
+                                           fmt::join(gone, "; "), workers, options_.min_workers);
     spdlog::error("ps{}: {}", options_.ps, reason);
     store_.abort(reason);
     return;

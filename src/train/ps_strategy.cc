@@ -129,8 +129,7 @@ void PsStrategy::print_worker_changes() {
   if (now.changes == workers_seen_.changes) return;
   // Changes that came between two replies show as their newest, with how many there were.
   // A worker that joined late hears of earlier changes too: its own join is the one it tells.
-  const uint32_t missed =
-      workers_seen_.changes == 0 ? 0 : now.changes - workers_seen_.changes - 1;
+  const uint32_t missed = workers_seen_.changes == 0 ? 0 : now.changes - workers_seen_.changes - 1;
   fmt::print(out_, "{}: worker{} {} at step {}: {} workers now{}\n", name(), now.worker,
              now.joined ? "joined" : "left", now.step, now.workers,
              missed > 0 ? fmt::format(" (the newest of {} changes)", missed + 1) : "");
