@@ -37,6 +37,7 @@ PsClusterConfig ps_config(const RunPlan& plan, StrategyKind kind, ClusterConfig 
   c.on_worker_loss =
       f.on_worker_loss == "continue" ? WorkerLossPolicy::kContinue : WorkerLossPolicy::kStop;
   if (c.sync.sync_replicas) c.min_workers = f.min_workers;
+  if (!c.sync.sync_replicas) c.max_workers = f.max_workers;
   c.transport = parse_transport(f.transport);
   return c;
 }

@@ -269,8 +269,10 @@ void check_min_workers(const RunPlan& p, int) {
 
 void check_max_workers(const RunPlan& p, int) {
   const FlagValues& f = p.flags;
-  check(f.max_workers == 0 || (f.min_workers > 0 && f.max_workers >= f.workers),
-        f.min_workers == 0
+  // An async job takes joining workers without a minimum: it survives any loss already.
+  const bool async = p.strategy == StrategyKind::kAsync;
+  check(f.max_workers == 0 || ((async || f.min_workers > 0) && f.max_workers >= f.workers),
+        f.min_workers == 0 && !async
             ? fmt::format("--max_workers {}: an elastic job's bound; give --min_workers too",
                           f.max_workers)
             : fmt::format("--max_workers {}: must be at least --workers ({})", f.max_workers,

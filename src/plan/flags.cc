@@ -318,9 +318,10 @@ std::vector<FlagSpec> make_table() {
        .when = CheckWhen::kLocalLauncher},
       {.name = "--max_workers",
        .field = &F::max_workers,
-       .help = "Elastic all-reduce: workers the job takes at most (0: --workers)",
+       .help = "Elastic allreduce, and async: workers the job takes at most, those that join it "
+               "included (0: --workers)",
        .show_default = true,
-       .strategies = strategy_bit(StrategyKind::kAllreduce),
+       .strategies = strategy_bit(StrategyKind::kAllreduce) | strategy_bit(StrategyKind::kAsync),
        .launcher_only = true,
        .check = check_max_workers,
        .when = CheckWhen::kLocalLauncher},
@@ -336,10 +337,11 @@ std::vector<FlagSpec> make_table() {
        .when = CheckWhen::kLocalLauncher},
       {.name = "--join",
        .field = &F::join,
-       .help = "Elastic all-reduce: HOST:PORT of a running job's coordinator (dtrain train "
-               "prints it) that this task joins as worker<--task_index>, with the job's "
-               "training flags and secret",
-       .strategies = strategy_bit(StrategyKind::kAllreduce)},
+       .help = "dtrain task: join a running job, with its training flags and secret: an "
+               "elastic allreduce job at its coordinator's HOST:PORT (dtrain train prints it), as "
+               "worker<--task_index>; an async job at its ps0's, which hands it the next free "
+               "identity",
+       .strategies = strategy_bit(StrategyKind::kAllreduce) | strategy_bit(StrategyKind::kAsync)},
       {.name = "--ps_hosts",
        .field = &F::ps_hosts,
        .help = "Cluster: ps tasks, host:port,host:port"},

@@ -74,6 +74,11 @@ int launch_local_cluster(const RunPlan& plan, const RunEnvironment& environment,
   // A sync job's ps tasks count its workers (ps/worker_roster.h), and its workers report it.
   const bool elastic_sync = plan.strategy == StrategyKind::kSync && f.min_workers > 0;
   if (elastic_sync) common.insert(common.end(), {"--min_workers", std::to_string(f.min_workers)});
+  // An async job's ps tasks take workers that join it, up to --max_workers.
+  const bool joinable_async = plan.strategy == StrategyKind::kAsync && f.max_workers > f.workers;
+  if (joinable_async) {
+    common.insert(common.end(), {"--max_workers", std::to_string(f.max_workers)});
+  }
   // Named again so that a task refuses a cluster with ps tasks rather than run async in it.
   if (allreduce) common.insert(common.end(), {"--strategy", "allreduce"});
   // The workers share this machine's cores unless told otherwise.
@@ -137,6 +142,12 @@ int launch_local_cluster(const RunPlan& plan, const RunEnvironment& environment,
                "dtrain train: strategy {}, {} ps and {} workers on this machine (ps {}, workers "
                "{})\n",
                strategy_name(plan.strategy), ps, f.workers, ps_hosts, worker_hosts);
+    if (joinable_async) {
+      fmt::print(out,
+                 "dtrain train: up to {} workers in all: more join with dtrain task --strategy "
+                 "async --join {} (ps0), the job's training flags and --secret_file\n",
+                 f.max_workers, hosts(0, 1));
+    }
   }
   out << std::flush;
   const LaunchResult result = run_local_cluster(tasks, options, out);

@@ -20,6 +20,7 @@
 #include "plan/cluster_configs.h"
 #include "plan/flags.h"
 #include "plan/local_cluster.h"
+#include "ps/worker_claim.h"
 #include "train/allreduce_trainer.h"
 #include "train/local_strategy.h"
 #include "train/ps_trainer.h"
@@ -88,8 +89,9 @@ struct LaunchedCluster {
 // which must therefore stay for the whole run (docs/elastic.md).
 void check_elastic_ranks(const RunPlan& plan, const LaunchEnv& env, int ps) {
   const FlagValues& f = plan.flags;
+  const bool async = ps > 0 && plan.strategy == StrategyKind::kAsync && !f.sync_replicas;
   if (f.min_workers == 0) {
-    if (plan.has("--max_workers")) {
+    if (plan.has("--max_workers") && !async) {
       throw UsageError("--max_workers: an elastic job's bound; give --min_workers too");
     }
     return;
@@ -249,8 +251,10 @@ StrategyKind strategy_of_cluster(const RunPlan& plan, const ClusterSpec& cluster
 void refuse_launcher_flags(const RunPlan& plan, bool launched, StrategyKind kind) {
   for (const FlagSpec& flag : flag_table()) {
     if (!flag.launcher_only || !plan.has(flag.name)) continue;
-    // A sync job's ps tasks count its workers, in whatever starts them.
+    // A sync job's ps tasks count its workers, and an async job's take joiners, in whatever
+    // starts them.
     if (kind == StrategyKind::kSync && flag.name == "--min_workers") continue;
+    if (kind == StrategyKind::kAsync && flag.name == "--max_workers") continue;
     // Which ranks are ps tasks, and an elastic job's bounds.
     if (launched &&
         (flag.name == "--ps" || flag.name == "--min_workers" || flag.name == "--max_workers"))
@@ -276,6 +280,7 @@ struct JoiningWorker {
   ClusterConfig cluster;
   HostPort coordinator;
   std::string name;
+  std::optional<ClaimedWorker> claimed;  // an async job's: what its ps0 handed this worker
 };
 
 JoiningWorker joining_worker(const RunPlan& plan) {
@@ -301,11 +306,43 @@ JoiningWorker joining_worker(const RunPlan& plan) {
   return joiner;
 }
 
+// `dtrain task --strategy async --join PS0_HOST:PORT`: a worker that joins a running async job
+// through its ps0, which hands it the next free identity and says where the ps tasks are. It is
+// the only worker of a cluster of its own (it listens nowhere), and worker<that identity> in the
+// job.
+JoiningWorker joining_async_worker(const RunPlan& plan, const RunEnvironment& environment) {
+  const FlagValues& f = plan.flags;
+  if (plan.has("--task_index") || plan.has("--ps_hosts") || plan.has("--worker_hosts") ||
+      plan.has("--job_name")) {
+    throw UsageError(
+        "--join with --strategy async: the job's ps0 hands a joining worker its identity and the "
+        "ps tasks' addresses; leave out --task_index, --ps_hosts, --worker_hosts and --job_name");
+  }
+  JoiningWorker joiner;
+  joiner.coordinator = parse_host_port("--join", f.join);
+  PsClientOptions options;
+  options.ps = {joiner.coordinator};
+  options.secret = cluster_secret(f.secret_file, environment.env);
+  options.connection.authenticate_frames = !f.unauthenticated_frames;
+  options.connection.connect_timeout_ms = f.peer_timeout * 1000;
+  options.transport = Transport::kTcp;  // one small request
+  joiner.claimed = claim_worker(options, f.peer_timeout * 1000);
+  const std::string host = local_address_toward(joiner.coordinator.host);
+  ClusterSpec::JobMap jobs;
+  jobs[std::string(kPsJob)] = parse_host_list("ps0's answer", joiner.claimed->ps_hosts);
+  jobs[std::string(kWorkerJob)] = {HostPort{host, free_port_on(host)}};
+  joiner.cluster.cluster = ClusterSpec(std::move(jobs));
+  joiner.cluster.task = TaskId{std::string(kWorkerJob), 0};
+  joiner.name = fmt::format("{}{}", kWorkerJob, joiner.claimed->worker);
+  return joiner;
+}
+
 // This process is one task of a cluster: its flags, TF_CONFIG, a --cluster file or a launcher's
 // ranks (`launched`) say where, `source` which.
 int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, bool launched,
              const std::optional<HostPort>& coordinator, const std::string& member_name,
-             const std::string& source, const RunEnvironment& environment, std::ostream& out) {
+             const std::string& source, const RunEnvironment& environment, std::ostream& out,
+             const std::optional<ClaimedWorker>& claimed = std::nullopt) {
   cluster.bind_host = plan.flags.bind;
   cluster.authenticate_frames = !plan.flags.unauthenticated_frames;
   if (plan.flags.unauthenticated_frames) {
@@ -345,7 +382,13 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
                           : fmt::format("{}: {} of {}, from {}\n", name, cluster.task.to_string(),
                                         cluster.cluster.to_string(), source);
   // A worker that joins alone has no cluster to speak of: where it listens, and whom it joins.
-  if (!member_name.empty()) {
+  if (claimed) {
+    place = fmt::format(
+        "{}: joined the async job whose ps0 is at {} (--join) as worker {} of its {} (ps tasks "
+        "{}); it trains on their shard {}\n",
+        name, coordinator->to_string(), claimed->worker, claimed->job_workers, claimed->ps_hosts,
+        claimed->worker % claimed->job_workers);
+  } else if (!member_name.empty()) {
     place = fmt::format(
         "{}: joining the elastic job whose coordinator is at {} (--join), listening "
         "on {}\n",
@@ -367,8 +410,12 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
         },
         out);
   }
-  const PsClusterConfig c = ps_config(plan, kind, std::move(cluster),
-                                      cluster_secret(plan.flags.secret_file, environment.env));
+  PsClusterConfig c = ps_config(plan, kind, std::move(cluster),
+                                cluster_secret(plan.flags.secret_file, environment.env));
+  if (claimed) {
+    c.joined_as = claimed->worker;
+    c.job_workers = claimed->job_workers;
+  }
   out << place << std::flush;
   if (begin_ps_task(c)) return run_ps_service(config, c, out);
   return train_with(
@@ -408,6 +455,12 @@ int run_plan(const RunPlan& plan, const RunEnvironment& environment, std::ostrea
   if (found.cluster) {
     return run_task(plan, std::move(config), std::move(*found.cluster), launched, coordinator, "",
                     found.source, environment, out);
+  }
+  if (plan.command == Command::kTask && !plan.flags.join.empty() &&
+      plan.strategy == StrategyKind::kAsync) {
+    const JoiningWorker joiner = joining_async_worker(plan, environment);
+    return run_task(plan, std::move(config), joiner.cluster, false, joiner.coordinator, joiner.name,
+                    "--join", environment, out, joiner.claimed);
   }
   if (plan.command == Command::kTask && !plan.flags.join.empty()) {
     const JoiningWorker joiner = joining_worker(plan);

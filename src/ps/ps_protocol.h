@@ -25,6 +25,10 @@
 //   kWorkerFailed                    worker i32, then why (text)         -               none
 //     (the worker ends with an error; sent on any connection whose handshake proved it that
 //      worker, hello or not, then the worker closes it: the ps gives up on it at once)
+//   kClaimWorker (to ps0)            -                                   -               kClaimReply
+//     (a worker joining a running async job asks for an identity: kClaimReply: worker i32, the
+//      job's --workers i32, then the ps tasks' addresses (text, host:port,host:port); the
+//      identity is held for it until it says hello as that worker, or --worker_timeout passes)
 // clang-format on
 //
 // Any request may instead be answered by kError, whose meta is the message: the worker reports it
@@ -71,6 +75,8 @@ inline constexpr uint16_t kError = 30;
 inline constexpr uint16_t kCounters = 31;
 inline constexpr uint16_t kCountersReply = 32;
 inline constexpr uint16_t kWorkerFailed = 33;
+inline constexpr uint16_t kClaimWorker = 34;
+inline constexpr uint16_t kClaimReply = 35;
 
 // The types the table above gives tensors (ConnectionOptions::type_carries_tensors): any other
 // that declares some is refused before it is handled. kPushReply carries the values a push asked

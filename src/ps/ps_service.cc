@@ -117,6 +117,11 @@ void PsService::print_summary(std::ostream& out) const {
              "{} failed)\n",
              options_.ps, step, total.applied, total.stale_dropped, total.duplicates,
              total.rejected, s.accepted, s.rejected, s.failed);
+  // An elastic job's, or one that takes joiners: who came and went.
+  if (const WorkerCount w = store_->workers(); w.workers > 0) {
+    fmt::print(out, "ps{}: {} workers in the job at the end ({} joined, {} left during the run)\n",
+               options_.ps, w.workers, w.changes - w.left, w.left);
+  }
   fmt::print(out, "ps{}: peak resident memory {}\n", options_.ps, format_peak_resident());
   out << std::flush;
 }
@@ -195,6 +200,8 @@ void PsService::handle(Connection& connection, const Connection::Incoming& in, S
       return send_counters(connection, proto::kCountersReply, in.request_id, scratch);
     case proto::kWorkerFailed:
       return worker_failed(connection, in);
+    case proto::kClaimWorker:
+      return claim_worker(connection, in, scratch);
     default:
       throw FrameError(fmt::format("bad frame from {}: unknown type {} for a ps task",
                                    connection.peer(), in.type));
@@ -489,6 +496,25 @@ void PsService::worker_done(Connection& connection, const Connection::Incoming& 
     return;
   }
   roster_.done(worker);
+}
+
+void PsService::claim_worker(Connection& connection, const Connection::Incoming& in,
+                             Scratch& scratch) {
+  if (options_.ps != 0) throw Error("a worker joins a running job through ps0, not this task");
+  if (!roster_.takes_joiners()) {
+    throw Error(fmt::format(
+        "this job takes no joining workers: start its ps tasks with --max_workers above its {} "
+        "workers (async only)",
+        options_.sync.total_num_replicas));
+  }
+  const int worker = roster_.claim();
+  proto::MetaWriter& meta = scratch.meta;
+  meta.clear();
+  meta.put(static_cast<int32_t>(worker))
+      .put(static_cast<int32_t>(options_.planned_workers))
+      .put_string(options_.ps_hosts);
+  connection.send(proto::kClaimReply, in.request_id, meta.bytes(), {});
+  spdlog::info("ps{}: {} joins the job as worker {}", options_.ps, connection.peer(), worker);
 }
 
 }  // namespace dtrain

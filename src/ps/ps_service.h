@@ -92,6 +92,8 @@ class PsService {
   void apply_push(Connection& connection, uint64_t request_id, const ps_protocol::PushMeta& m,
                   Scratch& scratch);
   void worker_done(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
+  // kClaimWorker (ps0 of an async job that takes joiners): the identity of a worker that joins.
+  void claim_worker(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
   // kWorkerFailed: the worker ends with an error; it is given up at once.
   void worker_failed(Connection& connection, const Connection::Incoming& in);
   // The counters summed over this task's shards, as a reply of this type.

@@ -41,6 +41,13 @@ struct PsServiceOptions {
   // (R at most); one that comes back joins it again. Fewer than this many left fail the job,
   // naming who left. worker_timeout_ms and on_worker_loss then only bound the wait at the end.
   int min_workers = 0;
+  // Async, a job that takes joining workers (--max_workers above --workers): the job's own
+  // workers are 0..planned_workers-1, each waited for as usual; identities from there up to
+  // sync.total_num_replicas (--max_workers) are handed to workers that join the running job
+  // (kClaimWorker, ps0 only), which the ps counts as they come and go. 0: sync.total_num_replicas.
+  int planned_workers = 0;
+  // The ps tasks' addresses (host:port,host:port), which ps0 tells a joining worker.
+  std::string ps_hosts;
   // Set by a signal: the task stops — it tells its workers in every reply, and run() returns once
   // none is connected any more, or shutdown_timeout_ms after the request at the latest.
   const StopRequest* stop = nullptr;

@@ -21,7 +21,39 @@ WorkerRoster::WorkerRoster(const PsServiceOptions& options, ShardStore& store)
     throw UsageError(fmt::format("--min_workers {}: must be between 1 and the {} workers, or 0",
                                  options.min_workers, options.sync.total_num_replicas));
   }
-  if (elastic()) store_.note_workers({.workers = options.sync.total_num_replicas});
+  if (options.planned_workers < 0 || options.planned_workers > options.sync.total_num_replicas) {
+    throw UsageError(fmt::format("--max_workers {}: must be at least --workers ({})",
+                                 options.sync.total_num_replicas, options.planned_workers));
+  }
+  if (counts_workers()) store_.note_workers({.workers = planned()});
+}
+
+int WorkerRoster::planned() const {
+  return options_.planned_workers > 0 ? options_.planned_workers : options_.sync.total_num_replicas;
+}
+
+bool WorkerRoster::takes_joiners() const {
+  return !options_.sync.sync_replicas && planned() < options_.sync.total_num_replicas;
+}
+
+int WorkerRoster::claim() {
+  std::lock_guard lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  const auto hold = std::chrono::milliseconds(options_.worker_timeout_ms);
+  const int total = static_cast<int>(workers_.size());
+  for (int worker = 0; worker < total; ++worker) {
+    WorkerState& w = workers_[static_cast<size_t>(worker)];
+    if (w.connections > 0 || w.done || (w.claimed_at && now - *w.claimed_at < hold)) continue;
+    // The job's own workers may still be restarted, as themselves, until they are given up.
+    const bool free = worker < planned() ? w.given_up : !w.seen || w.away || w.given_up;
+    if (!free) continue;
+    w.claimed_at = now;
+    return worker;
+  }
+  throw Error(fmt::format(
+      "no worker identity is free: workers 0..{} are the job's own (one is free once lost for "
+      "--worker_timeout {} s), and {}..{} are in the job (--max_workers {})",
+      planned() - 1, options_.worker_timeout_ms / 1000, planned(), total - 1, total));
 }
 
 std::string WorkerRoster::wait() {
@@ -57,6 +89,7 @@ std::string WorkerRoster::all_workers_failed() const {
   bool any_failed = false;
   for (size_t worker = 0; worker < workers_.size(); ++worker) {
     const WorkerState& w = workers_[worker];
+    if (static_cast<int>(worker) >= planned() && !w.seen) continue;  // no joiner came
     if (!w.given_up) return {};
     any_failed = any_failed || w.failure.has_value();
     why.push_back(w.failure ? fmt::format("worker {} failed: {}", worker, *w.failure)
@@ -91,9 +124,13 @@ bool WorkerRoster::all_workers_accounted_for() const {
   // never seen may still be starting, and is waited for (check_absent_workers bounds that), as
   // its own report ends it quickly.
   const bool finished = store_.finished();
-  return std::all_of(workers_.begin(), workers_.end(), [&](const WorkerState& w) {
-    return w.done || w.given_up || (finished && w.lost_since.has_value());
-  });
+  for (size_t worker = 0; worker < workers_.size(); ++worker) {
+    const WorkerState& w = workers_[worker];
+    const bool joiner_never_came = static_cast<int>(worker) >= planned() && !w.seen;
+    if (!(w.done || w.given_up || (finished && w.lost_since.has_value()) || joiner_never_came))
+      return false;
+  }
+  return true;
 }
 
 void WorkerRoster::connected(int worker, const std::string& address) {
@@ -109,14 +146,20 @@ void WorkerRoster::connected(int worker, const std::string& address) {
     w.given_up = false;
   }
   ++w.connections;
+  const bool new_joiner = !w.seen && worker >= planned();
   w.seen = true;
-  if (w.away) join(worker);
+  w.claimed_at.reset();
+  if (counts_workers() && (w.away || new_joiner)) join(worker);
   changed_.notify_all();
 }
 
 int WorkerRoster::workers_in_job() const {
-  return static_cast<int>(std::count_if(workers_.begin(), workers_.end(),
-                                        [](const WorkerState& w) { return !w.away; }));
+  int workers = 0;
+  for (size_t worker = 0; worker < workers_.size(); ++worker) {
+    const WorkerState& w = workers_[worker];
+    workers += !w.away && (static_cast<int>(worker) < planned() || w.seen) ? 1 : 0;
+  }
+  return workers;
 }
 
 void WorkerRoster::note_change(int worker, bool joined) {
@@ -134,16 +177,16 @@ void WorkerRoster::leave(int worker) {
   WorkerState& w = workers_[static_cast<size_t>(worker)];
   w.away = true;
   const int workers = workers_in_job();
-  // A step that already holds the gradients of those left is applied on the way: the leave is
-  // dated by the step the job goes on from.
-  if (workers >= options_.min_workers) {
+  // Sync: a step that already holds the gradients of those left is applied on the way; the leave
+  // is dated by the step the job goes on from.
+  if (elastic() && workers >= options_.min_workers) {
     store_.set_replicas(std::min(workers, aggregate_count(options_.sync)));
   }
   const int64_t step = store_.reported_step();
   w.left = w.failure    ? fmt::format("failed at step {} ({})", step, *w.failure)
            : w.stopping ? fmt::format("left at step {} (it stopped)", step)
                         : fmt::format("was lost at step {}", step);
-  if (workers < options_.min_workers) {
+  if (elastic() && workers < options_.min_workers) {
     std::vector<std::string> gone;
     for (size_t k = 0; k < workers_.size(); ++k) {
       if (workers_[k].away) gone.push_back(fmt::format("worker{} {}", k, workers_[k].left));
@@ -155,8 +198,8 @@ void WorkerRoster::leave(int worker) {
     return;
   }
   note_change(worker, /*joined=*/false);
-  spdlog::warn("ps{}: worker{} {}: {} workers now, {} gradients a step", options_.ps, worker,
-               w.left, workers, store_.replicas_to_aggregate());
+  spdlog::warn("ps{}: worker{} {}: {} workers now{}", options_.ps, worker, w.left, workers,
+               per_step_words());
 }
 
 void WorkerRoster::join(int worker) {
@@ -164,11 +207,14 @@ void WorkerRoster::join(int worker) {
   w.away = false;
   w.stopping = false;
   const int workers = workers_in_job();
-  const int per_step = std::min(workers, aggregate_count(options_.sync));
-  store_.set_replicas(per_step);
+  if (elastic()) store_.set_replicas(std::min(workers, aggregate_count(options_.sync)));
   note_change(worker, /*joined=*/true);
-  spdlog::info("ps{}: worker{} joined at step {}: {} workers now, {} gradients a step", options_.ps,
-               worker, store_.reported_step(), workers, per_step);
+  spdlog::info("ps{}: worker{} joined at step {}: {} workers now{}", options_.ps, worker,
+               store_.reported_step(), workers, per_step_words());
+}
+
+std::string WorkerRoster::per_step_words() const {
+  return elastic() ? fmt::format(", {} gradients a step", store_.replicas_to_aggregate()) : "";
 }
 
 void WorkerRoster::report_waits() const {
@@ -177,6 +223,7 @@ void WorkerRoster::report_waits() const {
   for (size_t worker = 0; worker < workers_.size(); ++worker) {
     const WorkerState& w = workers_[worker];
     if (w.done || w.given_up || w.connections > 0) continue;
+    if (static_cast<int>(worker) >= planned() && !w.seen) continue;  // a joiner's, unused
     if (w.lost_since) {
       const double left =
           std::chrono::duration<double>(std::chrono::milliseconds(options_.worker_timeout_ms) -
@@ -197,7 +244,7 @@ void WorkerRoster::disconnected(int worker) {
   WorkerState& w = workers_[static_cast<size_t>(worker)];
   if (--w.connections == 0 && !w.done) {
     w.lost_since = std::chrono::steady_clock::now();
-    if (elastic() && !store_.finished() && !store_.aborted()) {
+    if (counts_workers() && !store_.finished() && !store_.aborted()) {
       leave(worker);
     } else {
       spdlog::warn("ps{}: lost worker {} at step {}; waiting up to {} s for it to come back",
@@ -248,7 +295,7 @@ void WorkerRoster::check_absent_workers() {
   if (!store_.finished()) return;
   const auto now = std::chrono::steady_clock::now();
   std::vector<int> absent;
-  for (size_t worker = 0; worker < workers_.size(); ++worker) {
+  for (size_t worker = 0; worker < static_cast<size_t>(planned()); ++worker) {
     const WorkerState& w = workers_[worker];
     if (!w.seen && !w.done && !w.given_up) absent.push_back(static_cast<int>(worker));
   }

@@ -34,6 +34,12 @@ class WorkerRoster {
   void done(int worker);
   // It said it stops before the end (a signal): when its connections close, it left.
   void stopping(int worker);
+  // An async job that takes joining workers: the identity for the next one, held for it until it
+  // says hello or worker_timeout_ms passes — the lowest of the job's own workers given up as lost,
+  // else the lowest joiner's identity free (never used, or whose worker left). Throws Error when
+  // there is none, naming the bound.
+  int claim();
+  bool takes_joiners() const;
 
   // Blocks until every training worker (0..total_num_replicas-1) has reported done, been given
   // up as lost, or was lost and training has finished — or, once a stop is requested, until no
@@ -56,7 +62,9 @@ class WorkerRoster {
     // An elastic job: it is out of the job (since `left`, why), until it connects again.
     bool away = false;
     bool stopping = false;  // said it stops before the end
-    std::string left;       // "left at step 412 (it stopped)", "was lost at step 40"
+    // Handed to a joining worker at this time, which has not said hello yet.
+    std::optional<std::chrono::steady_clock::time_point> claimed_at;
+    std::string left;  // "left at step 412 (it stopped)", "was lost at step 40"
   };
 
   // REQUIRES: mutex_ held (so for every function below). An elastic sync job: the worker's last
@@ -65,8 +73,15 @@ class WorkerRoster {
   void leave(int worker);
   void join(int worker);
   bool elastic() const { return options_.min_workers > 0 && options_.sync.sync_replicas; }
+  // Changes of the workers are counted and told in every reply: an elastic sync job, or an async
+  // one that takes joiners.
+  bool counts_workers() const { return elastic() || takes_joiners(); }
+  // The job's own workers, waited for; identities from here on are joiners'.
+  int planned() const;
   int workers_in_job() const;
   void note_change(int worker, bool joined);
+  // ", 2 gradients a step" for an elastic sync job; empty otherwise.
+  std::string per_step_words() const;
   // Gives up on workers lost longer than
   // worker_timeout_ms, and on failed ones at once.
   void check_lost_workers();

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include <cctype>
+#include <utility>
 
 #include "base/error.h"
 #include "train/allreduce_strategy.h"
@@ -53,6 +54,7 @@ void AllreduceStrategy::join_view(TrainingState& state, bool have_state) {
       have_state = have_state && rank_ == source;
       share_state(state, source);
       have_state = true;
+      worker_counts_.emplace_back(state.step, size());
     } catch (const CollectiveError& error) {
       fmt::print(out_, "{}: the ring of membership view {} did not form: {}\n", name(), view_.id,
                  error.what());
@@ -114,6 +116,10 @@ int AllreduceStrategy::largest_batch(int batch_size) const {
   const int64_t global = int64_t{batch_size} * planned_workers_;
   const int fewest = membership_->min_workers();
   return static_cast<int>((global + fewest - 1) / fewest);
+}
+
+std::vector<std::pair<int64_t, double>> AllreduceStrategy::take_worker_counts() {
+  return std::exchange(worker_counts_, {});
 }
 
 bool AllreduceStrategy::take_place_change() {

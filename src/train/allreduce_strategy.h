@@ -96,6 +96,7 @@ class AllreduceStrategy final : public Strategy {
   std::optional<DataSlice> data_slice() const override;
   int largest_batch(int batch_size) const override;
   bool take_place_change() override;
+  std::vector<std::pair<int64_t, double>> take_worker_counts() override;
   bool left_job() const override { return leaving_; }
   std::vector<std::pair<std::string, double>> run_scalars() override;
   std::string counters() const override;
@@ -168,6 +169,7 @@ class AllreduceStrategy final : public Strategy {
   int64_t left_ = 0;        // workers that left or were lost during the run
   int64_t joined_ = 0;      // workers that joined it after the first view
   int64_t views_ = 0;       // views this worker formed its ring from
+  std::vector<std::pair<int64_t, double>> worker_counts_;  // not yet taken
 };
 
 }  // namespace dtrain

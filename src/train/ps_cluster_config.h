@@ -35,6 +35,14 @@ struct PsClusterConfig {
   WorkerLossPolicy on_worker_loss = WorkerLossPolicy::kStop;
   // Sync, an elastic job (--min_workers; 0: not elastic): PsServiceOptions::min_workers.
   int min_workers = 0;
+  // Async: the ps tasks take workers that join the running job (dtrain task --join), up to this
+  // many in all (--max_workers; 0 or --workers: none). Their workers are counted as they come and
+  // go.
+  int max_workers = 0;
+  // A worker that joined a running async job: the identity ps0 handed it (-1: its task's), and
+  // the job's --workers, by whose shards it takes its data (shard worker % workers).
+  int joined_as = -1;
+  int job_workers = 0;
   // How gradients and values travel between a worker and a ps of one host (--transport;
   // ps/ps_protocol.h): through memory or over TCP.
   Transport transport = Transport::kAuto;

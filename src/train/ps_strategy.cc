@@ -29,9 +29,12 @@ PsStrategy::PsStrategy(const TrainConfig& train, const PsClusterConfig& config,
       config_(config),
       out_(out),
       sync_(resolve_sync(config)),
-      rank_(worker_rank(config.cluster.cluster, config.cluster.task)),
-      workers_(static_cast<int>(training_workers(config.cluster.cluster).size())),
-      chief_(is_chief(config.cluster.cluster, config.cluster.task)),
+      rank_(config.joined_as >= 0 ? config.joined_as
+                                  : worker_rank(config.cluster.cluster, config.cluster.task)),
+      workers_(config.joined_as >= 0
+                   ? config.job_workers
+                   : static_cast<int>(training_workers(config.cluster.cluster).size())),
+      chief_(config.joined_as < 0 && is_chief(config.cluster.cluster, config.cluster.task)),
       map_(partition_for(state.params(), config)) {}
 
 std::string PsStrategy::describe() const {
@@ -107,9 +110,9 @@ void PsStrategy::before_checkpoint(TrainingState& state) {
 }
 
 int PsStrategy::agree_to_halt(int own_signal) {
-  // In an elastic sync job a SIGTERM of this worker alone is its leave (a pod scaled away): the
-  // ps tasks go on with the others.
-  if (own_signal == SIGTERM && config_.min_workers > 0 && !client_->halting()) leaving_ = true;
+  // In an elastic sync job, or an async one that counts its workers, a SIGTERM of this worker
+  // alone is its leave (a pod scaled away): the ps tasks go on with the others.
+  if (own_signal == SIGTERM && counts_workers() && !client_->halting()) leaving_ = true;
   if (own_signal != 0) return own_signal;
   return client_->halting() ? SIGTERM : 0;
 }
@@ -135,6 +138,7 @@ void PsStrategy::print_worker_changes() {
              missed > 0 ? fmt::format(" (the newest of {} changes)", missed + 1) : "");
   out_ << std::flush;
   workers_seen_ = now;
+  worker_counts_.emplace_back(now.step, now.workers);
 }
 
 std::vector<std::pair<std::string, double>> PsStrategy::run_scalars() {
@@ -144,7 +148,7 @@ std::vector<std::pair<std::string, double>> PsStrategy::run_scalars() {
       {"ps/stale_gradients", static_cast<double>(c.stale_dropped)},
       {"ps/duplicate_pushes", static_cast<double>(c.duplicates)},
       {"ps/non_finite_gradients", static_cast<double>(c.rejected)}};
-  if (config_.min_workers > 0) {
+  if (counts_workers()) {
     const WorkerCount now = client_->workers();
     scalars.emplace_back("workers", now.changes > 0 ? now.workers : workers_);
   }
@@ -155,7 +159,7 @@ std::string PsStrategy::counters() const {
   const std::string rounds =
       fmt::format("{} rounds with a stale gradient, {} with a non-finite one", stale_rounds_,
                   nonfinite_rounds_);
-  if (config_.min_workers == 0) return rounds;
+  if (!counts_workers()) return rounds;
   const WorkerCount now = client_->workers();
   return fmt::format("{}; {} worker(s) left, {} joined", rounds, now.left, now.changes - now.left);
 }
@@ -202,7 +206,8 @@ void PsStrategy::print_payload_paths(size_t ps_tasks) {
 void PsStrategy::print_start_line(const TrainingState& state) {
   fmt::print(out_, "{}: {} training of {} ({} parameters), batch {} on slice {} of {}{}\n", name(),
              sync_.sync_replicas ? "sync" : "async", state.model().name(),
-             state.params().num_values(), c_.batch_size, rank_, workers_, chief_ ? " (chief)" : "");
+             state.params().num_values(), c_.batch_size, place().rank, workers_,
+             chief_ ? " (chief)" : "");
   out_ << std::flush;
 }
 

@@ -31,8 +31,13 @@ class PsStrategy final : public Strategy {
   PsStrategy(const TrainConfig& train, const PsClusterConfig& config, const TrainingState& state,
              std::ostream& out);
 
+  // A worker that joined a running async job beyond its --workers takes a shard of theirs.
   WorkerPlace place() const override {
-    return {.rank = rank_, .workers = workers_, .chief = chief_, .distributed = true};
+    return {.rank = rank_ % workers_,
+            .workers = workers_,
+            .chief = chief_,
+            .distributed = true,
+            .id = rank_ >= workers_ ? rank_ : -1};
   }
   std::string describe() const override;
   // Async: every worker's batch is a global step. Sync: one global step takes a batch from each
@@ -65,6 +70,9 @@ class PsStrategy final : public Strategy {
 
   void finish(TrainingState& state, bool reached_end) override;
   bool left_job() const override { return leaving_; }
+  std::vector<std::pair<int64_t, double>> take_worker_counts() override {
+    return std::exchange(worker_counts_, {});
+  }
 
   // One round trip to every ps task per step line.
   std::vector<std::pair<std::string, double>> run_scalars() override;
@@ -93,8 +101,12 @@ class PsStrategy final : public Strategy {
   // all the same, from a worker that does not check; both are counted and reported. Sync: the
   // next gradient is still computed at this step, so it takes this one's place.
   void push_pull_if_finite(TrainingState& state, float lr, int64_t local_step);
-  // A sync job with --min_workers: the line of each change of its workers that ps0 reported.
+  // A sync job with --min_workers, or an async one that takes joiners: the line of each change
+  // of its workers that ps0 reported.
   void print_worker_changes();
+  bool counts_workers() const {
+    return config_.min_workers > 0 || config_.max_workers > 0 || config_.joined_as >= 0;
+  }
 
   const TrainConfig& c_;
   const PsClusterConfig& config_;
@@ -111,6 +123,7 @@ class PsStrategy final : public Strategy {
   uint32_t params_crc_ = 0;       // of the values pulled at the end
   WorkerCount workers_seen_;      // ps0's newest word on the workers, as printed
   bool leaving_ = false;          // a SIGTERM made this worker leave an elastic job
+  std::vector<std::pair<int64_t, double>> worker_counts_;  // not yet taken
 };
 
 }  // namespace dtrain

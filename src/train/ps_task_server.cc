@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 #include <optional>
@@ -51,6 +52,15 @@ PsTaskServer::PsTaskServer(const TrainConfig& train, const PsClusterConfig& conf
   options.map = partition_for(layout, config);
   options.optimizer = train.optimizer;
   options.sync = resolve_sync(config);
+  // An async job that takes joining workers holds room for --max_workers of them.
+  if (!options.sync.sync_replicas && config.max_workers > options.sync.total_num_replicas) {
+    options.planned_workers = options.sync.total_num_replicas;
+    options.sync.total_num_replicas = config.max_workers;
+  }
+  std::vector<std::string> ps_hosts;
+  for (const HostPort& task : config.cluster.cluster.tasks(kPsJob))
+    ps_hosts.push_back(task.to_string());
+  options.ps_hosts = fmt::format("{}", fmt::join(ps_hosts, ","));
   const HostPort& own = config.cluster.cluster.address(config.cluster.task);
   const BindAddress bind = bind_address_for(own, config.cluster.bind_host);
   options.server.bind_host = bind.host;

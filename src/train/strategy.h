@@ -101,6 +101,9 @@ class Strategy {
   // The most examples one of this worker's batches ever holds, for a worker batch of
   // `batch_size`: more where an elastic job keeps its global batch over fewer workers.
   virtual int largest_batch(int batch_size) const { return batch_size; }
+  // Elastic jobs: the number of workers at each membership change since the last call, with the
+  // global step it took effect at, for the chief's run log (the scalar "workers").
+  virtual std::vector<std::pair<int64_t, double>> take_worker_counts() { return {}; }
   // Whether place() has changed since the last call (a membership change moved this worker to
   // another rank, or made it the chief).
   virtual bool take_place_change() { return false; }

@@ -96,6 +96,7 @@ class TrainingLoop {
       // starts after it, and every member must call the same collectives.
       const bool moved = strategy_.take_place_change();
       if (moved) follow_place_change();
+      write_worker_counts();
       if (result_.halt_signal != 0) break;
       if (histograms_due()) write_histograms();
       if (log_due()) {
@@ -182,6 +183,13 @@ class TrainingLoop {
       state_.restore_parameters(*c_.initial_state);
     }
     return 0;
+  }
+
+  // Every membership change, at the step it took effect at, besides every step line's count.
+  void write_worker_counts() {
+    for (const auto& [step, workers] : strategy_.take_worker_counts()) {
+      if (place_.chief && run_log_.enabled()) run_log_.write({step, {{"workers", workers}}});
+    }
   }
 
   void train_one_step() {
