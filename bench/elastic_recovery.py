@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""The elastic all-reduce figures of docs/benchmarks.md (issue 35).
+"""The elastic figures of docs/benchmarks.md (issue 35), all-reduce or sync.
 
-Runs `dtrain train --strategy allreduce --workers 3 --min_workers 2 --max_restarts 1` with a step
+Runs `dtrain train --strategy allreduce --workers 3 --min_workers 2 --max_restarts 1` (or
+`--strategy sync`, one ps task) with a step
 line for every step, SIGKILLs worker1 at a step, and times from the receiving end of the launcher's
 output: from the kill to the survivors' next step line, and from the launcher's restart of worker1
 to the restarted worker's first step line. Each elastic run is paired with an uninterrupted run of
 the same job, and their test accuracies are compared. Medians of --rounds rounds.
 
     python3 bench/elastic_recovery.py --dtrain build/dtrain --rounds 5
+    python3 bench/elastic_recovery.py --dtrain build/dtrain --rounds 5 --strategy sync
 """
 import argparse
 import os
@@ -32,7 +34,7 @@ def worker_pid(launcher_pid, index):
 
 
 def job(args, elastic):
-    flags = [args.dtrain, "train", "--strategy", "allreduce", "--workers", "3",
+    flags = [args.dtrain, "train", "--strategy", args.strategy, "--workers", "3",
              "--model", args.model, "--train_steps", str(args.steps), "--log_every", "1",
              "--seed", "7"]
     if args.data_dir:
@@ -54,16 +56,20 @@ def elastic_round(args):
     p = subprocess.Popen(job(args, True), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True, bufsize=1)
     lines, t_kill, t_recovered, t_restart, t_joined = [], None, None, None, None
+    # The survivors' next step: all-reduce, once their ring has re-formed; sync, once the ps has
+    # counted worker1 out.
+    changed = ("[worker0] worker0: membership view 2" if args.strategy == "allreduce"
+               else "[worker0] worker0: worker1 left at step")
     view2_seen = False
     for line in p.stdout:
         now = time.monotonic()
         lines.append(line)
         if t_kill is None and line.startswith("[worker1] worker=1, epoch=") and \
-                f"global_step={args.kill_at}," in line:
+                f"local_step={args.kill_at}," in line:
             os.kill(worker_pid(p.pid, 1), signal.SIGKILL)
             t_kill = time.monotonic()
         elif t_kill is not None:
-            if line.startswith("[worker0] worker0: membership view 2"):
+            if line.startswith(changed):
                 view2_seen = True
             elif view2_seen and t_recovered is None and line.startswith("[worker0] worker=0, epoch="):
                 t_recovered = now
@@ -90,6 +96,7 @@ def main():
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--kill_at", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--strategy", choices=["allreduce", "sync"], default="allreduce")
     args = parser.parse_args()
     recovery, join, gaps = [], [], []
     for r in range(args.rounds):

@@ -307,15 +307,7 @@ void PsClient::note_reply(int ps, const proto::ShardReply& reply) {
   if (reply.finished) finished_ = true;
   if (reply.halting) halting_ = true;
   // Every ps counts the same workers; ps0's word is the one taken.
-  if (ps == 0 && reply.workers.changes > 0) {
-    std::lock_guard lock(workers_mutex_);
-    if (reply.workers.changes > workers_.changes) workers_ = reply.workers;
-  }
-}
-
-WorkerCount PsClient::workers() const {
-  std::lock_guard lock(workers_mutex_);
-  return workers_;
+  if (ps == 0) worker_changes_ = reply.worker_changes;
 }
 
 bool PsClient::wait_ready(int timeout_ms) {
@@ -507,17 +499,16 @@ proto::DoneReply PsClient::counters_round(uint16_t reply_type,
   proto::DoneReply total;
   round(request, [&](Lane& lane) {
     proto::MetaReader r(lane.expect(reply_type).meta);
-    const auto step = r.get<int64_t>();
-    const auto applied = r.get<int64_t>();
-    const auto stale = r.get<int64_t>();
-    const auto duplicates = r.get<int64_t>();
-    const auto rejected = r.get<int64_t>();
+    const proto::DoneReply reply = proto::read_done_reply(r);
     std::lock_guard lock(mutex_);
-    if (lane.ps == 0) total.step = step;
-    total.applied += applied;
-    total.stale_dropped += stale;
-    total.duplicates += duplicates;
-    total.rejected += rejected;
+    if (lane.ps == 0) {
+      total.step = reply.step;
+      total.workers = reply.workers;
+    }
+    total.applied += reply.applied;
+    total.stale_dropped += reply.stale_dropped;
+    total.duplicates += reply.duplicates;
+    total.rejected += reply.rejected;
   });
   return total;
 }

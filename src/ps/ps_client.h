@@ -89,9 +89,9 @@ class PsClient {
   // A ps task said it is stopping (a signal asked it to): the worker should stop too.
   bool halting() const { return halting_; }
   uint64_t next_sequence() const { return sequence_; }
-  // A sync ps of an elastic job: its workers and their newest change, as of its last reply (no
-  // change yet: changes 0).
-  WorkerCount workers() const;
+  // A job that counts its workers: how many changes of them ps0 had seen at its last reply (the
+  // newest comes with counters()).
+  uint32_t worker_changes() const { return worker_changes_; }
   // Whether payloads to and from ps `ps` travel by reference (comm/link_setup.h), as of the last
   // (re)connection. REQUIRES: 0 <= ps < the number of ps tasks.
   bool payloads_by_reference(int ps) const;
@@ -135,9 +135,8 @@ class PsClient {
   std::vector<int64_t> shard_step_;  // each lane's receiver writes only its own shards' entries
   std::atomic<bool> finished_ = false;
   std::atomic<bool> halting_ = false;
-  mutable std::mutex workers_mutex_;
-  WorkerCount workers_;  // guarded by workers_mutex_
-  std::mutex mutex_;     // guards what the lanes' receivers sum into: the fields below, and totals
+  std::atomic<uint32_t> worker_changes_ = 0;
+  std::mutex mutex_;  // guards what the lanes' receivers sum into: the fields below, and totals
   bool initialized_at_hello_ = true;
   uint64_t sequence_ = 0;
 };

@@ -125,24 +125,21 @@ inline PushMeta read_push(MetaReader& r) {
 
 // kPushReply and kValues: a shard's step after the request, whether training is over, and
 // whether the ps task is stopping (it was asked to by a signal: its workers stop too).
-// A sync ps of an elastic job adds who is in it (ps/worker_count.h).
+// A job that counts its workers (ps/worker_count.h) adds how many changes of them there were, so
+// that a worker asks for the newest (kCounters) when that number moves. The meta block must fit a
+// memory link's record (MemoryLink::kRecordMetaBytes, 24 bytes): a reply too large for one goes
+// over the socket, and the landing the worker offered for its values is never used.
 struct ShardReply {
   uint32_t shard = 0;
   uint8_t outcome = 0;  // kPushReply: PushResult::Outcome
   int64_t step = 0;
   uint8_t finished = 0;
   uint8_t halting = 0;
-  WorkerCount workers;
+  uint32_t worker_changes = 0;
 };
 
 inline void write(MetaWriter& w, const ShardReply& m) {
-  w.put(m.shard).put(m.outcome).put(m.step).put(m.finished).put(m.halting);
-  w.put(m.workers.changes)
-      .put(m.workers.left)
-      .put(m.workers.workers)
-      .put(m.workers.worker)
-      .put(m.workers.joined)
-      .put(m.workers.step);
+  w.put(m.shard).put(m.outcome).put(m.step).put(m.finished).put(m.halting).put(m.worker_changes);
 }
 inline ShardReply read_shard_reply(MetaReader& r) {
   ShardReply m;
@@ -151,12 +148,7 @@ inline ShardReply read_shard_reply(MetaReader& r) {
   m.step = r.get<int64_t>();
   m.finished = r.get<uint8_t>();
   m.halting = r.get<uint8_t>();
-  m.workers.changes = r.get<uint32_t>();
-  m.workers.left = r.get<uint32_t>();
-  m.workers.workers = r.get<int32_t>();
-  m.workers.worker = r.get<int32_t>();
-  m.workers.joined = r.get<uint8_t>();
-  m.workers.step = r.get<int64_t>();
+  m.worker_changes = r.get<uint32_t>();
   return m;
 }
 
@@ -168,6 +160,32 @@ struct DoneReply {
   int64_t stale_dropped = 0;
   int64_t duplicates = 0;
   int64_t rejected = 0;  // gradients with a NaN or an infinity
+  WorkerCount workers;   // ps0's: who is in the job, where it counts them
 };
+
+inline void write(MetaWriter& w, const DoneReply& m) {
+  w.put(m.step).put(m.applied).put(m.stale_dropped).put(m.duplicates).put(m.rejected);
+  w.put(m.workers.changes)
+      .put(m.workers.left)
+      .put(m.workers.workers)
+      .put(m.workers.worker)
+      .put(m.workers.joined)
+      .put(m.workers.step);
+}
+inline DoneReply read_done_reply(MetaReader& r) {
+  DoneReply m;
+  m.step = r.get<int64_t>();
+  m.applied = r.get<int64_t>();
+  m.stale_dropped = r.get<int64_t>();
+  m.duplicates = r.get<int64_t>();
+  m.rejected = r.get<int64_t>();
+  m.workers.changes = r.get<uint32_t>();
+  m.workers.left = r.get<uint32_t>();
+  m.workers.workers = r.get<int32_t>();
+  m.workers.worker = r.get<int32_t>();
+  m.workers.joined = r.get<uint8_t>();
+  m.workers.step = r.get<int64_t>();
+  return m;
+}
 
 }  // namespace dtrain::ps_protocol

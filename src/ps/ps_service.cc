@@ -445,12 +445,9 @@ void PsService::send_counters(Connection& connection, uint16_t type, uint64_t re
     reply.rejected += c.rejected;
   }
   if (!store_->shards().empty()) reply.step = store_->reported_step();
+  reply.workers = store_->workers();
   scratch.meta.clear();
-  scratch.meta.put(reply.step)
-      .put(reply.applied)
-      .put(reply.stale_dropped)
-      .put(reply.duplicates)
-      .put(reply.rejected);
+  proto::write(scratch.meta, reply);
   connection.send(type, request_id, scratch.meta.bytes(), {});
 }
 

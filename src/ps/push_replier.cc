@@ -85,7 +85,7 @@ ps_protocol::ShardReply shard_reply(const ShardStore& store, uint32_t shard, int
           .step = step,
           .finished = static_cast<uint8_t>(store.finished()),
           .halting = static_cast<uint8_t>(store.halting()),
-          .workers = store.workers()};
+          .worker_changes = store.worker_changes()};
 }
 
 void send_push_reply(const PushReplyContext& context, Connection& connection,

@@ -394,6 +394,7 @@ void ShardStore::set_replicas(int r) {
 void ShardStore::note_workers(const WorkerCount& count) {
   std::lock_guard lock(workers_mutex_);
   workers_ = count;
+  worker_changes_ = count.changes;
 }
 
 WorkerCount ShardStore::workers() const {

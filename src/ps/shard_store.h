@@ -100,6 +100,8 @@ class ShardStore {
   // An elastic job's workers, as the ps's roster counts them, for every shard reply to carry.
   void note_workers(const WorkerCount& count);
   WorkerCount workers() const;
+  // workers().changes, without a lock: what every shard reply carries.
+  uint32_t worker_changes() const { return worker_changes_; }
 
   // The chief's initialisation or restore: sets the shard's values and step, and its slots from
   // `slots` (one span per slot_suffixes() entry) or to zero when `slots` is empty. Discards a
@@ -222,6 +224,7 @@ class ShardStore {
   std::atomic<bool> halting_ = false;
   mutable std::mutex workers_mutex_;
   WorkerCount workers_;  // guarded by workers_mutex_
+  std::atomic<uint32_t> worker_changes_ = 0;
   mutable std::mutex abort_mutex_;
   std::optional<std::string> abort_reason_;  // guarded by abort_mutex_
 

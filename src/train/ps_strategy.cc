@@ -128,7 +128,8 @@ void PsStrategy::finish(TrainingState& state, bool reached_end) {
 }
 
 void PsStrategy::print_worker_changes() {
-  const WorkerCount now = client_->workers();
+  if (client_->worker_changes() == workers_seen_.changes) return;
+  const WorkerCount now = client_->counters().workers;
   if (now.changes == workers_seen_.changes) return;
   // Changes that came between two replies show as their newest, with how many there were.
   // A worker that joined late hears of earlier changes too: its own join is the one it tells.
@@ -149,8 +150,7 @@ std::vector<std::pair<std::string, double>> PsStrategy::run_scalars() {
       {"ps/duplicate_pushes", static_cast<double>(c.duplicates)},
       {"ps/non_finite_gradients", static_cast<double>(c.rejected)}};
   if (counts_workers()) {
-    const WorkerCount now = client_->workers();
-    scalars.emplace_back("workers", now.changes > 0 ? now.workers : workers_);
+    scalars.emplace_back("workers", c.workers.workers > 0 ? c.workers.workers : workers_);
   }
   return scalars;
 }
@@ -160,8 +160,8 @@ std::string PsStrategy::counters() const {
       fmt::format("{} rounds with a stale gradient, {} with a non-finite one", stale_rounds_,
                   nonfinite_rounds_);
   if (!counts_workers()) return rounds;
-  const WorkerCount now = client_->workers();
-  return fmt::format("{}; {} worker(s) left, {} joined", rounds, now.left, now.changes - now.left);
+  return fmt::format("{}; {} worker(s) left, {} joined", rounds, workers_seen_.left,
+                     workers_seen_.changes - workers_seen_.left);
 }
 
 void PsStrategy::print_summary(std::ostream& out, const RunFigures& f) const {

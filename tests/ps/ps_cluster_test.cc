@@ -80,6 +80,21 @@ std::map<int, std::string> parameter_crcs(const std::string& out) {
 // each way must end with the same parameters, to the bit: a value written into a worker's memory
 // late, at the wrong offset or not at all, or a gradient read from the wrong place, shows. Two ps
 // tasks, so that the mlp's shards are spread and a pull writes pieces into each worker's arena.
+// Through memory each push offers the worker's place for the values that come back, and the ps
+// writes them there: a reply that could not (its meta grown too large for a mailbox record) left
+// one landing unused a shard a step, and after 4096 of them the ps dropped the connection. More
+// steps than that, two shards: not one connection lost.
+TEST(PsCluster, ValuesThroughMemoryLandWhereTheWorkerOfferedThemStepAfterStep) {
+  const ProcessResult r =
+      run_dtrain(concat({"train", "--strategy", "sync", "--workers", "2", "--transport", "shm"},
+                        concat(softmax_flags(), {"--train_steps", "2600"})));
+  ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  EXPECT_THAT(all_output(r), ::testing::Not(HasSubstr("landings unused")));
+  EXPECT_THAT(all_output(r), ::testing::Not(HasSubstr("lost ps0")));
+  EXPECT_THAT(r.out, HasSubstr("ps0: serving 2 shards"));
+  EXPECT_THAT(r.out, HasSubstr("ps0: done at global step 2600:"));
+}
+
 TEST(PsCluster, PayloadsThroughMemoryTrainBitForBitAsOverTcp) {
   const std::vector<std::string> common =
       concat(with_flag(softmax_flags(), "--model", "mlp"), {"--train_steps", "60"});
