@@ -1,6 +1,7 @@
 #include "support/ps_cluster.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -130,6 +131,18 @@ int64_t fault_step(std::string_view what, int64_t first, int64_t last) {
   const int64_t step = std::uniform_int_distribution<int64_t>(first, last)(rng);
   fmt::print("{}: {} (DTRAIN_FAULT_SEED={})\n", what, step, seed);
   return step;
+}
+
+pid_t signal_worker_at(DtrainProcess& launcher, int index, std::string_view marker, int signal) {
+  const std::string worker = fmt::format("[worker{}] worker={}, epoch=", index, index);
+  const std::string line = launcher.wait_for_line_where([&](const std::string& text) {
+    return text.starts_with(worker) && text.find(marker) != std::string::npos;
+  });
+  if (line.find(marker) == std::string::npos) return -1;
+  const pid_t pid = child_with_arguments(
+      launcher.pid(), {"--job_name", "worker", "--task_index", std::to_string(index)});
+  if (pid <= 0 || ::kill(pid, signal) != 0) return -1;
+  return pid;
 }
 
 pid_t child_with_arguments(pid_t parent, const std::vector<std::string>& arguments) {

@@ -97,6 +97,11 @@ int64_t fault_step(std::string_view what, int64_t first, int64_t last);
 // ("--job_name", "ps"), from /proc; -1 if none.
 pid_t child_with_arguments(pid_t parent, const std::vector<std::string>& arguments);
 
+// Waits until worker `index` of the local launcher `launcher` prints a step line holding `marker`
+// ("global_step=40,"), then sends `signal` to that worker's process. Returns its pid, or -1 when
+// no such line came (the launcher's output ended) or no such worker was found.
+pid_t signal_worker_at(DtrainProcess& launcher, int index, std::string_view marker, int signal);
+
 // `flags` with the value of `flag` replaced (it must be there).
 std::vector<std::string> with_flag(std::vector<std::string> flags, const std::string& flag,
                                    const std::string& value);

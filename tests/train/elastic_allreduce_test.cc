@@ -63,16 +63,8 @@ std::vector<std::string> elastic_job(int workers, int min_workers, int max_resta
 
 // Waits until worker `index` has logged step `step` (a multiple of 20), then signals it.
 void signal_worker_at(DtrainProcess& launcher, int index, int64_t step, int signal) {
-  const std::string worker = fmt::format("[worker{}] worker={}, epoch=", index, index);
-  const std::string at = fmt::format("global_step={},", step);
-  ASSERT_THAT(launcher.wait_for_line_where([&](const std::string& line) {
-    return line.starts_with(worker) && line.find(at) != std::string::npos;
-  }),
-              HasSubstr(at));
-  const pid_t pid = testing::child_with_arguments(
-      launcher.pid(), {"--job_name", "worker", "--task_index", std::to_string(index)});
-  ASSERT_GT(pid, 0);
-  ASSERT_EQ(::kill(pid, signal), 0);
+  ASSERT_GT(
+      testing::signal_worker_at(launcher, index, fmt::format("global_step={},", step), signal), 0);
 }
 
 int64_t drawn_step(std::string_view what) {

@@ -10,18 +10,17 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cluster/local_launcher.h"
 #include "support/process.h"
 #include "support/ps_cluster.h"
+#include "support/tb_events.h"
 #include "support/temp_dir.h"
 #include "support/text_match.h"
 
@@ -60,16 +59,8 @@ std::vector<std::string> elastic_sync_job(int workers, int min_workers, int max_
 
 // Waits until worker `index` has logged its local step `step` (a multiple of 20), then signals it.
 void signal_sync_worker_at(DtrainProcess& launcher, int index, int64_t step, int signal) {
-  const std::string worker = fmt::format("[worker{}] worker={}, epoch=", index, index);
-  const std::string at = fmt::format("local_step={},", step);
-  ASSERT_THAT(launcher.wait_for_line_where([&](const std::string& line) {
-    return line.starts_with(worker) && line.find(at) != std::string::npos;
-  }),
-              HasSubstr(at));
-  const pid_t pid = testing::child_with_arguments(
-      launcher.pid(), {"--job_name", "worker", "--task_index", std::to_string(index)});
-  ASSERT_GT(pid, 0);
-  ASSERT_EQ(::kill(pid, signal), 0);
+  ASSERT_GT(testing::signal_worker_at(launcher, index, fmt::format("local_step={},", step), signal),
+            0);
 }
 
 TEST(ElasticSync, AKilledWorkerLeavesTheStepCountAndItsRestartRejoinsTheRunningJob) {
@@ -118,14 +109,16 @@ TEST(ElasticSync, AKilledWorkerLeavesTheStepCountAndItsRestartRejoinsTheRunningJ
   EXPECT_EQ(crcs.at(0), crcs.at(1));
   EXPECT_EQ(crcs.at(0), crcs.at(2));
   EXPECT_THAT(r.out, HasSubstr("1 worker(s) left, 1 joined"));
-  // The chief's scalar "workers" (TensorBoard's too) went 3, then 2, then 3 again.
+  // The chief's TensorBoard scalar "workers", as an independent reader decodes it, went 3, then
+  // 2, then 3 again.
+  const std::vector<std::filesystem::path> chief = testing::event_files(train_dir.path());
+  ASSERT_EQ(chief.size(), 1u);
   std::vector<int> workers;
-  std::istringstream log(testing::read_bytes(train_dir / "metrics.jsonl"));
-  for (std::string line; std::getline(log, line);) {
-    const nlohmann::json record = nlohmann::json::parse(line);
-    if (record.contains("workers")) workers.push_back(record.at("workers").get<int>());
+  for (const auto& [step, value] :
+       testing::scalars_of(testing::dump_events(chief[0])["files"][0], "workers")) {
+    if (workers.empty() || workers.back() != static_cast<int>(value))
+      workers.push_back(static_cast<int>(value));
   }
-  workers.erase(std::unique(workers.begin(), workers.end()), workers.end());
   EXPECT_THAT(workers, ::testing::ElementsAre(3, 2, 3));
 }
 
