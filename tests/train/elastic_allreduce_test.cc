@@ -46,12 +46,8 @@ constexpr std::string_view kElasticSecret = "elastic test secret, of 32 bytes";
 
 // The training flags every worker of these jobs shares.
 std::vector<std::string> elastic_training(int steps) {
-  return {"--model",         "softmax",
-          "--threads",       "1",
-          "--data_dir",      testing::mnist_dir().string(),
-          "--train_steps",   std::to_string(steps),
-          "--log_every",     "20",
-          "--step_delay_ms", "2"};
+  return concat(testing::with_flag(testing::softmax_flags(), "--log_every", "20"),
+                {"--train_steps", std::to_string(steps), "--step_delay_ms", "2"});
 }
 
 std::vector<std::string> elastic_job(int workers, int min_workers, int max_restarts, int steps) {

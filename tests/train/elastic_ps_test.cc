@@ -40,12 +40,8 @@ using testing::ProcessResult;
 // held to 2 ms or more (--step_delay_ms), so that the test's signal, and a restarted worker's
 // joining, come in the middle of the run.
 std::vector<std::string> sync_training(int steps) {
-  return {"--model",         "softmax",
-          "--threads",       "1",
-          "--data_dir",      testing::mnist_dir().string(),
-          "--train_steps",   std::to_string(steps),
-          "--log_every",     "20",
-          "--step_delay_ms", "2"};
+  return concat(testing::with_flag(testing::softmax_flags(), "--log_every", "20"),
+                {"--train_steps", std::to_string(steps), "--step_delay_ms", "2"});
 }
 
 // A sync job of `workers` (one ps task) that goes on while `min_workers` remain.
