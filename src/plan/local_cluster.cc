@@ -145,8 +145,12 @@ int launch_local_cluster(const RunPlan& plan, const RunEnvironment& environment,
     if (joinable_async) {
       fmt::print(out,
                  "dtrain train: up to {} workers in all: more join with dtrain task --strategy "
-                 "async --join {} (ps0), the job's training flags and --secret_file\n",
-                 f.max_workers, hosts(0, 1));
+                 "async --join {} (ps0), the job's training flags and {}\n",
+                 f.max_workers, hosts(0, 1),
+                 f.secret_file.empty()
+                     ? "secret (none can: this job's secret was made up for it; give it "
+                       "--secret_file)"
+                     : "--secret_file " + f.secret_file);
     }
   }
   out << std::flush;
