@@ -29,11 +29,11 @@ build_dir="${1:-$build_dir}"
 readonly TRAIN_PACKAGES=(cmake ninja-build g++ pkg-config libopenblas-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libasio-dev libssl-dev libisal-dev
   libdnnl-dev ocl-icd-opencl-dev protobuf-compiler libprotobuf-dev npm ca-certificates
-  pybind11-dev python3-dev python3-numpy)
+  pybind11-dev python3-dev python3-numpy prometheus-cpp-dev)
 # What the suite needs beyond that (docs/development.md says what each is for).
 readonly TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   iproute2 nftables python3-protobuf python3-crcmod dataset-fashion-mnist python3-onnx
-  python3-yaml openmpi-bin slurm-wlm munge libtorch-dev python3-torch)
+  python3-yaml openmpi-bin slurm-wlm munge libtorch-dev python3-torch prometheus)
 
 install_missing() {
   local missing=() pkg

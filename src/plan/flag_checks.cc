@@ -287,6 +287,13 @@ void check_elastic_batch(const RunPlan& p, int) {
                     f.elastic_batch));
 }
 
+void check_metrics_port(const RunPlan& p, int) {
+  const int port = p.flags.metrics_port;
+  check(port >= -1 && port <= 65535,
+        fmt::format("--metrics_port {}: a TCP port (1..65535), 0 for a free one, or -1 for none",
+                    port));
+}
+
 void check_max_restarts(const RunPlan& p, int) {
   check(p.flags.max_restarts >= 0,
         fmt::format("--max_restarts {}: must not be negative", p.flags.max_restarts));

@@ -63,6 +63,7 @@ struct FlagValues {
   std::vector<int64_t> inject_nonfinite_at;
   int step_delay_ms = 0;
   std::string record_examples;
+  int metrics_port = -1;  // -1: no metrics endpoint
   // The local launcher.
   int ps = 1;
   int workers = 2;

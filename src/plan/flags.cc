@@ -440,6 +440,12 @@ std::vector<FlagSpec> make_table() {
        .help = "Sleep before each step: a deliberate straggler, to try backup workers",
        .check = check_step_delay_ms},
       {.name = "--record_examples", .field = &F::record_examples, .hidden = true},
+      {.name = "--metrics_port",
+       .field = &F::metrics_port,
+       .help = "Serve this task's metrics for Prometheus at http://ADDR:PORT/metrics (a local "
+               "cluster's task i on PORT+i; 0: free ports, printed; -1: none)",
+       .show_default = true,
+       .check = check_metrics_port},
       {.name = "--fusion_bytes",
        .field = &F::fusion_bytes,
        .help = "allreduce: all-reduce the gradients in buckets of at most this many bytes, "

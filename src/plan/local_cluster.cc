@@ -27,7 +27,8 @@ bool is_named(std::string_view arg, std::string_view name) {
 // The user's arguments less those that choose the launch (--strategy and the launcher's own
 // flags, with their values) and --resume/--overwrite, which this process has acted on.
 std::vector<std::string> task_arguments(const std::vector<std::string>& args) {
-  std::vector<std::string_view> with_value = {"--strategy"};
+  // --metrics_port: each task is given its own (launch_local_cluster).
+  std::vector<std::string_view> with_value = {"--strategy", "--metrics_port"};
   for (const FlagSpec& flag : flag_table()) {
     if (flag.launcher_only) with_value.push_back(flag.name);
   }
@@ -99,6 +100,17 @@ int launch_local_cluster(const RunPlan& plan, const RunEnvironment& environment,
   };
   for (int i = 0; i < ps; ++i) add("ps", i);
   for (int i = 0; i < f.workers; ++i) add("worker", i);
+  // --metrics_port P: task i (the ps tasks first) serves on P + i; 0: each on a free port.
+  if (f.metrics_port >= 0) {
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      const int port = f.metrics_port == 0 ? 0 : f.metrics_port + static_cast<int>(i);
+      if (port > 65535) {
+        throw UsageError(fmt::format("--metrics_port {}: task {} would serve on port {}",
+                                     f.metrics_port, tasks[i].name, port));
+      }
+      tasks[i].args.insert(tasks[i].args.end(), {"--metrics_port", std::to_string(port)});
+    }
+  }
 
   const std::string secret = new_cluster_secret();
   // An elastic job's coordinator lives here, where no worker's leaving can take it away.

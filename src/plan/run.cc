@@ -394,6 +394,9 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
         "on {}\n",
         name, coordinator->to_string(), cluster.cluster.address(cluster.task).to_string());
   }
+  // Served where the task itself listens (loopback for a cluster on this machine).
+  config.metrics_host =
+      bind_address_for(cluster.cluster.address(cluster.task), cluster.bind_host).host;
   const std::shared_ptr<const StopRequest> stop = handle_signals(environment, config, name);
   config.stop = stop.get();
   if (kind == StrategyKind::kAllreduce) {

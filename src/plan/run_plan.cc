@@ -87,6 +87,7 @@ TrainConfig config_of(const RunPlan& p) {
   c.nonfinite_gradient_steps = f.inject_nonfinite_at;
   c.step_delay_ms = f.step_delay_ms;
   c.record_examples = f.record_examples;
+  c.metrics_port = f.metrics_port;
   c.recorder = &settings_record();
   check_recipe(*c.model.source, source, c, given);
   return c;

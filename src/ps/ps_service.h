@@ -52,6 +52,8 @@ class PsService {
 
   uint16_t port() const { return server_->port(); }
   const ShardStore& store() const { return *store_; }
+  // Workers with a connection to this task now.
+  int connected_workers() { return roster_.connected_workers(); }
   const ServerStats stats() const { return server_->stats(); }
   // Waits until `done(stats())` holds or `timeout` passes; returns whether it held.
   bool wait_for(const std::function<bool(const ServerStats&)>& done,

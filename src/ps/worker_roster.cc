@@ -28,6 +28,12 @@ WorkerRoster::WorkerRoster(const PsServiceOptions& options, ShardStore& store)
   if (counts_workers()) store_.note_workers({.workers = planned()});
 }
 
+int WorkerRoster::connected_workers() {
+  std::lock_guard lock(mutex_);
+  return static_cast<int>(std::count_if(workers_.begin(), workers_.end(),
+                                        [](const WorkerState& w) { return w.connections > 0; }));
+}
+
 int WorkerRoster::planned() const {
   return options_.planned_workers > 0 ? options_.planned_workers : options_.sync.total_num_replicas;
 }

@@ -40,6 +40,8 @@ class WorkerRoster {
   // there is none, naming the bound.
   int claim();
   bool takes_joiners() const;
+  // Workers with a connection open now.
+  int connected_workers();
 
   // Blocks until every training worker (0..total_num_replicas-1) has reported done, been given
   // up as lost, or was lost and training has finished — or, once a stop is requested, until no

@@ -12,7 +12,9 @@
 #include "base/error.h"
 #include "ckpt/checkpoint_manager.h"
 #include "cluster/bind_address.h"
+#include "metrics/metrics_endpoint.h"
 #include "nn/model_zoo.h"
+#include "ps/ps_metrics.h"
 #include "ps/ps_protocol.h"
 #include "train/training_state.h"
 
@@ -91,6 +93,14 @@ PsTaskServer::PsTaskServer(const TrainConfig& train, const PsClusterConfig& conf
              options.min_workers > 0 && options.sync.sync_replicas
                  ? fmt::format(" (elastic: fewer while {} or more remain)", options.min_workers)
                  : "");
+  if (train.metrics_port >= 0) {
+    metrics_ =
+        std::make_unique<MetricsEndpoint>(bind.host, train.metrics_port, fmt::format("ps{}", ps));
+    metrics_->add(std::make_shared<PsMetrics>(
+        *service_, fmt::format("ps{}", ps),
+        options.planned_workers > 0 ? options.planned_workers : options.sync.total_num_replicas));
+    fmt::print(out, "ps{}: metrics at {}\n", ps, metrics_->url());
+  }
   out << std::flush;
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <ostream>
 
+#include "metrics/metrics_endpoint.h"
 #include "ps/ps_service.h"
 #include "train/ps_cluster_config.h"
 #include "train/train_config.h"
@@ -33,6 +34,8 @@ class PsTaskServer {
   std::ostream& out_;
   const int ps_;
   std::unique_ptr<PsService> service_;
+  // --metrics_port: goes before the service its collector reads.
+  std::unique_ptr<MetricsEndpoint> metrics_;
 };
 
 }  // namespace dtrain

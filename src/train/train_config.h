@@ -117,6 +117,10 @@ struct TrainConfig {
   // feature of
   // each example of its batch: how a test counts which examples an elastic job trained on.
   std::filesystem::path record_examples;
+  // --metrics_port (metrics/metrics_endpoint.h): the port this task serves its metrics on (0: a
+  // free one), and the address it binds; -1: none.
+  int metrics_port = -1;
+  std::string metrics_host = "127.0.0.1";
   // Set by a signal (cli/shutdown.h): the run stops at its next step boundary, the chief writes a
   // last checkpoint, and a ps waits at most shutdown_timeout_ms for its workers to leave.
   const StopRequest* stop = nullptr;

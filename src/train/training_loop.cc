@@ -17,9 +17,11 @@
 #include "base/resident_memory.h"
 #include "ckpt/checkpoint_manager.h"
 #include "metrics/log_cadence.h"
+#include "metrics/metrics_endpoint.h"
 #include "metrics/progress_bar.h"
 #include "metrics/run_log.h"
 #include "metrics/tensorboard_sink.h"
+#include "metrics/training_metrics.h"
 #include "optim/lr_schedule.h"
 #include "tensor/blas.h"
 
@@ -64,6 +66,7 @@ class TrainingLoop {
     if (place_.chief) open_chief_outputs();
     open_worker_event_file();
     open_examples_record();
+    open_metrics_endpoint();
   }
 
   TrainResult run() {
@@ -189,6 +192,7 @@ class TrainingLoop {
   void write_worker_counts() {
     for (const auto& [step, workers] : strategy_.take_worker_counts()) {
       if (place_.chief && run_log_.enabled()) run_log_.write({step, {{"workers", workers}}});
+      if (training_metrics_) training_metrics_->workers(static_cast<int>(workers));
     }
   }
 
@@ -212,6 +216,9 @@ class TrainingLoop {
     loss_ = strategy_.step(state_, computer_, batch, lr, local_steps_ + 1, keep_gradient);
     if (examples_record_.is_open() && state_.step == step_before + 1) record_examples(batch);
     const auto elapsed = Clock::now() - start;
+    if (training_metrics_) {
+      training_metrics_->step(state_.step, local_steps_ + 1, batch.size, loss_, seconds(elapsed));
+    }
     train_time_ += elapsed;
     interval_time_ += elapsed;
     ++interval_steps_;
@@ -221,6 +228,18 @@ class TrainingLoop {
           "{}loss is {} at global step {}: training diverged; lower --learning_rate (now {})",
           prefix(), loss_, state_.step, c_.learning_rate));
     }
+  }
+
+  // --metrics_port: served from here on, for the run's whole length.
+  void open_metrics_endpoint() {
+    if (c_.metrics_port < 0) return;
+    const std::string task =
+        place_.distributed ? fmt::format("worker{}", place_.name_index()) : "local";
+    metrics_endpoint_.emplace(c_.metrics_host, c_.metrics_port, task);
+    training_metrics_.emplace(*metrics_endpoint_);
+    training_metrics_->workers(place_.workers);
+    fmt::print(out_, "{}metrics at {}\n", prefix(), metrics_endpoint_->url());
+    out_ << std::flush;
   }
 
   // --record_examples: the step's batch, as this worker trained on it.
@@ -665,6 +684,8 @@ class TrainingLoop {
   int64_t local_steps_ = 0;
   int64_t epoch_ = 0;  // of the last batch
   float loss_ = 0;
+  std::optional<MetricsEndpoint> metrics_endpoint_;
+  std::optional<TrainingMetrics> training_metrics_;
   int64_t next_eval_ = 0;
   // Early stopping: the weights of the lowest validation loss so far, on every worker that hears
   // of it (the chief; under all-reduce, every replica).

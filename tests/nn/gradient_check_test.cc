@@ -231,7 +231,7 @@ class FaultyDense : public Layer {
   Fault fault_;
 };
 
-class HarnessRejects : public testing::TestWithParam<Fault> {};
+class HarnessRejects : public ::testing::TestWithParam<Fault> {};
 
 TEST_P(HarnessRejects, ABackwardWithADeliberateBug) {
   FaultyDense layer({.in_features = 5, .out_features = 4, .weight_name = "w", .bias_name = "b"},
@@ -242,8 +242,8 @@ TEST_P(HarnessRejects, ABackwardWithADeliberateBug) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GradientCheck, HarnessRejects,
-                         testing::Values(Fault::kZeroBiasGradient, Fault::kScaleInputGradient,
-                                         Fault::kZeroInputGradient));
+                         ::testing::Values(Fault::kZeroBiasGradient, Fault::kScaleInputGradient,
+                                           Fault::kZeroInputGradient));
 
 // ---------------------------------------------------------------------------------------------
 // Gradient checks, one per layer.
@@ -487,7 +487,7 @@ ConvCase with_implementation(const ConvParam& param) {
   return c;
 }
 
-std::string conv_case_name(const testing::TestParamInfo<ConvParam>& info) {
+std::string conv_case_name(const ::testing::TestParamInfo<ConvParam>& info) {
   const ConvCase c = with_implementation(info.param);
   return fmt::format("H{}W{}C{}to{}K{}x{}S{}x{}{}_{}", c.height, c.width, c.in_channels,
                      c.out_channels, c.kernel, c.kw(), c.stride_height, c.stride_width,
@@ -500,7 +500,7 @@ std::string conv_case_name(const testing::TestParamInfo<ConvParam>& info) {
 // strides: SAME with stride 2 on odd and even sizes (padding split unevenly, or none at all),
 // rectangular kernels with unequal strides, VALID padding with strides that leave input rows
 // unread, and VALID with a kernel as large as the image.
-const auto kConvCases = testing::Values(
+const auto kConvCases = ::testing::Values(
     ConvCase{5, 5, 2, 3, 3}, ConvCase{5, 5, 2, 3, 5}, ConvCase{6, 5, 2, 3, 4},
     ConvCase{4, 7, 3, 2, 3}, ConvCase{3, 4, 2, 2, 1}, ConvCase{7, 6, 2, 3, 3, 3, 2, 2},
     ConvCase{6, 7, 2, 2, 2, 3, 2, 3}, ConvCase{5, 7, 2, 3, 3, 2, 1, 2},
@@ -510,7 +510,7 @@ const auto kConvCases = testing::Values(
     // Eight input channels and more, where auto takes oneDNN's vectorised kernels.
     ConvCase{5, 5, 8, 3, 3}, ConvCase{6, 5, 16, 4, 4, 4, 2, 2});
 // auto too: from 8 to 31 input channels it runs oneDNN's forward with im2col's backward.
-const auto kConvImplementations = testing::Values(
+const auto kConvImplementations = ::testing::Values(
     ConvImplementation::kIm2col, ConvImplementation::kOneDnn, ConvImplementation::kAuto);
 
 // The direct kernels take output channels 16 at a time, 32 where they can: 16, 32 and 48 (a pair
@@ -518,12 +518,12 @@ const auto kConvImplementations = testing::Values(
 // and kernel rows of 15 taps (3 channels × 5) in groups with a partial last one; strides and
 // VALID padding as above.
 const auto kDirectConvCases =
-    testing::Values(ConvCase{5, 5, 1, 16, 3}, ConvCase{6, 5, 2, 48, 4}, ConvCase{3, 29, 1, 16, 3},
-                    ConvCase{6, 6, 3, 32, 5}, ConvCase{7, 6, 3, 16, 3, 3, 2, 2},
-                    ConvCase{7, 6, 2, 32, 3, 2, 2, 3, Padding::kValid},
-                    ConvCase{4, 5, 1, 16, 4, 5, 1, 1, Padding::kValid});
+    ::testing::Values(ConvCase{5, 5, 1, 16, 3}, ConvCase{6, 5, 2, 48, 4}, ConvCase{3, 29, 1, 16, 3},
+                      ConvCase{6, 6, 3, 32, 5}, ConvCase{7, 6, 3, 16, 3, 3, 2, 2},
+                      ConvCase{7, 6, 2, 32, 3, 2, 2, 3, Padding::kValid},
+                      ConvCase{4, 5, 1, 16, 4, 5, 1, 1, Padding::kValid});
 
-class Conv2DGradient : public testing::TestWithParam<ConvParam> {};
+class Conv2DGradient : public ::testing::TestWithParam<ConvParam> {};
 
 TEST_P(Conv2DGradient, MatchesFiniteDifferences) {
   Conv2D layer = make_conv(with_implementation(GetParam()));
@@ -534,10 +534,10 @@ TEST_P(Conv2DGradient, MatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GradientCheck, Conv2DGradient,
-                         testing::Combine(kConvCases, kConvImplementations), conv_case_name);
+                         ::testing::Combine(kConvCases, kConvImplementations), conv_case_name);
 INSTANTIATE_TEST_SUITE_P(Direct, Conv2DGradient,
-                         testing::Combine(kDirectConvCases,
-                                          testing::Values(ConvImplementation::kDirect)),
+                         ::testing::Combine(kDirectConvCases,
+                                            ::testing::Values(ConvImplementation::kDirect)),
                          conv_case_name);
 
 // Backward computes the input gradient a few images at a time; 9 images spans several such chunks
@@ -553,7 +553,7 @@ TEST(GradientCheck, Conv2DMatchesFiniteDifferencesOverABatchOfManyImages) {
 // With a team, each thread convolves its own images and the weight gradient is a sum of one
 // partial per thread: 7 images over 3 threads split 2/2/3, and 2 images over 3 threads leave one
 // thread without any.
-class Conv2DOnATeam : public testing::TestWithParam<ConvImplementation> {};
+class Conv2DOnATeam : public ::testing::TestWithParam<ConvImplementation> {};
 
 TEST_P(Conv2DOnATeam, MatchesFiniteDifferencesWhenThreadsSplitTheBatch) {
   const int out_channels = GetParam() == ConvImplementation::kDirect ? 16 : 3;
@@ -570,9 +570,9 @@ TEST_P(Conv2DOnATeam, MatchesFiniteDifferencesWhenThreadsSplitTheBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GradientCheck, Conv2DOnATeam,
-                         testing::Values(ConvImplementation::kIm2col, ConvImplementation::kOneDnn,
-                                         ConvImplementation::kDirect, ConvImplementation::kAuto),
-                         [](const testing::TestParamInfo<ConvImplementation>& info) {
+                         ::testing::Values(ConvImplementation::kIm2col, ConvImplementation::kOneDnn,
+                                           ConvImplementation::kDirect, ConvImplementation::kAuto),
+                         [](const ::testing::TestParamInfo<ConvImplementation>& info) {
                            return std::string(conv_implementation_name(info.param));
                          });
 
@@ -585,7 +585,7 @@ TEST(Conv2D, AutoTakesOneDnnFromEightInputChannelsDirectBelowAndIm2colElsewhere)
   EXPECT_EQ(lenet_conv2.find("im2col"), std::string::npos) << lenet_conv2;
   const std::string sixteen = make_conv({14, 14, 16, 32, 5}).kernels();
   EXPECT_EQ(sixteen.rfind("oneDNN ", 0), 0u) << sixteen;
-  EXPECT_THAT(sixteen, testing::EndsWith(" forward, im2col + OpenBLAS backward"));
+  EXPECT_THAT(sixteen, ::testing::EndsWith(" forward, im2col + OpenBLAS backward"));
   EXPECT_EQ(sixteen.find(" / "), std::string::npos) << "names oneDNN's forward kernel alone";
   EXPECT_EQ(make_conv({28, 28, 1, 32, 5}).kernels().rfind("direct ", 0), 0u)
       << make_conv({28, 28, 1, 32, 5}).kernels();
@@ -598,8 +598,8 @@ TEST(Conv2D, ForcingDirectKernelsOnAShapeTheyDoNotRunNamesTheLayerAndWhy) {
     make_conv({28, 28, 1, 20, 5, 0, 1, 1, Padding::kSame, ConvImplementation::kDirect});
     FAIL() << "20 output channels were accepted";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), testing::HasSubstr("conv2d 'conv_w'"));
-    EXPECT_THAT(e.what(), testing::HasSubstr("20 output channels"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("conv2d 'conv_w'"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("20 output channels"));
   }
 }
 
@@ -607,7 +607,7 @@ struct PoolCase {
   int height, width, channels, window, stride;
 };
 
-std::string pool_case_name(const testing::TestParamInfo<PoolCase>& info) {
+std::string pool_case_name(const ::testing::TestParamInfo<PoolCase>& info) {
   const PoolCase& c = info.param;
   return fmt::format("H{}W{}C{}F{}S{}", c.height, c.width, c.channels, c.window, c.stride);
 }
@@ -623,7 +623,7 @@ Pool2DOptions square_pool(int height, int width, int channels, int window, int s
           .stride_width = stride};
 }
 
-class MaxPool2DGradient : public testing::TestWithParam<PoolCase> {};
+class MaxPool2DGradient : public ::testing::TestWithParam<PoolCase> {};
 
 TEST_P(MaxPool2DGradient, MatchesFiniteDifferencesWithoutTies) {
   const PoolCase& c = GetParam();
@@ -637,8 +637,8 @@ TEST_P(MaxPool2DGradient, MatchesFiniteDifferencesWithoutTies) {
 // Even (VALID-like), odd in both and in one dimension, and overlapping 3x3/2 windows whose SAME
 // padding puts a row of padding before the first window.
 INSTANTIATE_TEST_SUITE_P(GradientCheck, MaxPool2DGradient,
-                         testing::Values(PoolCase{4, 4, 3, 2, 2}, PoolCase{5, 5, 2, 2, 2},
-                                         PoolCase{5, 4, 2, 2, 2}, PoolCase{7, 7, 2, 3, 2}),
+                         ::testing::Values(PoolCase{4, 4, 3, 2, 2}, PoolCase{5, 5, 2, 2, 2},
+                                           PoolCase{5, 4, 2, 2, 2}, PoolCase{7, 7, 2, 3, 2}),
                          pool_case_name);
 
 // Max and average pooling with any window, strides and padding.
@@ -652,7 +652,7 @@ Pool2DOptions pool_options(const Pool2DCase& c) {
           c.pool_width, c.stride_height, c.stride_width, c.padding};
 }
 
-std::string pool2d_case_name(const testing::TestParamInfo<Pool2DCase>& info) {
+std::string pool2d_case_name(const ::testing::TestParamInfo<Pool2DCase>& info) {
   const Pool2DCase& c = info.param;
   return fmt::format("H{}W{}C{}P{}x{}S{}x{}{}", c.height, c.width, c.channels, c.pool_height,
                      c.pool_width, c.stride_height, c.stride_width,
@@ -661,14 +661,14 @@ std::string pool2d_case_name(const testing::TestParamInfo<Pool2DCase>& info) {
 
 // SAME with clipped edge windows (odd sizes, 3x3/2 overlapping, rectangular 3x2/1x2), VALID with
 // strides that skip the last row or column, and a window as large as the image.
-const auto kPool2DCases = testing::Values(Pool2DCase{5, 5, 2, 2, 2, 2, 2, Padding::kSame},
-                                          Pool2DCase{7, 6, 2, 3, 3, 2, 2, Padding::kSame},
-                                          Pool2DCase{5, 6, 2, 3, 2, 1, 2, Padding::kSame},
-                                          Pool2DCase{5, 5, 2, 2, 2, 2, 2, Padding::kValid},
-                                          Pool2DCase{7, 6, 2, 3, 2, 2, 3, Padding::kValid},
-                                          Pool2DCase{4, 3, 2, 4, 3, 1, 1, Padding::kValid});
+const auto kPool2DCases = ::testing::Values(Pool2DCase{5, 5, 2, 2, 2, 2, 2, Padding::kSame},
+                                            Pool2DCase{7, 6, 2, 3, 3, 2, 2, Padding::kSame},
+                                            Pool2DCase{5, 6, 2, 3, 2, 1, 2, Padding::kSame},
+                                            Pool2DCase{5, 5, 2, 2, 2, 2, 2, Padding::kValid},
+                                            Pool2DCase{7, 6, 2, 3, 2, 2, 3, Padding::kValid},
+                                            Pool2DCase{4, 3, 2, 4, 3, 1, 1, Padding::kValid});
 
-class Pool2DGradient : public testing::TestWithParam<Pool2DCase> {};
+class Pool2DGradient : public ::testing::TestWithParam<Pool2DCase> {};
 
 TEST_P(Pool2DGradient, MaxMatchesFiniteDifferencesWithoutTies) {
   MaxPool2D layer(pool_options(GetParam()));
@@ -858,7 +858,7 @@ std::vector<double> direct_conv(const ConvCase& c, int batch, const std::vector<
   return out;
 }
 
-class Conv2DForward : public testing::TestWithParam<ConvParam> {};
+class Conv2DForward : public ::testing::TestWithParam<ConvParam> {};
 
 TEST_P(Conv2DForward, EqualsDirectConvolutionOnRandomData) {
   const ConvCase c = with_implementation(GetParam());
@@ -876,11 +876,11 @@ TEST_P(Conv2DForward, EqualsDirectConvolutionOnRandomData) {
   for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], expected[i], 1e-5) << "output " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Conv2D, Conv2DForward, testing::Combine(kConvCases, kConvImplementations),
-                         conv_case_name);
+INSTANTIATE_TEST_SUITE_P(Conv2D, Conv2DForward,
+                         ::testing::Combine(kConvCases, kConvImplementations), conv_case_name);
 INSTANTIATE_TEST_SUITE_P(Direct, Conv2DForward,
-                         testing::Combine(kDirectConvCases,
-                                          testing::Values(ConvImplementation::kDirect)),
+                         ::testing::Combine(kDirectConvCases,
+                                            ::testing::Values(ConvImplementation::kDirect)),
                          conv_case_name);
 
 // One 3x3 image holding 1..9, one input and one output channel; returns the 3x3 output.

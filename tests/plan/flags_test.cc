@@ -157,6 +157,8 @@ TEST(FlagTable, ABadValueIsRefusedWithALineNamingTheFlag) {
       {{"--resume", "--overwrite"}, "--resume and --overwrite: choose one"},
       {{"--inject_nonfinite_at", "0"}, "--inject_nonfinite_at 0: steps are counted from 1"},
       {{"--train_data", "a.csv"}, "--train_data is given without --test_data"},
+      {{"--metrics_port", "70000"},
+       "--metrics_port 70000: a TCP port (1..65535), 0 for a free one"},
   };
   for (const auto& [args, culprit] : cases)
     EXPECT_THAT(usage_error_of([&] { plan_of(args); }), HasSubstr(culprit)) << args[0];

@@ -1,0 +1,81 @@
+// The endpoint, and the process's own figures read from /proc at each scrape.
+#include "metrics/metrics_endpoint.h"
+
+#include <fmt/format.h>
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+
+#include <exception>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+
+namespace dtrain {
+
+// dtrain_process_resident_memory_bytes and dtrain_process_threads, from /proc/self/status when
+// scraped (VmRSS, Threads).
+class ProcessCollector final : public prometheus::Collectable {
+ public:
+  explicit ProcessCollector(std::string task) : task_(std::move(task)) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    double resident = 0, threads = 0;
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.starts_with("VmRSS:")) resident = std::stod(line.substr(6)) * 1024;  // kB
+      if (line.starts_with("Threads:")) threads = std::stod(line.substr(8));
+    }
+    return {gauge("dtrain_process_resident_memory_bytes", "Resident memory of the task's process",
+                  resident),
+            gauge("dtrain_process_threads", "Threads of the task's process", threads)};
+  }
+
+ private:
+  prometheus::MetricFamily gauge(const std::string& name, const std::string& help,
+                                 double value) const {
+    prometheus::ClientMetric metric;
+    metric.label = {{"task", task_}};
+    metric.gauge.value = value;
+    return {.name = name, .help = help, .type = prometheus::MetricType::Gauge, .metric = {metric}};
+  }
+
+  std::string task_;
+};
+
+MetricsEndpoint::MetricsEndpoint(const std::string& host, int port, const std::string& task)
+    : host_(host),
+      task_(task),
+      registry_(std::make_shared<prometheus::Registry>()),
+      process_(std::make_shared<ProcessCollector>(task)) {
+  const std::string address = fmt::format("{}:{}", host, port);
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(address, 1);
+  } catch (const std::exception& error) {
+    throw IoError(fmt::format("--metrics_port {}: cannot serve the metrics on {}: {}", port,
+                              address, error.what()));
+  }
+  exposer_->RegisterCollectable(registry_);
+  exposer_->RegisterCollectable(process_);
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  if (ports.empty()) {
+    throw IoError(fmt::format("--metrics_port {}: nothing listens on {}", port, address));
+  }
+  port_ = static_cast<uint16_t>(ports.front());
+}
+
+MetricsEndpoint::~MetricsEndpoint() = default;
+
+void MetricsEndpoint::add(std::shared_ptr<prometheus::Collectable> collector) {
+  exposer_->RegisterCollectable(collector);
+  collectors_.push_back(std::move(collector));
+}
+
+std::string MetricsEndpoint::url() const {
+  return fmt::format("http://{}:{}/metrics", host_, port_);
+}
+
+}  // namespace dtrain

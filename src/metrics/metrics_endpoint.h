@@ -1,0 +1,47 @@
+// --metrics_port: a task's metrics served in Prometheus's text exposition format at
+// http://HOST:PORT/metrics, by prometheus-cpp's Exposer (Debian prometheus-cpp-dev), with what a
+// monitoring system expects of any process beside dtrain's own: its resident memory and threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace prometheus {
+class Collectable;
+class Exposer;
+class Registry;
+}  // namespace prometheus
+
+namespace dtrain {
+
+class MetricsEndpoint {
+ public:
+  // Listens on host:port (port 0: a free one). `task` labels every series ("worker0", "ps1",
+  // "local"). Throws IoError naming --metrics_port and the address when it cannot listen.
+  MetricsEndpoint(const std::string& host, int port, const std::string& task);
+  ~MetricsEndpoint();
+  MetricsEndpoint(const MetricsEndpoint&) = delete;
+  MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
+
+  uint16_t port() const { return port_; }
+  std::string url() const;  // http://host:port/metrics
+  // Where the task's own metrics are registered; what it registers is read at each scrape.
+  prometheus::Registry& registry() { return *registry_; }
+  // A collector of the task's own, read at each scrape, held until the endpoint goes (which must
+  // go before what the collector reads).
+  void add(std::shared_ptr<prometheus::Collectable> collector);
+  const std::string& task() const { return task_; }
+
+ private:
+  std::string host_;
+  std::string task_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<class ProcessCollector> process_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectors_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  uint16_t port_ = 0;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,166 @@
+// --metrics_port end to end (issue 36): real dtrain processes serve Prometheus's text format, which
+// Python's urllib fetches and Prometheus's own promtool checks; the values are the run's.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cluster/local_launcher.h"
+#include "support/metrics_page.h"
+#include "support/process.h"
+#include "support/ps_cluster.h"
+#include "support/text_match.h"
+
+namespace dtrain {
+namespace {
+
+using testing::all_matches;
+using testing::all_output;
+using testing::concat;
+using testing::DtrainProcess;
+using ::testing::HasSubstr;
+using testing::Match;
+using testing::sample;
+
+// Training slow enough (--step_delay_ms) to be scraped mid-run.
+std::vector<std::string> scraped_training(int steps) {
+  return concat(testing::with_flag(testing::softmax_flags(), "--log_every", "50"),
+                {"--train_steps", std::to_string(steps), "--step_delay_ms", "4"});
+}
+
+// The URLs a run printed ("... metrics at http://127.0.0.1:P/metrics"), by the task that printed
+// them, once `count` have come.
+std::vector<std::string> metrics_urls(DtrainProcess& run, size_t count) {
+  std::vector<std::string> urls;
+  while (urls.size() < count) {
+    const std::string line = run.wait_for_line_where([&](const std::string& text) {
+      return text.find("metrics at http://") != std::string::npos &&
+             std::find_if(urls.begin(), urls.end(), [&](const std::string& url) {
+               return text.find(url) != std::string::npos;
+             }) == urls.end();
+    });
+    const std::vector<Match> url = all_matches(line, R"((http://[0-9.]+:[0-9]+/metrics))");
+    if (url.size() != 1) break;
+    urls.push_back(url[0][1]);
+  }
+  return urls;
+}
+
+void expect_promtool_accepts(const std::string& page) {
+  const testing::ProcessResult check = testing::promtool_check(page);
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err << "\n" << page;
+}
+
+TEST(MetricsEndpoint, ALocalRunServesWhereItIsInAPagePromtoolAccepts) {
+  DtrainProcess run(concat({"train", "--metrics_port", "0"}, scraped_training(1500)));
+  const std::vector<std::string> urls = metrics_urls(run, 1);
+  ASSERT_EQ(urls.size(), 1u);
+  ASSERT_THAT(run.wait_for_line("step 100,"), HasSubstr("step 100,"));
+  const std::string page = testing::scrape(urls[0]);
+  expect_promtool_accepts(page);
+  const std::optional<double> local = sample(page, R"(dtrain_local_step{task="local"})");
+  const std::optional<double> examples = sample(page, R"(dtrain_examples_total{task="local"})");
+  ASSERT_TRUE(local && examples) << page;
+  EXPECT_GE(*local, 100);
+  // A step's series are set one after another: a scrape between them sees one step apart.
+  EXPECT_GE(*examples, (*local - 1) * 100);
+  EXPECT_LE(*examples, *local * 100);
+  EXPECT_EQ(sample(page, R"(dtrain_global_step{task="local"})"), local);
+  EXPECT_EQ(sample(page, R"(dtrain_workers{task="local"})"), 1.0);
+  EXPECT_EQ(sample(page, R"(dtrain_step_seconds_count{phase="step",task="local"})"), local);
+  EXPECT_GT(sample(page, R"(dtrain_process_resident_memory_bytes{task="local"})").value_or(0),
+            10e6);
+  EXPECT_GE(sample(page, R"(dtrain_process_threads{task="local"})").value_or(0), 2);
+  run.send_signal(SIGTERM);
+  EXPECT_EQ(run.wait().exit_code, 128 + SIGTERM);
+}
+
+TEST(MetricsEndpoint, EveryTaskOfALocalAsyncClusterServesItsOwnPage) {
+  DtrainProcess run(
+      concat({"train", "--strategy", "async", "--workers", "2", "--metrics_port", "0"},
+             scraped_training(1500)));
+  const std::vector<std::string> urls = metrics_urls(run, 3);
+  ASSERT_EQ(urls.size(), 3u);
+  for (const int worker : {0, 1}) {
+    ASSERT_THAT(
+        run.wait_for_line(fmt::format("[worker{0}] worker={0}, epoch=0, global_step=", worker)),
+        HasSubstr("local_step=50,"));
+  }
+  int pages = 0;
+  for (const std::string& url : urls) {
+    const std::string page = testing::scrape(url);
+    expect_promtool_accepts(page);
+    if (sample(page, R"(dtrain_ps_updates_applied_total{task="ps0"})")) {
+      ++pages;
+      EXPECT_GE(*sample(page, R"(dtrain_ps_updates_applied_total{task="ps0"})"), 100) << page;
+      EXPECT_EQ(sample(page, R"(dtrain_ps_connected_workers{task="ps0"})"), 2.0) << page;
+      EXPECT_EQ(sample(page, R"(dtrain_workers{task="ps0"})"), 2.0) << page;
+      continue;
+    }
+    for (const int worker : {0, 1}) {
+      const std::string task = fmt::format(R"({{task="worker{}"}})", worker);
+      if (!sample(page, "dtrain_local_step" + task)) continue;
+      ++pages;
+      EXPECT_GE(*sample(page, "dtrain_local_step" + task), 50) << page;
+      EXPECT_EQ(sample(page, "dtrain_workers" + task), 2.0) << page;
+    }
+  }
+  EXPECT_EQ(pages, 3) << "ps0, worker0 and worker1, each on its own page";
+  run.send_signal(SIGTERM);
+  run.wait();
+}
+
+// The other strategies: each task's page, mid-run, passes promtool and says where the task is.
+struct StrategyPages {
+  const char* strategy;
+  size_t tasks;           // that serve a page
+  const char* step_line;  // what its 50th step's line says
+};
+
+class MetricsEndpointUnder : public ::testing::TestWithParam<StrategyPages> {};
+
+TEST_P(MetricsEndpointUnder, EveryTaskServesAPagePromtoolAccepts) {
+  const StrategyPages& p = GetParam();
+  DtrainProcess run(
+      concat({"train", "--strategy", p.strategy, "--metrics_port", "0"}, scraped_training(1500)));
+  const std::vector<std::string> urls = metrics_urls(run, p.tasks);
+  ASSERT_EQ(urls.size(), p.tasks);
+  ASSERT_THAT(run.wait_for_line(p.step_line), HasSubstr(p.step_line));
+  for (const std::string& url : urls) {
+    const std::string page = testing::scrape(url);
+    expect_promtool_accepts(page);
+    EXPECT_THAT(page, HasSubstr("\ndtrain_global_step{task=\"")) << page;
+  }
+  run.send_signal(SIGTERM);
+  run.wait();
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, MetricsEndpointUnder,
+                         ::testing::Values(StrategyPages{"towers", 1, "step 50,"},
+                                           StrategyPages{"sync", 3, "global_step=50,"},
+                                           StrategyPages{"allreduce", 2, "global_step=50,"}),
+                         [](const ::testing::TestParamInfo<StrategyPages>& info) {
+                           return std::string(info.param.strategy);
+                         });
+
+TEST(MetricsEndpoint, APortTakenIsRefusedNamingTheFlagAndTheAddress) {
+  const uint16_t port = pick_free_ports(1)[0];
+  DtrainProcess first(
+      concat({"train", "--metrics_port", std::to_string(port)}, scraped_training(3000)));
+  ASSERT_THAT(first.wait_for_line("metrics at"), HasSubstr(fmt::format(":{}/metrics", port)));
+  const testing::ProcessResult second = testing::run_dtrain(
+      concat({"train", "--metrics_port", std::to_string(port)}, scraped_training(10)));
+  EXPECT_NE(second.exit_code, 0);
+  EXPECT_THAT(all_output(second),
+              HasSubstr(fmt::format("--metrics_port {0}: cannot serve the metrics on "
+                                    "127.0.0.1:{0}",
+                                    port)));
+  first.send_signal(SIGTERM);
+  first.wait();
+}
+
+}  // namespace
+}  // namespace dtrain
