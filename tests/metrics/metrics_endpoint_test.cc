@@ -65,12 +65,12 @@ TEST(MetricsEndpoint, ALocalRunServesWhereItIsInAPagePromtoolAccepts) {
   const std::optional<double> examples = sample(page, R"(dtrain_examples_total{task="local"})");
   ASSERT_TRUE(local && examples) << page;
   EXPECT_GE(*local, 100);
-  // A step's series are set one after another: a scrape between them sees one step apart.
-  EXPECT_GE(*examples, (*local - 1) * 100);
-  EXPECT_LE(*examples, *local * 100);
-  EXPECT_EQ(sample(page, R"(dtrain_global_step{task="local"})"), local);
+  // A scrape reads the series one after another while the steps go on: they may be a step apart.
+  EXPECT_NEAR(*examples, *local * 100, 100);
+  EXPECT_NEAR(sample(page, R"(dtrain_global_step{task="local"})").value_or(-9), *local, 1);
+  EXPECT_NEAR(sample(page, R"(dtrain_step_seconds_count{phase="step",task="local"})").value_or(-9),
+              *local, 1);
   EXPECT_EQ(sample(page, R"(dtrain_workers{task="local"})"), 1.0);
-  EXPECT_EQ(sample(page, R"(dtrain_step_seconds_count{phase="step",task="local"})"), local);
   EXPECT_GT(sample(page, R"(dtrain_process_resident_memory_bytes{task="local"})").value_or(0),
             10e6);
   EXPECT_GE(sample(page, R"(dtrain_process_threads{task="local"})").value_or(0), 2);

@@ -45,7 +45,7 @@ int64_t parameter_count(const Model& model) {
   return n;
 }
 
-class MlpFixture : public testing::TestWithParam<const char*> {};
+class MlpFixture : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(MlpFixture, BuildsTanhLayersAndDropoutWithKerasParameterCount) {
   const ModelSpec spec = read_keras_json(fixture_text(GetParam()), GetParam());
@@ -78,7 +78,7 @@ TEST_P(MlpFixture, BuildsTanhLayersAndDropoutWithKerasParameterCount) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KerasJson, MlpFixture,
-                         testing::Values("keras2_mlp.json", "keras3_mlp.json", "tfjs_mlp.json"));
+                         ::testing::Values("keras2_mlp.json", "keras3_mlp.json", "tfjs_mlp.json"));
 
 TEST(KerasJson, DefaultKernelInitialisersAreGlorotUniformInKerasAndGlorotNormalInTfjs) {
   const ModelSpec keras2 = read_keras_json(fixture_text("keras2_mlp.json"), "keras2");
@@ -91,7 +91,7 @@ TEST(KerasJson, DefaultKernelInitialisersAreGlorotUniformInKerasAndGlorotNormalI
   EXPECT_EQ(keras3.layers[0].bias_initializer, InitSpec::zeros());
 }
 
-class CnnFixture : public testing::TestWithParam<const char*> {};
+class CnnFixture : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CnnFixture, BuildsSameAndValidConvolutionsAndBothPoolingsFromAReshapedInput) {
   const ModelSpec spec = read_keras_json(fixture_text(GetParam()), GetParam());
@@ -120,7 +120,7 @@ TEST_P(CnnFixture, BuildsSameAndValidConvolutionsAndBothPoolingsFromAReshapedInp
 }
 
 INSTANTIATE_TEST_SUITE_P(KerasJson, CnnFixture,
-                         testing::Values("keras2_cnn.json", "keras3_cnn.json", "tfjs_cnn.json"));
+                         ::testing::Values("keras2_cnn.json", "keras3_cnn.json", "tfjs_cnn.json"));
 
 TEST(KerasJson, TheThreeDialectsOfOneModelReadToTheSameLayers) {
   ModelSpec keras2 = read_keras_json(fixture_text("keras2_cnn.json"), "keras2");
@@ -128,7 +128,7 @@ TEST(KerasJson, TheThreeDialectsOfOneModelReadToTheSameLayers) {
   EXPECT_EQ(keras2, keras3);
 }
 
-class RoundTrip : public testing::TestWithParam<const char*> {};
+class RoundTrip : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(RoundTrip, KerasThreeJsonReadsBackToAnEqualSpec) {
   const ModelSpec spec = read_keras_json(fixture_text(GetParam()), GetParam());
@@ -140,8 +140,8 @@ TEST_P(RoundTrip, KerasThreeJsonReadsBackToAnEqualSpec) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KerasJson, RoundTrip,
-                         testing::Values("keras2_mlp.json", "keras3_mlp.json", "tfjs_mlp.json",
-                                         "keras2_cnn.json", "keras3_cnn.json", "tfjs_cnn.json"));
+                         ::testing::Values("keras2_mlp.json", "keras3_mlp.json", "tfjs_mlp.json",
+                                           "keras2_cnn.json", "keras3_cnn.json", "tfjs_cnn.json"));
 
 TEST(KerasJson, RoundTripKeepsEveryInitialiserStridesAndDtrainNames) {
   ModelSpec spec{.name = "all", .input_shape = {9, 8, 2}};
@@ -233,7 +233,7 @@ struct Refusal {
   const char* message;
 };
 
-class RefusedOption : public testing::TestWithParam<Refusal> {};
+class RefusedOption : public ::testing::TestWithParam<Refusal> {};
 
 TEST_P(RefusedOption, NamesTheSourceTheLayerItsClassAndTheOption) {
   json doc = fixture("keras2_cnn.json");
@@ -250,7 +250,7 @@ TEST_P(RefusedOption, NamesTheSourceTheLayerItsClassAndTheOption) {
 // 5 AveragePooling2D, 6 Dropout, 7 Flatten, 8 Dense.
 INSTANTIATE_TEST_SUITE_P(
     KerasJson, RefusedOption,
-    testing::Values(
+    ::testing::Values(
         Refusal{"dilation",
                 [](json& l) {
                   l[4]["config"]["dilation_rate"] = {2, 2};
@@ -370,7 +370,7 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "model.json: layer 0 (Reshape 'reshape'): target_shape [28, 27, 1] does not hold "
                 "the 784 values of input shape [784]"}),
-    [](const testing::TestParamInfo<Refusal>& info) {
+    [](const ::testing::TestParamInfo<Refusal>& info) {
       std::string name;
       for (char c : std::string(info.param.what)) name += std::isalnum(c) ? c : '_';
       return name;
