@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""What --metrics_port costs (issue 36): a training run's throughput with the endpoint on and
+scraped every second, against the same run without it, interleaved, side by side.
+
+    python3 bench/metrics_cost.py --dtrain build/dtrain --rounds 3
+"""
+import argparse
+import re
+import statistics
+import subprocess
+import threading
+import time
+import urllib.request
+
+
+def run(args, metrics):
+    flags = [args.dtrain, "train", "--model", args.model, "--train_steps", str(args.steps),
+             "--log_every", "0", "--seed", "7"]
+    if args.data_dir:
+        flags += ["--data_dir", args.data_dir]
+    if metrics:
+        flags += ["--metrics_port", "0"]
+    p = subprocess.Popen(flags, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         bufsize=1)
+    scrapes, stop, lines = [0], threading.Event(), []
+
+    def scrape(url):
+        while not stop.wait(1.0):
+            try:
+                urllib.request.urlopen(url, timeout=5).read()
+                scrapes[0] += 1
+            except OSError:
+                return
+
+    scraper = None
+    for line in p.stdout:
+        lines.append(line)
+        m = re.search(r"metrics at (http://\S+)", line)
+        if m and scraper is None:
+            scraper = threading.Thread(target=scrape, args=(m.group(1),))
+            scraper.start()
+    stop.set()
+    if scraper:
+        scraper.join()
+    if p.wait() != 0:
+        raise RuntimeError("".join(lines[-20:]))
+    for line in lines:
+        m = re.search(r"[Tt]raining elapsed time: [0-9.]+ s \([0-9]+ (?:local )?steps, ([0-9.]+) examples/sec", line)
+        if m:
+            return float(m.group(1)), scrapes[0]
+    raise RuntimeError("no throughput line:\n" + "".join(lines[-20:]))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtrain", default="build/dtrain")
+    parser.add_argument("--data_dir", default="")
+    parser.add_argument("--model", default="mlp")
+    parser.add_argument("--steps", type=int, default=30000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    ratios = []
+    for r in range(args.rounds):
+        off, _ = run(args, False)
+        on, scrapes = run(args, True)
+        ratios.append(on / off)
+        print(f"round {r + 1}: {off:.0f} examples/sec without, {on:.0f} with the endpoint scraped "
+              f"{scrapes} times: {on / off:.3f}", flush=True)
+    print(f"median of {args.rounds}: {statistics.median(ratios):.3f}x (min {min(ratios):.3f})")
+
+
+if __name__ == "__main__":
+    main()
