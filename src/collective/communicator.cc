@@ -40,7 +40,10 @@ Communicator::Communicator(RingLinks& links, CollectiveOptions options)
 
 size_t Communicator::max_chunk_floats() const { return options_.max_chunk_bytes / sizeof(float); }
 
-void Communicator::allreduce(std::span<float> data, ReduceOp op) {
+void Communicator::allreduce(std::span<float> data, ReduceOp op, int bucket) {
+  links_.note({.kind = data.empty() ? "barrier" : "all-reduce",
+               .bytes = data.size_bytes(),
+               .bucket = bucket});
   const size_t needed = std::min(data.size(), max_chunk_floats());
   if (scratch_.size() < needed) scratch_.resize(needed);
   if (use_halving_doubling(data.size_bytes())) {
@@ -72,6 +75,7 @@ void Communicator::check_root(int root) const {
 
 void Communicator::broadcast(std::span<float> data, int root) {
   check_root(root);
+  links_.note({.kind = "broadcast", .bytes = data.size_bytes(), .bucket = -1});
   ring_broadcast(links_, next_op_++, data, max_chunk_floats(), root);
 }
 
@@ -92,6 +96,7 @@ void Communicator::allgather(std::span<const float> mine, std::span<float> all) 
         fmt::format("allgather: the output holds {} floats, but {} ranks of {} floats need {}",
                     all.size(), size(), mine.size(), mine.size() * static_cast<size_t>(size())));
   }
+  links_.note({.kind = "all-gather", .bytes = all.size_bytes(), .bucket = -1});
   ring_allgather(links_, next_op_++, mine, all, max_chunk_floats());
 }
 

@@ -41,7 +41,8 @@ class Communicator {
 
   // See ring_allreduce.h (and halving_doubling.h, which options.algorithm may choose instead).
   // Throws CollectiveError (or TransportError) if the ring fails.
-  void allreduce(std::span<float> data, ReduceOp op = ReduceOp::kSum);
+  // `bucket`: which of the caller's gradient buckets this is, for a stalled wait's report.
+  void allreduce(std::span<float> data, ReduceOp op = ReduceOp::kSum, int bucket = -1);
   // Rank `root`'s data to every rank. Throws UsageError for a root that is not a rank.
   void broadcast(std::span<float> data, int root = 0);
   // Rank `root`'s bytes to every rank, bit for bit: integers (a global step) that no float holds,

@@ -49,6 +49,12 @@ struct RingOptions {
   const StopRequest* stop = nullptr;
   std::function<void(const std::string&)> wait_report;
   int wait_report_interval_ms = 10'000;
+  // A wait inside a collective longer than this is reported, naming the rank that holds the ring
+  // up, again at doubling intervals until it ends (collective/ring_stall.h; --stall_warning).
+  // 0: never. The chief's reports add who waits on whom. The lines go to wait_report where it is
+  // set, else to the log.
+  int stall_warning_ms = 3000;
+  bool chief = false;
   // An elastic job's ring (collective/ring_interrupt.h): formed for membership view `view`, it
   // stops waiting once `interrupt` has been raised for a later view. Null: never interrupted.
   RingInterrupt* interrupt = nullptr;

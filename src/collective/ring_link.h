@@ -18,7 +18,7 @@
 namespace dtrain {
 
 struct RingLink {
-  enum class Kind { kChunk, kKeepalive };
+  enum class Kind { kChunk, kKeepalive, kStall };
   struct Outgoing {
     std::span<const float> data;
     ChunkTag tag;
@@ -33,7 +33,9 @@ struct RingLink {
   bool header_in = false;     // a chunk's header has been read, its tensors not yet
   ChunkTag incoming_tag;      // and this is its tag
   uint64_t incoming_bytes = 0;
-  bool abort_seen = false;  // this neighbour has stopped and told us why
+  bool abort_seen = false;    // this neighbour has stopped and told us why
+  uint64_t frames_in = 0;     // frames whose opening has come from this neighbour: it is alive
+  bool stall_queued = false;  // a kStall notice waits in the queue, not yet begun
   // The neighbour closed the connection between frames: normal once it has finished, a loss
   // only if we still wait on it (then `closed` says how it went).
   std::string closed;

@@ -23,6 +23,14 @@ struct ChunkTag {
 
 std::string to_string(const ChunkTag& tag);  // "op 3 step 1 chunk 0"
 
+// What a collective is, for a rank that reports a stalled wait (collective/ring_stall.h): kept,
+// not formatted, so that the hot path pays nothing for it.
+struct CollectiveNote {
+  const char* kind = "collective";  // "all-reduce", "broadcast", "all-gather"
+  uint64_t bytes = 0;
+  int bucket = -1;  // which of the strategy's gradient buckets; -1: none
+};
+
 enum class Side { kLeft, kRight };
 
 inline Side opposite(Side side) { return side == Side::kLeft ? Side::kRight : Side::kLeft; }
@@ -60,6 +68,9 @@ class RingLinks {
   // How chunks travel to and from the neighbour on `side`, for the start-up report: "tcp", "shm
   // (...)", "memory". REQUIRES: size() > 1.
   virtual std::string describe_link(Side side) const = 0;
+
+  // The collective that the next sends and receives belong to, for reports of a stalled wait.
+  virtual void note(const CollectiveNote& /*collective*/) {}
 };
 
 }  // namespace dtrain

@@ -11,6 +11,8 @@
 //   kRingChunk             op u64, step u32, chunk u32                  the chunk -
 //   kRingAbort             the reason, naming the rank at fault         -         -
 //   kRingKeepalive         -                                            -         -
+//   kRingStall             op u64, culprit i32, silent ms u32,          -         -
+//                          count u32, waiting ranks i32 × count
 // clang-format on
 //
 // How a chunk's floats travel, by value over TCP or by reference between ranks of one host
@@ -20,7 +22,10 @@
 // kRingRefused's meta is the reason. A rank that stops sends an abort to both neighbours, and each
 // rank passes it on to its other neighbour, because every rank blocked in a collective is waiting
 // on a neighbour. A rank that is itself waiting sends keepalives to both neighbours, so that only
-// the neighbours of a rank that has really stopped time out, and they name the right one.
+// the neighbours of a rank that has really stopped time out, and they name the right one. A wait
+// past --stall_warning sends kRingStall notices, naming the rank that has gone silent, to the
+// neighbours that are not it, and each waiting rank passes on what is new to it
+// (collective/ring_stall.h).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +38,7 @@ inline constexpr uint16_t kRingRefused = 42;
 inline constexpr uint16_t kRingChunk = 43;
 inline constexpr uint16_t kRingAbort = 44;
 inline constexpr uint16_t kRingKeepalive = 45;
+inline constexpr uint16_t kRingStall = 46;
 
 // Only a chunk carries tensors (ConnectionOptions::type_carries_tensors).
 inline bool carries_tensors(uint16_t type) { return type == kRingChunk; }

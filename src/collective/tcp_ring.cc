@@ -18,7 +18,19 @@ namespace dtrain {
 
 namespace proto = ring_protocol;
 
-TcpRing::TcpRing(RingOptions options) : options_(std::move(options)), formation_(options_) {
+TcpRing::TcpRing(RingOptions options)
+    : options_(std::move(options)),
+      formation_(options_),
+      stall_(
+          options_.rank, options_.stall_warning_ms, options_.chief,
+          [this](int rank) { return rank_name(rank); },
+          [this](const std::string& line) {
+            if (options_.wait_report) {
+              options_.wait_report(line);
+            } else {
+              spdlog::warn("{}: {}", rank_name(rank()), line);
+            }
+          }) {
   if (options_.interrupt != nullptr) options_.interrupt->rearm();
 }
 
@@ -75,6 +87,7 @@ Connection* TcpRing::reached(Side side) {
 
 void TcpRing::send(Side to, std::span<const float> data, ChunkTag tag) {
   throw_if_failed();
+  op_ = tag.op;
   RingLink& l = link(to);
   l.queue.push_back(RingLink::Outgoing{data, tag, RingLink::Kind::kChunk});
   // Start at once: the kernel takes what fits while the caller goes on with its next chunk.
@@ -83,6 +96,7 @@ void TcpRing::send(Side to, std::span<const float> data, ChunkTag tag) {
 
 void TcpRing::recv(Side from, std::span<float> into, ChunkTag tag) {
   throw_if_failed();
+  op_ = tag.op;
   progress(Want::kChunk, from, into, tag);
 }
 
@@ -98,7 +112,9 @@ std::string TcpRing::lost_message(int peer, std::string_view what) const {
 void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag) {
   constexpr Side kSides[] = {Side::kLeft, Side::kRight};
   const auto timeout = std::chrono::milliseconds(options_.timeout_ms);
-  const auto keepalive_every = timeout / 4;
+  // A rank that waits must not look stalled to its neighbours (collective/ring_stall.h).
+  const auto keepalive_every =
+      stall_.enabled() ? std::min(timeout / 4, stall_.keepalive_every()) : timeout / 4;
   const auto spin = std::chrono::microseconds(options_.spin_us);
   const bool reading = want == Want::kChunk;
   auto now = SteadyClock::now();
@@ -106,6 +122,11 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
   SteadyClock::time_point last_out[2] = {now, now};  // per side: a byte went out, or none waited
   auto last_progress = now;                          // any of them
   auto last_keepalive = now;                         // sent, or this wait began
+  // Per side: when a frame or a byte last came from that neighbour in this wait (or it began),
+  // and how many frames had come then.
+  SteadyClock::time_point heard[2] = {now, now};
+  uint64_t frames[2] = {link(Side::kLeft).frames_in, link(Side::kRight).frames_in};
+  stall_.begin(now, op_, note_);
   for (;;) {
     if (options_.interrupt != nullptr && options_.interrupt->raised() > options_.view)
       interrupted();
@@ -135,9 +156,23 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
     } else {
       done = settled[0] && settled[1];
     }
-    if (done) return;
+    if (done) {
+      if (stall_.reported()) stall_.end(SteadyClock::now());
+      return;
+    }
 
     now = SteadyClock::now();
+    for (const Side side : kSides) {
+      const int i = static_cast<int>(side);
+      if (link(side).frames_in != frames[i]) {
+        frames[i] = link(side).frames_in;
+        heard[i] = now;
+      }
+    }
+    if (reading && last_in > heard[static_cast<int>(from)]) heard[static_cast<int>(from)] = last_in;
+    if (now >= stall_.next_report()) {
+      report_stall(now, reading ? &from : nullptr, settled, heard, tag);
+    }
     for (const Side side : kSides) {
       if (sent[static_cast<int>(side)] || settled[static_cast<int>(side)]) {
         last_out[static_cast<int>(side)] = now;
@@ -169,7 +204,7 @@ void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag
       std::this_thread::yield();
       continue;
     }
-    auto until = last_keepalive + keepalive_every;
+    auto until = std::min(last_keepalive + keepalive_every, stall_.next_report());
     if (reading) until = std::min(until, last_in + timeout);
     for (const Side side : kSides) {
       if (!settled[static_cast<int>(side)]) {
@@ -192,6 +227,10 @@ bool TcpRing::pump_sends(Side side) {
         l.send_meta.clear();
         if (item.kind == RingLink::Kind::kKeepalive) {
           to.start_send(proto::kRingKeepalive, 0, {}, {});
+        } else if (item.kind == RingLink::Kind::kStall) {
+          stall_.notice().write(l.send_meta);  // the newest: what was learnt while it queued
+          l.stall_queued = false;
+          to.start_send(proto::kRingStall, 0, l.send_meta.bytes(), {});
         } else {
           l.send_meta.put(item.tag.op).put(item.tag.step).put(item.tag.chunk);
           const std::span<const float> tensors[] = {item.data};
@@ -241,7 +280,12 @@ bool TcpRing::read_header(Side side) {
     while (!l.header_in) {
       const std::optional<Connection::Incoming> in = conn.try_receive();
       if (!in) return false;
+      ++l.frames_in;
       if (in->type == proto::kRingKeepalive) continue;
+      if (in->type == proto::kRingStall) {
+        take_stall_notice(in->meta);
+        continue;
+      }
       if (in->type == proto::kRingAbort) {
         l.abort_seen = true;
         fail(MetaReader(in->meta).rest_as_peer_text(), std::nullopt);  // names the culprit
@@ -342,6 +386,40 @@ void TcpRing::wait_for_io(const Side* reading, SteadyClock::time_point until) {
   // from is read by progress(), where what it brings counts against the timeouts.
   for (const Side side : {Side::kLeft, Side::kRight}) {
     if (reading == nullptr || *reading != side) read_header(side);
+  }
+}
+
+// ---- stalls
+// --------------------------------------------------------------------------------------
+
+void TcpRing::report_stall(SteadyClock::time_point now, const Side* from, const bool settled[2],
+                           const SteadyClock::time_point heard[2], ChunkTag tag) {
+  Side side = Side::kLeft;
+  std::string what;
+  if (from != nullptr) {
+    side = *from;
+    what = fmt::format("chunk {} of its step {}", tag.chunk, tag.step);
+  } else {
+    side = settled[static_cast<int>(Side::kLeft)] ? Side::kRight : Side::kLeft;
+    what = "to take this rank's chunks";
+  }
+  const auto quiet =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - heard[static_cast<int>(side)]);
+  if (stall_.report(now, rank_on(side), quiet, what)) send_stall_notices();
+}
+
+void TcpRing::take_stall_notice(std::span<const std::byte> meta) {
+  // A notice that makes no sense is dropped: it is advice, and the chunks are checked anyway.
+  const std::optional<StallNotice> notice = StallNotice::read(meta, size());
+  if (notice && stall_.take(*notice)) send_stall_notices();
+}
+
+void TcpRing::send_stall_notices() {
+  for (const Side side : {Side::kLeft, Side::kRight}) {
+    RingLink& l = link(side);
+    if (rank_on(side) == stall_.notice().culprit || l.stall_queued || !l.closed.empty()) continue;
+    l.queue.push_back(RingLink::Outgoing{{}, {}, RingLink::Kind::kStall});
+    l.stall_queued = true;
   }
 }
 

@@ -33,6 +33,7 @@
 #include "collective/ring_formation.h"
 #include "collective/ring_link.h"
 #include "collective/ring_links.h"
+#include "collective/ring_stall.h"
 #include "comm/connection.h"
 #include "comm/host_port.h"
 #include "comm/meta_codec.h"
@@ -63,6 +64,7 @@ class TcpRing final : public RingLinks {
   // Both neighbours are told `reason`, and pass it on.
   void abort(std::string_view reason) override;
   std::string describe_link(Side side) const override;
+  void note(const CollectiveNote& collective) override { note_ = collective; }
 
   std::string rank_name(int rank) const { return formation_.rank_name(rank); }  // "worker3"
 
@@ -107,6 +109,15 @@ class TcpRing final : public RingLinks {
   bool settled(Side side);
   [[noreturn]] void fail_mismatch(Side from, ChunkTag got, uint64_t got_bytes, ChunkTag tag,
                                   uint64_t bytes);
+  // The wait has lasted past the stall warning (collective/ring_stall.h): reports it, naming the
+  // neighbour waited on (`from`, or the first that has not taken our chunks), silent since
+  // `heard`, and tells the neighbours what is new.
+  void report_stall(SteadyClock::time_point now, const Side* from, const bool settled[2],
+                    const SteadyClock::time_point heard[2], ChunkTag tag);
+  // A kRingStall notice from a neighbour, read during a wait.
+  void take_stall_notice(std::span<const std::byte> meta);
+  // Queues this rank's notice for every neighbour but the culprit.
+  void send_stall_notices();
   // Sleeps until a neighbour can move bytes, or `until`. Watches the link `reading` and every
   // other link that is not holding a chunk back for later, so that an abort is seen at once.
   void wait_for_io(const Side* reading, SteadyClock::time_point until);
@@ -128,6 +139,9 @@ class TcpRing final : public RingLinks {
   RingLink left_link_;
   RingLink right_link_;
   std::exception_ptr failure_;  // the first failure, a CollectiveError
+  StallWatch stall_;
+  CollectiveNote note_;  // the collective under way
+  uint64_t op_ = 0;      // its number, as the last chunk sent or awaited says
 };
 
 }  // namespace dtrain

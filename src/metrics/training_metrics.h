@@ -2,7 +2,9 @@
 // is, how fast it goes, and how many workers the job has.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace prometheus {
 class Counter;
@@ -23,6 +25,10 @@ class TrainingMetrics {
   // After each step: its global and local step, the examples this worker took, its loss, and its
   // time from the batch's fetch to the update's end.
   void step(int64_t global_step, int64_t local_step, int examples, double loss, double seconds);
+  // The step's phases (negative: not one of this strategy's): compute, communicate, apply.
+  void phases(double compute, double communicate, double apply);
+  // One all-reduce of gradient bucket `bucket` (`bytes` long) took `seconds`.
+  void collective(int bucket, size_t bytes, double seconds);
   // The job's workers (a fixed job: its --workers; an elastic one: its membership now).
   void workers(int count);
 
@@ -32,6 +38,11 @@ class TrainingMetrics {
   prometheus::Counter& examples_;
   prometheus::Gauge& loss_;
   prometheus::Histogram& step_seconds_;
+  MetricsEndpoint& endpoint_;
+  // compute, communicate, apply: made at their first time, so that a page shows only the phases
+  // its strategy has.
+  prometheus::Histogram* phase_seconds_[3] = {};
+  std::vector<prometheus::Histogram*> bucket_seconds_;  // by bucket, made at its first all-reduce
   prometheus::Gauge& workers_;
 };
 

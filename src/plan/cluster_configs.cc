@@ -1,6 +1,8 @@
 // The settings of one task of a cluster, from its run plan.
 #include "plan/cluster_configs.h"
 
+#include <cmath>
+
 #include "comm/transport.h"
 #include "ps/partition.h"
 
@@ -14,6 +16,7 @@ AllreduceClusterConfig allreduce_config(const RunPlan& plan, ClusterConfig clust
   c.secret = std::move(secret);
   c.fusion_bytes = f.fusion_bytes;
   c.collective_timeout_ms = f.collective_timeout * 1000;
+  c.stall_warning_ms = static_cast<int>(std::lround(f.stall_warning * 1000));
   c.transport = parse_transport(f.transport);
   if (!f.join.empty()) c.coordinator = parse_host_port("--join", f.join);
   c.keep_global_batch = f.elastic_batch == "global";
@@ -32,6 +35,7 @@ PsClusterConfig ps_config(const RunPlan& plan, StrategyKind kind, ClusterConfig 
   c.sync.replicas_to_aggregate = f.replicas_to_aggregate;
   c.sync.total_num_replicas = f.total_num_replicas;
   c.peer_timeout_ms = f.peer_timeout * 1000;
+  c.stall_warning_ms = static_cast<int>(std::lround(f.stall_warning * 1000));
   c.worker_timeout_ms = f.worker_timeout * 1000;
   c.liveness_timeout_ms = f.liveness_timeout * 1000;
   c.on_worker_loss =

@@ -335,6 +335,12 @@ void check_step_delay_ms(const RunPlan& p, int) {
   check_not_negative<&TrainConfig::step_delay_ms>(p, "--step_delay_ms");
 }
 
+void check_stall_warning(const RunPlan& p, int) {
+  const double seconds = p.flags.stall_warning;
+  check(seconds >= 0 && seconds <= 86400,
+        fmt::format("--stall_warning {}: must be from 0 (never) to 86400 seconds", seconds));
+}
+
 void check_collective_timeout(const RunPlan& p, int) {
   check_seconds<&FlagValues::collective_timeout>(p, "--collective_timeout");
 }

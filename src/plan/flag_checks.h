@@ -49,6 +49,7 @@ void check_worker_timeout(const RunPlan& plan, int cluster_workers);
 void check_liveness_timeout(const RunPlan& plan, int cluster_workers);
 void check_step_delay_ms(const RunPlan& plan, int cluster_workers);
 void check_collective_timeout(const RunPlan& plan, int cluster_workers);
+void check_stall_warning(const RunPlan& plan, int cluster_workers);
 
 }  // namespace flag_checks
 }  // namespace dtrain

@@ -91,6 +91,8 @@ struct FlagValues {
   uint64_t fusion_bytes = AllreduceClusterConfig{}.fusion_bytes;
   int collective_timeout = AllreduceClusterConfig{}.collective_timeout_ms / 1000;  // seconds
   std::string transport = "auto";
+  // A wait on a peer reported past this many seconds (0: never).
+  double stall_warning = AllreduceClusterConfig{}.stall_warning_ms / 1000.0;
 };
 
 }  // namespace dtrain

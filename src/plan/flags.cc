@@ -462,6 +462,15 @@ std::vector<FlagSpec> make_table() {
        .strategies = kAllreduceOnly,
        .check = check_collective_timeout,
        .when = CheckWhen::kUnderItsStrategies},
+      {.name = "--stall_warning",
+       .field = &F::stall_warning,
+       .help = "Seconds a worker waits on a peer inside a step before it says whom it waits for "
+               "and why, naming the rank that holds the job up, again at doubling intervals "
+               "(0: never)",
+       .show_default = true,
+       .strategies = kClusterStrategies,
+       .check = check_stall_warning,
+       .when = CheckWhen::kUnderItsStrategies},
       {.name = "--transport",
        .field = &F::transport,
        .help = transport_help(),

@@ -32,6 +32,13 @@ PsClient::PsClient(const ParamSet& layout, const PartitionMap& map, PsClientOpti
                             map.num_ps(), options_.ps.size()));
   }
   fingerprint_ = partition_fingerprint(layout, map);
+  if (options_.stall_warning_ms > 0 && options_.stall_report) {
+    std::vector<std::string> names;
+    for (size_t p = 0; p < options_.ps.size(); ++p) names.push_back(fmt::format("ps{}", p));
+    wait_watch_ =
+        std::make_unique<WaitWatch>(std::chrono::milliseconds(options_.stall_warning_ms),
+                                    std::move(names), options_.stall_why, options_.stall_report);
+  }
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(options_.connection.connect_timeout_ms);
   try {
@@ -374,7 +381,31 @@ proto::ShardReply read_reply_for(const Connection::Incoming& in, size_t shard,
 
 }  // namespace
 
+namespace {
+
+// Ends a WaitWatch's operation however the round ends.
+class WatchedOperation {
+ public:
+  WatchedOperation(WaitWatch* watch, const char* what, int64_t step) : watch_(watch) {
+    if (watch_) watch_->begin(what, step);
+  }
+  ~WatchedOperation() {
+    if (watch_) watch_->end();
+  }
+  WatchedOperation(const WatchedOperation&) = delete;
+  WatchedOperation& operator=(const WatchedOperation&) = delete;
+  void answered(int ps) const {
+    if (watch_) watch_->answered(static_cast<size_t>(ps));
+  }
+
+ private:
+  WaitWatch* watch_;
+};
+
+}  // namespace
+
 void PsClient::pull(ParamSet& params) {
+  const WatchedOperation watched(wait_watch_.get(), "pull", global_step());
   round(
       [&](Lane& lane) {
         // Through memory the ps writes each shard straight into its place in the arena.
@@ -393,6 +424,7 @@ void PsClient::pull(ParamSet& params) {
           lane.connection->receive_tensors(into);
           note_reply(lane.ps, reply);
         }
+        watched.answered(lane.ps);
       },
       /*by_caller=*/true);
 }
@@ -407,6 +439,7 @@ RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float l
   // ahead (it answers each push before it reads the next) would keep another worker's push for
   // a shard behind from being read: a deadlock.
   const int64_t computed_at = global_step();
+  const WatchedOperation watched(wait_watch_.get(), "push and pull", computed_at);
   std::vector<RoundOutcome> outcomes(lanes_.size());
   round(
       [&](Lane& lane) {
@@ -453,6 +486,7 @@ RoundOutcome PsClient::push_pull(const GradSet& grads, ParamSet& params, float l
               break;
           }
         }
+        watched.answered(lane.ps);
       },
       /*by_caller=*/true);
   RoundOutcome total;

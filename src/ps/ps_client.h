@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/wait_watch.h"
 #include "comm/connection.h"
 #include "comm/host_port.h"
 #include "comm/peer_wait.h"
@@ -139,6 +140,7 @@ class PsClient {
   std::mutex mutex_;  // guards what the lanes' receivers sum into: the fields below, and totals
   bool initialized_at_hello_ = true;
   uint64_t sequence_ = 0;
+  std::unique_ptr<WaitWatch> wait_watch_;  // with options.stall_warning_ms
 };
 
 }  // namespace dtrain

@@ -31,6 +31,12 @@ struct PsClientOptions {
   // which wait for the chief to do that. The client reads it only while an operation is under
   // way, which the caller's blocking already ensures is not while it is written.
   const ParamSet* reseed_from = nullptr;
+  // A push and pull, or a pull, that waits longer than this on a ps task is reported to
+  // `stall_report`, from a watchdog thread of the client's (base/wait_watch.h; --stall_warning),
+  // `stall_why` ending each line. 0 (or no stall_report): never.
+  int stall_warning_ms = 0;
+  std::string stall_why;
+  std::function<void(const std::string&)> stall_report;  // called from another thread
 };
 
 }  // namespace dtrain

@@ -57,7 +57,10 @@ PsService::PsService(PsServiceOptions options, const PsRestoredState* restored)
       store_(std::make_unique<ShardStore>(options_.specs, options_.map, options_.ps,
                                           options_.optimizer, options_.sync)),
       roster_(options_, *store_),
-      reply_context_{.store = *store_, .ps = options_.ps, .sync_wait_ms = options_.sync_wait_ms} {
+      reply_context_{.store = *store_,
+                     .ps = options_.ps,
+                     .sync_wait_ms = options_.sync_wait_ms,
+                     .stall_warning_ms = options_.stall_warning_ms} {
   for (size_t shard : store_->shards())
     max_shard_size_ = std::max(max_shard_size_, store_->shard_size(shard));
   if (restored != nullptr) {

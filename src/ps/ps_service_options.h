@@ -31,6 +31,9 @@ struct PsServiceOptions {
   // Sync: how long a worker's push waits for the other R-1 gradients of its step before the ps
   // answers with an error naming the step (a silent hang is never the answer).
   int sync_wait_ms = 600'000;
+  // Sync: a reply that has waited this long for its step's gradients names the workers not yet
+  // in, again at doubling intervals (--stall_warning; 0: never).
+  int stall_warning_ms = 0;
   // A worker whose connection closed before it reported done is lost; after this long without it
   // coming back, the ps stops waiting for it (and, in sync mode with too few workers left for a
   // step, applies on_worker_loss).

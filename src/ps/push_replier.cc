@@ -97,12 +97,23 @@ void send_push_reply(const PushReplyContext& context, Connection& connection,
     // In slices, so that a connection that ends (its peer gone, or the server stopping) stops
     // its wait soon.
     constexpr auto kSlice = std::chrono::milliseconds(200);
+    const auto began = std::chrono::steady_clock::now();
+    int reports = 0;  // --stall_warning: at the warning, then at doubling intervals
     while (!stop.stop_requested() && connection.is_open()) {
       const auto until = std::min(reply.deadline, std::chrono::steady_clock::now() + kSlice);
       step = store.wait_step_past(reply.shard, reply.computed_at_step, until);
+      const auto now = std::chrono::steady_clock::now();
       if (step > reply.computed_at_step || store.finished() || store.halting() || store.aborted() ||
-          std::chrono::steady_clock::now() >= reply.deadline) {
+          now >= reply.deadline) {
         break;
+      }
+      if (context.stall_warning_ms > 0 &&
+          now - began >=
+              std::chrono::milliseconds(context.stall_warning_ms) * (1 << std::min(reports, 20))) {
+        const double waited = std::chrono::duration<double>(now - began).count();
+        if (auto line = store.stalled_step(reply.shard, reply.computed_at_step, reports, waited))
+          spdlog::warn("ps{}: {}", context.ps, *line);
+        ++reports;
       }
     }
     if (stop.stop_requested() || !connection.is_open()) return;

@@ -26,8 +26,9 @@ namespace dtrain {
 // What every push reply of a task needs to know. REQUIRES: store outlives its users.
 struct PushReplyContext {
   const ShardStore& store;
-  int ps = 0;            // this task's index, for messages
-  int sync_wait_ms = 0;  // PsServiceOptions::sync_wait_ms
+  int ps = 0;                // this task's index, for messages
+  int sync_wait_ms = 0;      // PsServiceOptions::sync_wait_ms
+  int stall_warning_ms = 0;  // PsServiceOptions::stall_warning_ms
 };
 
 // A push's reply, to be sent once the shard's step is past computed_at_step (if wait) or at

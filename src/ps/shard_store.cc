@@ -415,6 +415,29 @@ std::optional<std::string> ShardStore::aborted() const {
   return abort_reason_;
 }
 
+std::optional<std::string> ShardStore::stalled_step(size_t shard, int64_t step, int report,
+                                                    double waited) const {
+  constexpr int64_t kStallReports = 64;
+  const int64_t key = step * kStallReports + std::min<int64_t>(report, kStallReports - 1);
+  int64_t said = stall_reported_.load();
+  do {
+    if (said >= key) return std::nullopt;  // another reply, waiting for the same step, said it
+  } while (!stall_reported_.compare_exchange_weak(said, key));
+  const LocalShard& s = local(shard);
+  std::lock_guard lock(s.mutex);
+  if (s.step != step) return std::nullopt;
+  std::string missing;
+  for (size_t w = 0; w < s.contributed_step.size(); ++w) {
+    if (s.contributed_step[w] != step)
+      missing += fmt::format("{}worker{}", missing.empty() ? "" : ", ", w);
+  }
+  return fmt::format(
+      "step {} of shard {} has waited {:.1f} s for its gradients: {} of the {} it "
+      "takes are in; none yet from {}",
+      step, s.index, waited, s.accumulated, replicas_to_aggregate(),
+      missing.empty() ? "any other worker" : missing);
+}
+
 int64_t ShardStore::wait_step_past(size_t shard, int64_t step, Deadline deadline) const {
   const LocalShard& s = local(shard);
   std::unique_lock lock(s.mutex);

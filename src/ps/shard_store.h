@@ -182,6 +182,13 @@ class ShardStore {
   // for good, as finish() does; aborted() then says why.
   void abort(std::string reason);
   std::optional<std::string> aborted() const;
+  // Sync, --stall_warning: a reply has waited `waited` for step `step` of `shard` to complete, for
+  // the `report`-th time (0, 1, ...: at the warning and at doubling intervals). The line that
+  // names the workers whose gradients have not come ("step 41 of shard 0 has waited 3.0 s for its
+  // gradients: 1 of the 2 it takes are in; none yet from worker1"), once per step and interval
+  // over all the replies waiting for it; nullopt when another reply said so, or the step is done.
+  std::optional<std::string> stalled_step(size_t shard, int64_t step, int report,
+                                          double waited) const;
 
   // The lowest sequence not yet handled from this worker on this shard: where a restarted worker
   // continues its numbering. REQUIRES: 0 <= worker < total_num_replicas.
@@ -222,6 +229,7 @@ class ShardStore {
 
   std::atomic<bool> finished_ = false;
   std::atomic<bool> halting_ = false;
+  mutable std::atomic<int64_t> stall_reported_ = -1;  // step × kStallReports + report, said last
   mutable std::mutex workers_mutex_;
   WorkerCount workers_;  // guarded by workers_mutex_
   std::atomic<uint32_t> worker_changes_ = 0;

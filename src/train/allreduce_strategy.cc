@@ -149,6 +149,8 @@ RingOptions AllreduceStrategy::ring_options(int size, int rank, const HostPort& 
                             fmt::print(out_, "{}: {}\n", name(), line);
                             out_ << std::flush;
                           },
+                      .stall_warning_ms = config_.stall_warning_ms,
+                      .chief = chief(),
                       .interrupt = elastic() ? &membership_->interrupt() : nullptr,
                       .view = view_.id,
                       .names = elastic() ? view_.names() : std::vector<std::string>()};
@@ -211,6 +213,8 @@ int64_t AllreduceStrategy::start(TrainingState& state, const Restore& restore) {
 // the same update.
 float AllreduceStrategy::step(TrainingState& state, GradientComputer& computer, const Batch& batch,
                               float lr, int64_t local_step, bool /*keep_gradient*/) {
+  using Clock = std::chrono::steady_clock;
+  const auto began = Clock::now();
   const float loss = computer.compute(state.params(), batch, state.grads());
   inject_nonfinite_gradient(c_, local_step, state.grads());
   // Slices of a kept global batch differ by one example: each mean gradient weighs by its
@@ -220,9 +224,26 @@ float AllreduceStrategy::step(TrainingState& state, GradientComputer& computer, 
       weight != 1.0f) {
     for (float& g : state.grads().flat()) g *= weight;
   }
+  const auto computed = Clock::now();
+  // What this worker did alone since the last collective ended: its data, its delay, its
+  // gradients (the first step counts from its own start).
+  own_seconds_ = std::chrono::duration<float>(
+                     computed - (own_since_ == Clock::time_point{} ? began : own_since_))
+                     .count();
+  phases_ = {.compute = std::chrono::duration<double>(computed - began).count(),
+             .communicate = -1,
+             .apply = -1};
   try {
-    for (const std::span<float> bucket : buckets_)
-      communicator_->allreduce(bucket, ReduceOp::kAverage);
+    auto bucket_began = computed;
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+      communicator_->allreduce(buckets_[i], ReduceOp::kAverage, static_cast<int>(i));
+      if (bucket_seconds_) {
+        const auto now = Clock::now();
+        bucket_seconds_(static_cast<int>(i), buckets_[i].size_bytes(),
+                        std::chrono::duration<double>(now - bucket_began).count());
+        bucket_began = now;
+      }
+    }
   } catch (const CollectiveError& error) {
     if (!elastic()) throw;
     reform(state, error.what());  // the step is dropped here, or comes as the furthest applied it
@@ -230,6 +251,9 @@ float AllreduceStrategy::step(TrainingState& state, GradientComputer& computer, 
     skip_vote_ = true;
     return loss;
   }
+  const auto communicated = Clock::now();
+  own_since_ = communicated;
+  phases_.communicate = std::chrono::duration<double>(communicated - computed).count();
   if (elastic()) position_ = after_batch(position_, global_batch(), train_examples_);
   // A NaN or an infinity on any rank reaches every rank's average, and the ranks hold the same
   // bits, so each one decides alike to skip the update without a word to the others.
@@ -248,6 +272,7 @@ float AllreduceStrategy::step(TrainingState& state, GradientComputer& computer, 
   for (size_t begin = 0; begin < values; begin += kUpdateChunkFloats)
     state.apply(lr, state.step, begin, std::min(values, begin + kUpdateChunkFloats));
   ++state.step;
+  phases_.apply = std::chrono::duration<double>(Clock::now() - communicated).count();
   return loss;
 }
 
@@ -266,6 +291,7 @@ StopVerdict AllreduceStrategy::agree_to_stop(StopVerdict verdict) {
     reform(state_, error.what());
     return {.accuracy = verdict.accuracy, .loss = verdict.loss};
   }
+  own_since_ = std::chrono::steady_clock::now();  // the chief's evaluation is nobody's own time
   return {.stop = shared[2] != 0,
           .accuracy = shared[0],
           .loss = shared[1],
@@ -309,9 +335,26 @@ int AllreduceStrategy::leave(int signal) {
 }
 
 void AllreduceStrategy::halt_vote(int own_signal) {
+  halt_votes_.assign(kHaltSignals.size() + static_cast<size_t>(size()), 0.0f);
   for (size_t i = 0; i < kHaltSignals.size(); ++i)
     halt_votes_[i] = own_signal == kHaltSignals[i] ? 1.0f : 0.0f;
+  halt_votes_[kHaltSignals.size() + static_cast<size_t>(rank_)] = own_seconds_;
   communicator_->allreduce(halt_votes_, ReduceOp::kSum);
+  own_since_ = std::chrono::steady_clock::now();
+  if (!chief()) return;
+  const auto name = [this](int rank) { return name_of(rank); };
+  for (const std::string& line :
+       stragglers_.observe(std::span(halt_votes_).subspan(kHaltSignals.size()), name)) {
+    fmt::print(out_, "{}: {}\n", this->name(), line);
+    out_ << std::flush;
+  }
+}
+
+std::vector<std::string> AllreduceStrategy::progress_lines() {
+  if (!chief() || size() < 2) return {};
+  std::string summary = stragglers_.take_summary([this](int rank) { return name_of(rank); });
+  if (summary.empty()) return {};
+  return {std::move(summary)};
 }
 
 std::string AllreduceStrategy::counters() const {

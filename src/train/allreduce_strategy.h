@@ -5,9 +5,11 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -22,6 +24,7 @@
 #include "collective/communicator.h"
 #include "collective/ring_connector.h"
 #include "comm/transport.h"
+#include "train/straggler_watch.h"
 #include "train/strategy.h"
 #include "train/train_config.h"
 #include "train/training_input.h"
@@ -41,6 +44,8 @@ struct AllreduceClusterConfig {
   // How long a worker waits for the ring to form and for any message once it has: a lost or
   // stuck worker fails every other within this time, with an error naming it.
   int collective_timeout_ms = 60'000;
+  // A wait inside a collective reported past this (RingOptions::stall_warning_ms; 0: never).
+  int stall_warning_ms = 3000;
   // How chunks reach a worker on the same host (--transport; comm/transport.h).
   Transport transport = Transport::kAuto;
   // An elastic job (--min_workers, issue 35): where its coordinator listens
@@ -102,6 +107,11 @@ class AllreduceStrategy final : public Strategy {
   std::string counters() const override;
   void print_summary(std::ostream& out, const RunFigures& figures) const override;
   void finish(TrainingState& state, bool reached_end) override;
+  StepPhases last_phases() const override { return phases_; }
+  std::vector<std::string> progress_lines() override;
+  void time_collectives(std::function<void(int, size_t, double)> observe) override {
+    bucket_seconds_ = std::move(observe);
+  }
 
  private:
   // The workers of the ring: the cluster's, or an elastic job's current view's once it has one.
@@ -145,7 +155,14 @@ class AllreduceStrategy final : public Strategy {
   std::vector<TaskId> workers_;            // in rank order (an elastic job: the current view's)
   std::vector<std::span<float>> buckets_;  // views of the state's gradient arena
   static constexpr std::array<int, 3> kHaltSignals = {SIGTERM, SIGHUP, SIGINT};
-  std::array<float, kHaltSignals.size()> halt_votes_{};
+  // Each step's halt vote: one count per signal, then every rank's own time of the step (seconds
+  // outside the collectives; zero from the others), which the sum makes known to every rank.
+  std::vector<float> halt_votes_;
+  std::chrono::steady_clock::time_point own_since_;  // the end of the last collective
+  float own_seconds_ = 0;                            // this worker's, in the step just made
+  StragglerWatch stragglers_;                        // the chief's
+  StepPhases phases_;
+  std::function<void(int, size_t, double)> bucket_seconds_;
   uint64_t fingerprint_ = 0;
   int64_t total_steps_ = 0;
   std::unique_ptr<RingConnector> connector_;    // until start() has joined the ring

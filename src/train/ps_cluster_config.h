@@ -24,6 +24,9 @@ struct PsClusterConfig {
   SyncOptions sync;
   // How long a task waits for its peers: connecting, the chief's initialisation, a sync step.
   int peer_timeout_ms = 600'000;
+  // A worker's push and pull that waits longer than this on its ps tasks is reported
+  // (--stall_warning; 0: never).
+  int stall_warning_ms = 3000;
   // How often a task still waiting for a peer says so: whom, where, the last error, the time left.
   int wait_report_interval_ms = 10'000;
   // How long a ps waits for a lost worker to come back, and what a sync ps does when one does not

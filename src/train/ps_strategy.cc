@@ -72,6 +72,16 @@ int64_t PsStrategy::start(TrainingState& state, const Restore& restore) {
     fmt::print(out_, "{}: {}\n", name(), line);
     out_ << std::flush;
   };
+  options.stall_warning_ms = config_.stall_warning_ms;
+  // The log, not out_: the lines come from the client's watchdog thread, while this one waits.
+  options.stall_report = [who = name()](const std::string& line) {
+    spdlog::warn("{}: {}", who, line);
+  };
+  if (config_.sync.sync_replicas) {
+    options.stall_why =
+        "a sync step is answered once it has its workers' gradients: the ps tasks name those "
+        "not yet in";
+  }
   client_.emplace(state.params(), map_, options);
   fmt::print(out_, "{}: connected to {} ps task(s) as worker {}\n", name(), options.ps.size(),
              rank_);
@@ -92,9 +102,16 @@ int64_t PsStrategy::start(TrainingState& state, const Restore& restore) {
 
 float PsStrategy::step(TrainingState& state, GradientComputer& computer, const Batch& batch,
                        float lr, int64_t local_step, bool /*keep_gradient*/) {
+  using Clock = std::chrono::steady_clock;
+  const auto began = Clock::now();
   const float loss = computer.compute(state.params(), batch, state.grads());
   inject_nonfinite_gradient(c_, local_step, state.grads());
+  const auto computed = Clock::now();
   push_pull_if_finite(state, lr, local_step);
+  // The ps tasks apply the update: a worker's step is its gradients and their exchange.
+  phases_ = {.compute = std::chrono::duration<double>(computed - began).count(),
+             .communicate = std::chrono::duration<double>(Clock::now() - computed).count(),
+             .apply = -1};
   state.step = client_->global_step();
   print_worker_changes();
   if (MovingAverage* average = state.moving_average()) average->update(state.params(), state.step);

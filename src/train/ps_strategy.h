@@ -77,6 +77,7 @@ class PsStrategy final : public Strategy {
   // One round trip to every ps task per step line.
   std::vector<std::pair<std::string, double>> run_scalars() override;
 
+  StepPhases last_phases() const override { return phases_; }
   std::string counters() const override;
 
   void print_summary(std::ostream& out, const RunFigures& f) const override;
@@ -124,6 +125,7 @@ class PsStrategy final : public Strategy {
   WorkerCount workers_seen_;      // ps0's newest word on the workers, as printed
   bool leaving_ = false;          // a SIGTERM made this worker leave an elastic job
   std::vector<std::pair<int64_t, double>> worker_counts_;  // not yet taken
+  StepPhases phases_;
 };
 
 }  // namespace dtrain

@@ -72,6 +72,7 @@ PsTaskServer::PsTaskServer(const TrainConfig& train, const PsClusterConfig& conf
   options.server.connection.authenticate_frames = config.cluster.authenticate_frames;
   options.server.connection.identity = ps_protocol::ps_identity(ps);
   options.sync_wait_ms = config.peer_timeout_ms;
+  options.stall_warning_ms = config.stall_warning_ms;
   options.transport = config.transport;
   options.worker_timeout_ms = config.worker_timeout_ms;
   options.on_worker_loss = config.on_worker_loss;

@@ -6,6 +6,7 @@
 //   start → (step, then at the loop's cadence agree_to_stop / before_checkpoint)* → finish.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -61,6 +62,15 @@ struct StopVerdict {
   double loss = 0;      // of the validation set
   bool early = false;   // stop: for want of improvement, not at the target
   bool improved = false;
+};
+
+// The time of a step's phases, for the metrics endpoint (dtrain_step_seconds by phase): computing
+// the gradients, exchanging them (all-reduce; push and pull), and the optimizer's update where
+// this worker makes it. A negative time: not a phase of this strategy.
+struct StepPhases {
+  double compute = -1;
+  double communicate = -1;
+  double apply = -1;
 };
 
 // Restores the newest valid checkpoint of --train_dir into the state, if there is one, and
@@ -128,6 +138,13 @@ class Strategy {
   // Scalars the chief adds to the run log at each step line: the ps tasks' counts of stale,
   // duplicate and non-finite gradients so far.
   virtual std::vector<std::pair<std::string, double>> run_scalars() { return {}; }
+  // Each collective of a step's gradients (an all-reduce bucket) is timed and given to
+  // `observe` with its bucket's number and bytes, from the next step on (the metrics endpoint's).
+  virtual void time_collectives(std::function<void(int bucket, size_t bytes, double seconds)>) {}
+  // The phases of the last step() (the loop times the whole step itself).
+  virtual StepPhases last_phases() const { return {}; }
+  // Lines the chief adds after each step line: what it knows of every worker's steps.
+  virtual std::vector<std::string> progress_lines() { return {}; }
   // What the closing line adds after the throughput ("3 rounds with a stale gradient, ...").
   virtual std::string counters() const { return ""; }
   // Lines after the closing line (the chief's aggregate, a replica's checksum).

@@ -218,6 +218,8 @@ class TrainingLoop {
     const auto elapsed = Clock::now() - start;
     if (training_metrics_) {
       training_metrics_->step(state_.step, local_steps_ + 1, batch.size, loss_, seconds(elapsed));
+      const StepPhases phases = strategy_.last_phases();
+      training_metrics_->phases(phases.compute, phases.communicate, phases.apply);
     }
     train_time_ += elapsed;
     interval_time_ += elapsed;
@@ -238,6 +240,9 @@ class TrainingLoop {
     metrics_endpoint_.emplace(c_.metrics_host, c_.metrics_port, task);
     training_metrics_.emplace(*metrics_endpoint_);
     training_metrics_->workers(place_.workers);
+    strategy_.time_collectives([this](int bucket, size_t bytes, double seconds) {
+      training_metrics_->collective(bucket, bytes, seconds);
+    });
     fmt::print(out_, "{}metrics at {}\n", prefix(), metrics_endpoint_->url());
     out_ << std::flush;
   }
@@ -301,6 +306,8 @@ class TrainingLoop {
                  state_.step, loss_, examples_per_second,
                  interval_steps_ > 0 ? s / interval_steps_ : 0.0);
     }
+    for (const std::string& line : strategy_.progress_lines())
+      fmt::print(out_, "{}{}\n", prefix(), line);
     out_ << std::flush;
     interval_time_ = {};
     interval_steps_ = 0;

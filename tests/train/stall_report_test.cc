@@ -1,0 +1,130 @@
+// A stalled or slow worker named while the job runs (issue 36): real dtrain processes on loopback.
+// A SIGSTOPped all-reduce worker is named by every other within 5 s (the default --stall_warning
+// is 3 s), the ones beside it seeing its silence and the others told around the ring (in a ring of
+// four, worker3 is beside neither side of worker1), and the run finishes once it is continued; a
+// worker slowed by --step_delay_ms is named by the chief as a straggler. The rules alone:
+// ring_stall_test.cc, straggler_watch_test.cc.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "support/process.h"
+#include "support/ps_cluster.h"
+#include "support/text_match.h"
+
+namespace dtrain {
+namespace {
+
+using testing::all_matches;
+using testing::all_output;
+using testing::concat;
+using testing::count_lines_containing;
+using testing::DtrainProcess;
+using ::testing::HasSubstr;
+using testing::ProcessResult;
+
+TEST(StallReport, ASigstoppedAllreduceWorkerIsNamedByTheOthersAndTheRunFinishesAfterSigcont) {
+  DtrainProcess launcher(
+      concat({"train", "--strategy", "allreduce", "--workers", "4"},
+             concat(testing::with_flag(testing::softmax_flags(), "--log_every", "20"),
+                    {"--train_steps", "400", "--step_delay_ms", "2"})));
+  const pid_t stopped = testing::signal_worker_at(launcher, 1, "global_step=40,", SIGSTOP);
+  ASSERT_GT(stopped, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  // Each of the others names worker1: the one it waits for, or the one that holds the ring up.
+  for (const int waiter : {0, 2, 3}) {
+    const std::string prefix = fmt::format("[worker{0}] worker{0}: waiting ", waiter);
+    const std::string line = launcher.wait_for_line_where(
+        [&](const std::string& text) {
+          return text.starts_with(prefix) &&
+                 (text.find("for worker1, which has sent nothing") != std::string::npos ||
+                  text.find("worker1 holds the ring up") != std::string::npos);
+        },
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                              std::chrono::steady_clock::now()));
+    EXPECT_THAT(line, HasSubstr("all-reduce op ")) << "worker" << waiter << " named worker1 "
+                                                   << "within 5 s of its SIGSTOP";
+  }
+  ASSERT_EQ(::kill(stopped, SIGCONT), 0);
+  const ProcessResult r = launcher.wait();
+  ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  // The chief said who waits on whom, and every waiter that its wait ended.
+  EXPECT_FALSE(
+      all_matches(r.out, R"(\[worker0\] worker0: stalled ring: .* on worker1, silent )").empty())
+      << r.out;
+  for (const int waiter : {0, 2, 3}) {
+    EXPECT_GE(
+        count_lines_containing(r.out, fmt::format("[worker{0}] worker{0}: the wait for ", waiter)),
+        1)
+        << r.out;
+  }
+  EXPECT_EQ(count_lines_containing(r.out, "[worker1] worker1: waiting "), 0)
+      << "worker1 waited on nobody" << r.out;
+  const std::map<int, std::string> crcs = testing::parameter_crcs(r.out);
+  ASSERT_EQ(crcs.size(), 4u) << r.out;
+  for (const int worker : {1, 2, 3}) EXPECT_EQ(crcs.at(0), crcs.at(worker));
+}
+
+// Sync: the other worker's push and pull waits on ps0, which says whose gradient it waits for.
+TEST(StallReport, ASigstoppedSyncWorkerIsNamedByThePsThatWaitsForItsGradient) {
+  DtrainProcess launcher(
+      concat({"train", "--strategy", "sync", "--workers", "2"},
+             concat(testing::with_flag(testing::softmax_flags(), "--log_every", "20"),
+                    {"--train_steps", "300", "--step_delay_ms", "2"})));
+  const pid_t stopped = testing::signal_worker_at(launcher, 1, "global_step=40,", SIGSTOP);
+  ASSERT_GT(stopped, 0);
+  // ps0 names worker1: its reply to worker0 waits for worker1's gradient; and worker0 says whom
+  // it waits for (in the log: from its client's watchdog thread).
+  const std::string named = launcher.wait_for_line_where([](const std::string& line) {
+    return line.find("of the 2 it takes are in") != std::string::npos;
+  });
+  EXPECT_THAT(named, HasSubstr("1 of the 2 it takes are in; none yet from worker1"));
+  const std::string waiting = launcher.wait_for_line("worker0: waiting ");
+  EXPECT_FALSE(all_matches(waiting, R"(worker0: waiting [0-9.]+ s for ps0 \(push and pull of )"
+                                    R"(step [0-9]+: no reply yet\); a sync step is answered )"
+                                    R"(once it has its workers' gradients)")
+                   .empty())
+      << waiting;
+  ASSERT_EQ(::kill(stopped, SIGCONT), 0);
+  const ProcessResult r = launcher.wait();
+  ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  EXPECT_GE(count_lines_containing(all_output(r),
+                                   "worker0: the wait for the push and pull of "
+                                   "step "),
+            1)
+      << all_output(r);
+}
+
+TEST(StallReport, AWorkerSlowedByStepDelayIsNamedAsAStragglerOnce) {
+  testing::HandStartedCluster cluster(0, 3);
+  const std::vector<std::string> training = concat(
+      testing::with_flag(testing::softmax_flags(), "--log_every", "50"), {"--train_steps", "120"});
+  std::vector<std::unique_ptr<DtrainProcess>> workers;
+  for (int i = 0; i < 3; ++i) {
+    workers.push_back(cluster.start(
+        "worker", i, i == 1 ? concat(training, {"--step_delay_ms", "40"}) : training));
+  }
+  std::vector<ProcessResult> results;
+  for (auto& worker : workers) results.push_back(worker->wait());
+  for (const ProcessResult& r : results) ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  const std::string& chief = results[0].out;
+  EXPECT_EQ(count_lines_containing(chief, "is a straggler"), 1) << chief;
+  EXPECT_THAT(chief, HasSubstr("worker0: worker1 is a straggler: its own part of a step"));
+  // The chief's progress lines give every worker's own time; worker1's holds its 40 ms.
+  const std::vector<testing::Match> progress = all_matches(
+      chief, R"(own step time \(ms, mean of [0-9]+ steps\): worker0 ([0-9.]+), worker1 ([0-9.]+), )"
+             R"(worker2 ([0-9.]+))");
+  ASSERT_FALSE(progress.empty()) << chief;
+  EXPECT_GE(std::stod(progress.back().at(2)), 40.0) << chief;
+  for (size_t i = 1; i < results.size(); ++i)
+    EXPECT_EQ(count_lines_containing(results[i].out, "is a straggler"), 0) << "only the chief";
+}
+
+}  // namespace
+}  // namespace dtrain
