@@ -14,6 +14,7 @@
 #include "comm/auth.h"
 #include "comm/frame.h"
 #include "comm/handshake.h"
+#include "comm/transport_counters.h"
 
 namespace dtrain {
 
@@ -39,19 +40,47 @@ Connection::~Connection() = default;  // the stream's destructor closes the sock
 
 void Connection::fail(std::exception_ptr error, bool by_peer) {
   std::exception_ptr first;
+  bool was_open = false, first_failure = false;
   {
     std::lock_guard lock(mutex_);
     if (state_ != State::kClosed) {
+      was_open = state_ == State::kOpen;
+      first_failure = true;
       state_ = State::kClosed;
       error_ = error;
       closed_by_peer_ = by_peer;
     }
     first = error_;
   }
+  if (first_failure) count_rejection(error, was_open);
   // Wakes a thread blocked in the other direction; it finds the connection closed and rethrows
   // the first error rather than its own consequence of the shutdown.
   stream_->shutdown();
   std::rethrow_exception(first);
+}
+
+void Connection::count_rejection(const std::exception_ptr& error, bool was_open) const {
+  std::string reason;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    reason = rejection_reason(e);
+  } catch (...) {
+  }
+  if (reason.empty()) return;
+  // A peer that never proved the secret is its host: its ports are as many as its attempts.
+  const std::string& address = stream_->address();
+  const std::string peer =
+      was_open ? peer_label(peer_params_.identity) : address.substr(0, address.rfind(':'));
+  TransportCounters::process().rejected(peer, reason);
+}
+
+void Connection::count_sent(std::span<const std::byte> meta,
+                            std::span<const std::span<const float>> tensors) {
+  if (traffic_ == nullptr) return;
+  uint64_t bytes = ff::kHeaderBytes + meta.size();
+  for (const std::span<const float> tensor : tensors) bytes += tensor.size_bytes();
+  traffic_->sent.fetch_add(bytes, std::memory_order_relaxed);
 }
 
 void Connection::check_state(State required, const char* call) const {
@@ -98,6 +127,7 @@ void Connection::send(uint16_t type, uint64_t request_id, std::span<const std::b
         fmt::format("Connection::send: frame type {} is reserved for the handshake", type));
   }
   check_state(State::kOpen, "send");
+  count_sent(meta, tensors);
   guarded([&] {
     if (link_) return link_->send(*this, type, request_id, meta, tensors);
     writer_.write(type, request_id, meta, tensors, io_deadline());
@@ -112,6 +142,7 @@ void Connection::post(uint16_t type, uint64_t request_id, std::span<const std::b
         fmt::format("Connection::post: frame type {} is reserved for the handshake", type));
   }
   check_state(State::kOpen, "post");
+  count_sent(meta, tensors);
   guarded([&] { link_->post(*this, type, request_id, meta, tensors); });
 }
 
@@ -140,6 +171,7 @@ void Connection::start_send(uint16_t type, uint64_t request_id, std::span<const 
   }
   check_state(State::kOpen, "start_send");
   if (writer_.busy()) throw std::logic_error("Connection::start_send while a frame is being sent");
+  count_sent(meta, tensors);
   guarded([&] {
     if (link_) return link_->start_send(*this, type, request_id, meta, tensors);
     writer_.start(type, request_id, meta, tensors);
@@ -213,6 +245,10 @@ std::optional<Connection::Incoming> Connection::try_receive_frame(uint64_t max_p
 }
 
 Connection::Incoming Connection::received(const Incoming& in) {
+  if (traffic_ != nullptr) {
+    traffic_->received.fetch_add(ff::kHeaderBytes + in.meta.size() + in.tensor_bytes,
+                                 std::memory_order_relaxed);
+  }
   receive_type_ = in.type;
   receive_request_id_ = in.request_id;
   tensor_bytes_ = in.tensor_bytes;

@@ -33,6 +33,7 @@
 namespace dtrain {
 
 class ServerHandshake;
+struct PeerTraffic;
 
 // States move forward only: kHandshaking -> kOpen -> kClosed, or kHandshaking -> kClosed.
 //
@@ -218,6 +219,10 @@ class Connection {
   // continue_send's work: writes what the socket takes; true once the frame is out.
   bool pump_send() { return writer_.pump(bytes_moved_); }
 
+  // The process's transport counters (comm/transport_counters.h): a frame going out, and the
+  // first failure, if it is a refusal.
+  void count_sent(std::span<const std::byte> meta, std::span<const std::span<const float>> tensors);
+  void count_rejection(const std::exception_ptr& error, bool was_open) const;
   // Throws the stored error if closed; else if the state is not `required`, std::logic_error.
   void check_state(State required, const char* call) const;
   // Runs `body`; a TransportError escaping it closes the connection and the first error stored is
@@ -245,6 +250,7 @@ class Connection {
   std::unique_ptr<ServerHandshake> server_handshake_;  // while the server's side is under way
   // Set by the handshake: what the peer said, and the frames' keys when they are authenticated.
   HandshakeParams peer_params_;
+  PeerTraffic* traffic_ = nullptr;  // the peer's counters, once it is known
 
   // Sender thread only (the handshake's before it); by reference, the receiver's may write a wake
   // frame under write_mutex_, or leave it to the sender (wake_pending_) while a frame is out.

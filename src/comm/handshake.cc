@@ -12,6 +12,7 @@
 #include "comm/connection.h"
 #include "comm/frame_format.h"
 #include "comm/link_setup.h"
+#include "comm/transport_counters.h"
 
 namespace dtrain {
 
@@ -313,6 +314,7 @@ void Connection::start_handshake_frame(uint16_t type, std::span<const std::byte>
 void Connection::open_after_handshake(const HandshakeParams& peer, const FrameKey* send_key,
                                       const FrameKey* receive_key) {
   peer_params_ = peer;
+  traffic_ = &TransportCounters::process().peer(peer_label(peer.identity));
   if (options_.authenticate_frames) {
     writer_.set_key(*send_key);
     reader_.set_key(*receive_key);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "comm/transport_counters.h"
 
 namespace dtrain {
 
@@ -46,11 +47,59 @@ class ProcessCollector final : public prometheus::Collectable {
   std::string task_;
 };
 
+// The process's connections (comm/transport_counters.h), read at each scrape: bytes by peer, and
+// the frames and handshakes refused, by peer and reason.
+class TransportCollector final : public prometheus::Collectable {
+ public:
+  explicit TransportCollector(std::string task) : task_(std::move(task)) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    const TransportCounters& counters = TransportCounters::process();
+    prometheus::MetricFamily sent = family(
+        "dtrain_bytes_sent_total", "Bytes this task's connections sent, frames whole, by peer");
+    prometheus::MetricFamily received =
+        family("dtrain_bytes_received_total",
+               "Bytes this task's connections received, frames whole, by peer");
+    for (const TransportCounters::Traffic& traffic : counters.traffic()) {
+      sent.metric.push_back(counter({{"peer", traffic.peer}}, traffic.sent));
+      received.metric.push_back(counter({{"peer", traffic.peer}}, traffic.received));
+    }
+    prometheus::MetricFamily rejected =
+        family("dtrain_frames_rejected_total",
+               "Frames and handshakes this task refused, by peer (a peer that proved nothing: its "
+               "address) and reason");
+    for (const TransportCounters::Rejections& r : counters.rejections()) {
+      rejected.metric.push_back(counter({{"peer", r.peer}, {"reason", r.reason}}, r.frames));
+    }
+    std::vector<prometheus::MetricFamily> families;
+    for (prometheus::MetricFamily* f : {&sent, &received, &rejected}) {
+      if (!f->metric.empty()) families.push_back(std::move(*f));
+    }
+    return families;
+  }
+
+ private:
+  static prometheus::MetricFamily family(const std::string& name, const std::string& help) {
+    return {.name = name, .help = help, .type = prometheus::MetricType::Counter, .metric = {}};
+  }
+  prometheus::ClientMetric counter(std::vector<prometheus::ClientMetric::Label> labels,
+                                   uint64_t value) const {
+    prometheus::ClientMetric metric;
+    metric.label = {{"task", task_}};
+    metric.label.insert(metric.label.end(), labels.begin(), labels.end());
+    metric.counter.value = static_cast<double>(value);
+    return metric;
+  }
+
+  std::string task_;
+};
+
 MetricsEndpoint::MetricsEndpoint(const std::string& host, int port, const std::string& task)
     : host_(host),
       task_(task),
       registry_(std::make_shared<prometheus::Registry>()),
-      process_(std::make_shared<ProcessCollector>(task)) {
+      process_(std::make_shared<ProcessCollector>(task)),
+      transport_(std::make_shared<TransportCollector>(task)) {
   const std::string address = fmt::format("{}:{}", host, port);
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(address, 1);
@@ -60,6 +109,7 @@ MetricsEndpoint::MetricsEndpoint(const std::string& host, int port, const std::s
   }
   exposer_->RegisterCollectable(registry_);
   exposer_->RegisterCollectable(process_);
+  exposer_->RegisterCollectable(transport_);
   const std::vector<int> ports = exposer_->GetListeningPorts();
   if (ports.empty()) {
     throw IoError(fmt::format("--metrics_port {}: nothing listens on {}", port, address));

@@ -1,6 +1,7 @@
 // --metrics_port: a task's metrics served in Prometheus's text exposition format at
 // http://HOST:PORT/metrics, by prometheus-cpp's Exposer (Debian prometheus-cpp-dev), with what a
-// monitoring system expects of any process beside dtrain's own: its resident memory and threads.
+// monitoring system expects of any process beside dtrain's own: its resident memory and threads;
+// and what its connections moved and refused, by peer.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +40,7 @@ class MetricsEndpoint {
   std::string task_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<class ProcessCollector> process_;
+  std::shared_ptr<class TransportCollector> transport_;
   std::vector<std::shared_ptr<prometheus::Collectable>> collectors_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   uint16_t port_ = 0;

@@ -5,9 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "support/metrics_page.h"
 #include "support/process.h"
 #include "support/ps_cluster.h"
+#include "support/tamper_relay.h"
 #include "support/text_match.h"
 
 namespace dtrain {
@@ -120,8 +123,9 @@ TEST(MetricsEndpoint, EveryTaskOfALocalAsyncClusterServesItsOwnPage) {
 // is. (towers is a local run's single process, as above.)
 struct StrategyPages {
   const char* strategy;
-  size_t tasks;           // that serve a page
-  const char* step_line;  // what its 50th step's line says
+  size_t tasks;                     // that serve a page
+  const char* step_line;            // what its 50th step's line says
+  std::vector<std::string> phases;  // a worker's step phases besides "step"
 };
 
 class MetricsEndpointUnder : public ::testing::TestWithParam<StrategyPages> {};
@@ -133,21 +137,94 @@ TEST_P(MetricsEndpointUnder, EveryTaskServesAPagePromtoolAccepts) {
   const std::vector<std::string> urls = metrics_urls(run, p.tasks);
   ASSERT_EQ(urls.size(), p.tasks);
   ASSERT_THAT(run.wait_for_line(p.step_line), HasSubstr(p.step_line));
+  int workers = 0;
   for (const std::string& url : urls) {
     const std::string page = testing::scrape(url);
     expect_promtool_accepts(page);
     EXPECT_THAT(page, HasSubstr("\ndtrain_global_step{task=\"")) << page;
+    const size_t at = page.find("\ndtrain_local_step{task=\"worker");
+    if (at == std::string::npos) continue;
+    ++workers;
+    // Every phase of the worker's steps is timed, each step once.
+    const std::string task = page.substr(at + 25, page.find('"', at + 25) - (at + 25));
+    const std::optional<double> steps =
+        sample(page, fmt::format(R"(dtrain_step_seconds_count{{phase="step",task="{}"}})", task));
+    ASSERT_TRUE(steps) << page;
+    for (const std::string& phase : p.phases) {
+      EXPECT_NEAR(sample(page, fmt::format(R"(dtrain_step_seconds_count{{phase="{}",task="{}"}})",
+                                           phase, task))
+                      .value_or(-9),
+                  *steps, 1)
+          << phase << "\n"
+          << page;
+    }
+    if (std::string(p.strategy) == "allreduce") {
+      // softmax's gradients are one bucket, all-reduced once a step.
+      const std::vector<Match> buckets =
+          all_matches(page, R"(dtrain_allreduce_seconds_count\{bucket_bytes="[0-9]+",task=")" +
+                                task + R"("\} ([0-9]+))");
+      ASSERT_EQ(buckets.size(), 1u) << page;
+      EXPECT_NEAR(std::stod(buckets[0].at(1)), *steps, 1) << page;
+    }
   }
+  EXPECT_EQ(workers, 2);
   run.send_signal(SIGTERM);
   run.wait();
 }
 
-INSTANTIATE_TEST_SUITE_P(Strategies, MetricsEndpointUnder,
-                         ::testing::Values(StrategyPages{"sync", 3, "global_step=50,"},
-                                           StrategyPages{"allreduce", 2, "global_step=50,"}),
-                         [](const ::testing::TestParamInfo<StrategyPages>& info) {
-                           return std::string(info.param.strategy);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Strategies, MetricsEndpointUnder,
+    ::testing::Values(StrategyPages{"sync", 3, "global_step=50,", {"compute", "communicate"}},
+                      StrategyPages{
+                          "allreduce", 2, "global_step=50,", {"compute", "communicate", "apply"}}),
+    [](const ::testing::TestParamInfo<StrategyPages>& info) {
+      return std::string(info.param.strategy);
+    });
+
+// A ps task's connections: bytes by peer, and what it refused by peer and reason — a frame forged
+// on the way (support/tamper_relay.h) from worker0, and a handshake with another secret from an
+// address that proved nothing.
+TEST(MetricsEndpoint, APsTaskCountsBytesByPeerAndRefusalsByPeerAndReason) {
+  testing::HandStartedCluster cluster(1, 1);
+  const std::vector<std::string> flags =
+      concat(testing::softmax_flags(),
+             {"--train_steps", "100000", "--transport", "tcp", "--peer_timeout", "5"});
+  const std::unique_ptr<DtrainProcess> ps =
+      cluster.start("ps", 0, concat(flags, {"--metrics_port", "0"}));
+  const std::vector<std::string> urls = metrics_urls(*ps, 1);
+  ASSERT_EQ(urls.size(), 1u);
+  testing::TamperRelay relay(cluster.ps_port(0), testing::Attack::kForgeDoneWithTensors);
+  cluster.route_workers_to_ps(0, relay.port());
+  const std::unique_ptr<DtrainProcess> worker = cluster.start("worker", 0, flags);
+  ASSERT_THAT(worker->wait_for_line("reconnected to ps0"), HasSubstr("reconnected to ps0"));
+  const testing::ProcessResult intruder =
+      cluster.start("worker", 0, flags, "another secret, also of 32 bytes")->wait();
+  EXPECT_NE(intruder.exit_code, 0) << all_output(intruder);
+
+  const std::string page = testing::scrape(urls[0]);
+  expect_promtool_accepts(page);
+  EXPECT_EQ(relay.frames_tampered(), 1);
+  EXPECT_EQ(
+      sample(page, R"(dtrain_frames_rejected_total{task="ps0",peer="worker0",reason="bad_tag"})"),
+      1.0)
+      << page;
+  EXPECT_GE(
+      sample(page,
+             R"(dtrain_frames_rejected_total{task="ps0",peer="127.0.0.1",reason="authentication"})")
+          .value_or(0),
+      1.0)
+      << page;
+  // Both ways, every frame whole: at least a push and a pull of softmax's 31,400 bytes a step.
+  for (const char* series : {"dtrain_bytes_received_total", "dtrain_bytes_sent_total"}) {
+    EXPECT_GT(sample(page, fmt::format(R"({}{{task="ps0",peer="worker0"}})", series)).value_or(0),
+              20 * 31400.0)
+        << page;
+  }
+  worker->send_signal(SIGTERM);
+  ps->send_signal(SIGTERM);
+  worker->wait();
+  ps->wait();
+}
 
 TEST(MetricsEndpoint, APortTakenIsRefusedNamingTheFlagAndTheAddress) {
   // A port this test holds, listening.
