@@ -105,6 +105,10 @@ bool StallWatch::report(SteadyClock::time_point now, int peer, std::chrono::mill
   ++reports_;
   next_report_ =
       std::max(now + warning_ / 2, began_ + warning_ * (int64_t{1} << std::min(reports_, 20)));
+  // A neighbour heard from during this wait (it was waiting too, then stopped) may yet go silent
+  // for the warning's length: then it is the culprit, said then rather than at the next doubling.
+  if (!knows_culprit() && quiet < warning_)
+    next_report_ = std::min(next_report_, now + (warning_ - quiet));
   if (notice_.culprit == peer) {
     report_(fmt::format("waiting {:.1f} s for {}, which has sent nothing for {:.1f} s ({}: {})",
                         waited, name_(peer), quiet.count() / 1000.0, describe_op(), what));

@@ -538,6 +538,7 @@ proto::DoneReply PsClient::counters_round(uint16_t reply_type,
     if (lane.ps == 0) {
       total.step = reply.step;
       total.workers = reply.workers;
+      total.worker_steps = reply.worker_steps;
     }
     total.applied += reply.applied;
     total.stale_dropped += reply.stale_dropped;

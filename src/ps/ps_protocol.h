@@ -19,7 +19,8 @@
 //   kPullState (chief, checkpoints)  -                                   -               kState per shard held
 //   kWorkerDone                      worker i32, finished u8             -               kDoneReply
 //     (finished 0: the worker stops before the end, for a signal; it is then as good as lost)
-//     (kDoneReply: step i64, applied i64, stale i64, duplicates i64, rejected i64)
+//     (kDoneReply: step i64, applied i64, stale i64, duplicates i64, rejected i64, the worker
+//      count, then per worker ps0 paces: count u32, (seconds f64, steps u32) × count)
 //   kCounters (chief, run log)       -                                   -               kCountersReply
 //     (kCountersReply: as kDoneReply, so far)
 //   kWorkerFailed                    worker i32, then why (text)         -               none
@@ -161,7 +162,17 @@ struct DoneReply {
   int64_t duplicates = 0;
   int64_t rejected = 0;  // gradients with a NaN or an infinity
   WorkerCount workers;   // ps0's: who is in the job, where it counts them
+  // ps0's: each worker's time between its pushes so far, by worker (ps/worker_pace.h); the others
+  // send none.
+  struct WorkerSteps {
+    double seconds = 0;
+    uint32_t steps = 0;
+  };
+  std::vector<WorkerSteps> worker_steps;
 };
+
+// More than any job's workers: a longer list in a counters reply is malformed.
+inline constexpr uint32_t kMaxPaceWorkers = 1u << 16;
 
 inline void write(MetaWriter& w, const DoneReply& m) {
   w.put(m.step).put(m.applied).put(m.stale_dropped).put(m.duplicates).put(m.rejected);
@@ -171,6 +182,8 @@ inline void write(MetaWriter& w, const DoneReply& m) {
       .put(m.workers.worker)
       .put(m.workers.joined)
       .put(m.workers.step);
+  w.put(static_cast<uint32_t>(m.worker_steps.size()));
+  for (const DoneReply::WorkerSteps& steps : m.worker_steps) w.put(steps.seconds).put(steps.steps);
 }
 inline DoneReply read_done_reply(MetaReader& r) {
   DoneReply m;
@@ -185,6 +198,14 @@ inline DoneReply read_done_reply(MetaReader& r) {
   m.workers.worker = r.get<int32_t>();
   m.workers.joined = r.get<uint8_t>();
   m.workers.step = r.get<int64_t>();
+  const auto paced = r.get<uint32_t>();
+  if (paced > kMaxPaceWorkers) throw ShortMeta("a counters reply for more workers than a job has");
+  for (uint32_t i = 0; i < paced; ++i) {
+    DoneReply::WorkerSteps steps;
+    steps.seconds = r.get<double>();
+    steps.steps = r.get<uint32_t>();
+    m.worker_steps.push_back(steps);
+  }
   return m;
 }
 

@@ -63,6 +63,11 @@ PsService::PsService(PsServiceOptions options, const PsRestoredState* restored)
                      .stall_warning_ms = options_.stall_warning_ms} {
   for (size_t shard : store_->shards())
     max_shard_size_ = std::max(max_shard_size_, store_->shard_size(shard));
+  if (options_.ps == 0 && !store_->shards().empty()) {
+    pace_ = std::make_unique<WorkerPace>(
+        options_.sync.total_num_replicas,
+        [ps = options_.ps](const std::string& line) { spdlog::warn("ps{}: {}", ps, line); });
+  }
   if (restored != nullptr) {
     initialize_from(restored->params, restored->slots, restored->step);
     restored_step_ = restored->step;
@@ -394,6 +399,11 @@ void PsService::apply_push(Connection& connection, uint64_t request_id, const pr
                            Scratch& scratch) {
   const size_t size = store_->shard_size(m.shard);
   const auto grad = std::span(scratch.buffer).first(size);
+  const bool paced = pace_ && m.shard == store_->shards().front();
+  // Sync: the worker's step began when the step before was applied, which its reply waited for.
+  const auto step_began = paced && options_.sync.sync_replicas
+                              ? store_->advanced_at(m.shard)
+                              : std::chrono::steady_clock::time_point{};
   const PushResult result =
       options_.sync.sync_replicas
           ? store_->push_sync(m.shard, m.worker, m.sequence, m.computed_at_step, grad, m.lr)
@@ -407,6 +417,9 @@ void PsService::apply_push(Connection& connection, uint64_t request_id, const pr
             ? std::string("it holds a NaN or an infinity")
             : fmt::format("its learning rate {} is not a finite number of at least 0", m.lr));
   }
+  // A worker's pace, from its pushes to ps0's first shard (a retried push is not a step).
+  if (paced && result.outcome != PushResult::Outcome::kDuplicate)
+    pace_->pushed(m.worker, std::chrono::steady_clock::now(), step_began);
   const bool counted = result.outcome == PushResult::Outcome::kAccepted ||
                        result.outcome == PushResult::Outcome::kDuplicate;
   const DeferredReply reply{.request_id = request_id,
@@ -449,6 +462,10 @@ void PsService::send_counters(Connection& connection, uint16_t type, uint64_t re
   }
   if (!store_->shards().empty()) reply.step = store_->reported_step();
   reply.workers = store_->workers();
+  if (pace_) {
+    for (const WorkerPace::Totals& totals : pace_->totals())
+      reply.worker_steps.push_back({.seconds = totals.seconds, .steps = totals.steps});
+  }
   scratch.meta.clear();
   proto::write(scratch.meta, reply);
   connection.send(type, request_id, scratch.meta.bytes(), {});

@@ -28,6 +28,7 @@
 #include "ps/ps_service_options.h"
 #include "ps/push_replier.h"
 #include "ps/shard_store.h"
+#include "ps/worker_pace.h"
 #include "ps/worker_roster.h"
 
 namespace dtrain {
@@ -121,6 +122,7 @@ class PsService {
   // The chief process whose init set the variables (restored ones: none), guarded by init_mutex_.
   std::optional<uint64_t> initialized_by_;
   WorkerRoster roster_;
+  std::unique_ptr<WorkerPace> pace_;  // ps0's
   const PushReplyContext reply_context_;
   // Requests received and not yet answered, over every connection: stopping the server closes
   // the connections, so run() first lets these finish.

@@ -76,8 +76,9 @@ struct ShardStore::LocalShard {
   // Guarded by mutex, as are this shard's ranges of the arenas.
   bool initialized = false;
   int64_t step = 0;
-  int accumulated = 0;                    // sync: gradients summed into this step so far
-  float last_lr = 0;                      // sync: the learning rate of the step's last push
+  int accumulated = 0;  // sync: gradients summed into this step so far
+  float last_lr = 0;    // sync: the learning rate of the step's last push
+  std::chrono::steady_clock::time_point advanced_at;  // sync: when its last step was applied
   std::vector<uint64_t> next_sequence;    // per worker: the lowest sequence not yet handled
   std::vector<int64_t> contributed_step;  // per worker: the step of its last counted gradient
   ShardCounters counters;                 // counters.step unused: see step
@@ -375,6 +376,13 @@ void ShardStore::apply_step(LocalShard& s) {
   for (size_t i = 0; i < s.size; ++i) sum[i] /= replicas;
   apply(s, {sum, s.size}, s.last_lr);
   s.accumulated = 0;
+  s.advanced_at = std::chrono::steady_clock::now();
+}
+
+std::chrono::steady_clock::time_point ShardStore::advanced_at(size_t shard) const {
+  const LocalShard& s = local(shard);
+  std::lock_guard lock(s.mutex);
+  return s.advanced_at;
 }
 
 void ShardStore::set_replicas(int r) {

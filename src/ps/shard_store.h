@@ -182,6 +182,8 @@ class ShardStore {
   // for good, as finish() does; aborted() then says why.
   void abort(std::string reason);
   std::optional<std::string> aborted() const;
+  // Sync: when the shard's last step was applied (its replies' wait ended); the epoch before one.
+  std::chrono::steady_clock::time_point advanced_at(size_t shard) const;
   // Sync, --stall_warning: a reply has waited `waited` for step `step` of `shard` to complete, for
   // the `report`-th time (0, 1, ...: at the warning and at doubling intervals). The line that
   // names the workers whose gradients have not come ("step 41 of shard 0 has waited 3.0 s for its

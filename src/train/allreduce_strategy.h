@@ -24,7 +24,7 @@
 #include "collective/communicator.h"
 #include "collective/ring_connector.h"
 #include "comm/transport.h"
-#include "train/straggler_watch.h"
+#include "metrics/straggler_watch.h"
 #include "train/strategy.h"
 #include "train/train_config.h"
 #include "train/training_input.h"
@@ -160,7 +160,7 @@ class AllreduceStrategy final : public Strategy {
   std::vector<float> halt_votes_;
   std::chrono::steady_clock::time_point own_since_;  // the end of the last collective
   float own_seconds_ = 0;                            // this worker's, in the step just made
-  StragglerWatch stragglers_;                        // the chief's
+  StragglerWatch stragglers_{"its own part of a step (outside the collectives)"};  // the chief's
   StepPhases phases_;
   std::function<void(int, size_t, double)> bucket_seconds_;
   uint64_t fingerprint_ = 0;

@@ -172,6 +172,23 @@ std::vector<std::pair<std::string, double>> PsStrategy::run_scalars() {
   return scalars;
 }
 
+// Every worker's mean own step time since the chief's last line, as ps0 saw it (ps/worker_pace.h).
+std::vector<std::string> PsStrategy::progress_lines() {
+  if (!chief_) return {};
+  const std::vector<ps_protocol::DoneReply::WorkerSteps> paces = client_->counters().worker_steps;
+  paces_seen_.resize(paces.size());
+  std::string line;
+  for (size_t w = 0; w < paces.size(); ++w) {
+    const uint32_t steps = paces[w].steps - paces_seen_[w].steps;
+    if (steps == 0) continue;  // a worker that has not pushed since (or ever): nothing to say
+    line += fmt::format("{} worker{} {:.2f}", line.empty() ? "" : ",", w,
+                        (paces[w].seconds - paces_seen_[w].seconds) / steps * 1e3);
+  }
+  paces_seen_ = paces;
+  if (line.empty()) return {};
+  return {"own step time at ps0 (ms, mean since the last line):" + line};
+}
+
 std::string PsStrategy::counters() const {
   const std::string rounds =
       fmt::format("{} rounds with a stale gradient, {} with a non-finite one", stale_rounds_,

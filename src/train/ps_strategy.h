@@ -76,6 +76,7 @@ class PsStrategy final : public Strategy {
 
   // One round trip to every ps task per step line.
   std::vector<std::pair<std::string, double>> run_scalars() override;
+  std::vector<std::string> progress_lines() override;
 
   StepPhases last_phases() const override { return phases_; }
   std::string counters() const override;
@@ -126,6 +127,8 @@ class PsStrategy final : public Strategy {
   bool leaving_ = false;          // a SIGTERM made this worker leave an elastic job
   std::vector<std::pair<int64_t, double>> worker_counts_;  // not yet taken
   StepPhases phases_;
+  // ps0's totals of each worker's steps at the chief's last progress line.
+  std::vector<ps_protocol::DoneReply::WorkerSteps> paces_seen_;
 };
 
 }  // namespace dtrain

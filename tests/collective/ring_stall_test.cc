@@ -74,6 +74,8 @@ TEST(StallWatch, ANeighbourThatWaitsTooIsNotBlamedAndANoticeNamesTheCulpritAtOnc
   EXPECT_EQ(w.lines.back(),
             "waiting 3.0 s for worker2, which waits too (all-reduce op 7 (24 "
             "bytes): chunk 0)");
+  // Heard from a second ago: if it stays silent, it is looked at again once silent for 3 s.
+  EXPECT_EQ(w.watch.next_report(), t0 + milliseconds(5000));
   EXPECT_FALSE(w.watch.take({.op = 6, .culprit = 1, .silent_ms = 3000, .waiters = {2}}))
       << "another collective's notice";
   EXPECT_TRUE(w.watch.take({.op = 7, .culprit = 1, .silent_ms = 3000, .waiters = {2}}));

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,11 +30,16 @@ using testing::DtrainProcess;
 using ::testing::HasSubstr;
 using testing::ProcessResult;
 
+// A local job with a step line every 20 steps, its steps held to 2 ms or more, so that the test's
+// signal comes in the middle of it.
+std::vector<std::string> local_job(const std::string& strategy, int workers, int steps) {
+  return concat({"train", "--strategy", strategy, "--workers", std::to_string(workers)},
+                concat(testing::with_flag(testing::softmax_flags(), "--log_every", "20"),
+                       {"--train_steps", std::to_string(steps), "--step_delay_ms", "2"}));
+}
+
 TEST(StallReport, ASigstoppedAllreduceWorkerIsNamedByTheOthersAndTheRunFinishesAfterSigcont) {
-  DtrainProcess launcher(
-      concat({"train", "--strategy", "allreduce", "--workers", "4"},
-             concat(testing::with_flag(testing::softmax_flags(), "--log_every", "20"),
-                    {"--train_steps", "400", "--step_delay_ms", "2"})));
+  DtrainProcess launcher(local_job("allreduce", 4, 400));
   const pid_t stopped = testing::signal_worker_at(launcher, 1, "global_step=40,", SIGSTOP);
   ASSERT_GT(stopped, 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -73,10 +79,7 @@ TEST(StallReport, ASigstoppedAllreduceWorkerIsNamedByTheOthersAndTheRunFinishesA
 
 // Sync: the other worker's push and pull waits on ps0, which says whose gradient it waits for.
 TEST(StallReport, ASigstoppedSyncWorkerIsNamedByThePsThatWaitsForItsGradient) {
-  DtrainProcess launcher(
-      concat({"train", "--strategy", "sync", "--workers", "2"},
-             concat(testing::with_flag(testing::softmax_flags(), "--log_every", "20"),
-                    {"--train_steps", "300", "--step_delay_ms", "2"})));
+  DtrainProcess launcher(local_job("sync", 2, 300));
   const pid_t stopped = testing::signal_worker_at(launcher, 1, "global_step=40,", SIGSTOP);
   ASSERT_GT(stopped, 0);
   // ps0 names worker1: its reply to worker0 waits for worker1's gradient; and worker0 says whom
@@ -104,11 +107,11 @@ TEST(StallReport, ASigstoppedSyncWorkerIsNamedByThePsThatWaitsForItsGradient) {
 TEST(StallReport, AWorkerSlowedByStepDelayIsNamedAsAStragglerOnce) {
   testing::HandStartedCluster cluster(0, 3);
   const std::vector<std::string> training = concat(
-      testing::with_flag(testing::softmax_flags(), "--log_every", "50"), {"--train_steps", "120"});
+      testing::with_flag(testing::softmax_flags(), "--log_every", "40"), {"--train_steps", "80"});
   std::vector<std::unique_ptr<DtrainProcess>> workers;
   for (int i = 0; i < 3; ++i) {
     workers.push_back(cluster.start(
-        "worker", i, i == 1 ? concat(training, {"--step_delay_ms", "40"}) : training));
+        "worker", i, i == 1 ? concat(training, {"--step_delay_ms", "30"}) : training));
   }
   std::vector<ProcessResult> results;
   for (auto& worker : workers) results.push_back(worker->wait());
@@ -116,14 +119,55 @@ TEST(StallReport, AWorkerSlowedByStepDelayIsNamedAsAStragglerOnce) {
   const std::string& chief = results[0].out;
   EXPECT_EQ(count_lines_containing(chief, "is a straggler"), 1) << chief;
   EXPECT_THAT(chief, HasSubstr("worker0: worker1 is a straggler: its own part of a step"));
-  // The chief's progress lines give every worker's own time; worker1's holds its 40 ms.
+  // The chief's progress lines give every worker's own time; worker1's holds its 30 ms.
   const std::vector<testing::Match> progress = all_matches(
       chief, R"(own step time \(ms, mean of [0-9]+ steps\): worker0 ([0-9.]+), worker1 ([0-9.]+), )"
              R"(worker2 ([0-9.]+))");
   ASSERT_FALSE(progress.empty()) << chief;
-  EXPECT_GE(std::stod(progress.back().at(2)), 40.0) << chief;
+  EXPECT_GE(std::stod(progress.back().at(2)), 30.0) << chief;
   for (size_t i = 1; i < results.size(); ++i)
     EXPECT_EQ(count_lines_containing(results[i].out, "is a straggler"), 0) << "only the chief";
+}
+
+// Under a ps, ps0 sees each worker's own part of its steps from its pushes: it names the slowed
+// worker, and the chief's progress lines give every worker's step time as ps0 saw it.
+void expect_ps0_names_the_slowed_worker(const std::string& strategy, int steps) {
+  testing::HandStartedCluster cluster(1, 3);
+  const std::vector<std::string> training =
+      concat(testing::with_flag(testing::softmax_flags(), "--log_every", "40"),
+             {"--strategy", strategy, "--train_steps", std::to_string(steps)});
+  const std::unique_ptr<DtrainProcess> ps = cluster.start("ps", 0, training);
+  std::vector<std::unique_ptr<DtrainProcess>> workers;
+  for (int i = 0; i < 3; ++i) {
+    // Every worker's steps take 2 ms or more, so that the slowed one pushes often enough before
+    // the others have taken every async step.
+    workers.push_back(
+        cluster.start("worker", i, concat(training, {"--step_delay_ms", i == 1 ? "30" : "2"})));
+  }
+  std::vector<ProcessResult> results;
+  for (auto& worker : workers) results.push_back(worker->wait());
+  const ProcessResult ps_result = ps->wait();
+  for (const ProcessResult& r : results) ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  const std::string ps_output = all_output(ps_result);
+  EXPECT_EQ(count_lines_containing(ps_output, "is a straggler"), 1) << ps_output;
+  EXPECT_THAT(ps_output,
+              HasSubstr("ps0: worker1 is a straggler: its own part of a step, as ps0 sees it"));
+  const std::vector<testing::Match> paces =
+      all_matches(results[0].out,
+                  R"(own step time at ps0 \(ms, mean since the last line\): worker0 ([0-9.]+), )"
+                  R"(worker1 ([0-9.]+), worker2 ([0-9.]+))");
+  ASSERT_FALSE(paces.empty()) << results[0].out;
+  EXPECT_GE(std::stod(paces.back().at(2)), 30.0) << results[0].out;
+  // Sync holds every worker to the slowed one's pace between pushes, but not in its own part.
+  EXPECT_LT(std::stod(paces.back().at(1)), 30.0) << results[0].out;
+}
+
+TEST(StallReport, AnAsyncWorkerSlowedByStepDelayIsNamedByPs0AsAStragglerOnce) {
+  expect_ps0_names_the_slowed_worker("async", 2000);
+}
+
+TEST(StallReport, ASyncWorkerSlowedByStepDelayIsNamedByPs0AsAStragglerOnce) {
+  expect_ps0_names_the_slowed_worker("sync", 80);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // StragglerWatch: the median of a step's own times, the run of slow steps, and the lines.
-#include "train/straggler_watch.h"
+#include "metrics/straggler_watch.h"
 
 #include <fmt/format.h>
 
@@ -31,10 +31,9 @@ std::vector<std::string> StragglerWatch::observe(std::span<const float> seconds,
     if (slow_for_[rank] < kSteps || named_[rank]) continue;
     named_[rank] = true;
     lines.push_back(fmt::format(
-        "{} is a straggler: its own part of a step (outside the collectives) has taken more than "
-        "{}x the workers' median for {} steps in a row ({:.1f} ms against {:.1f} ms, {:.1f}x, at "
-        "the last)",
-        name(static_cast<int>(rank)), kRatio, kSteps, seconds[rank] * 1e3, median * 1e3,
+        "{} is a straggler: {} has taken more than {}x the workers' median for {} steps in a row "
+        "({:.1f} ms against {:.1f} ms, {:.1f}x, at the last)",
+        name(static_cast<int>(rank)), measure_, kRatio, kSteps, seconds[rank] * 1e3, median * 1e3,
         median > 0 ? seconds[rank] / median : 0.0));
   }
   ++steps_;

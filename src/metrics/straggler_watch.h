@@ -1,20 +1,26 @@
-// Stragglers (issue 36): a worker whose own part of a step — the time outside the collectives that
-// every worker waits in together, so its data, its gradients and anything that delays it — is
-// persistently above the others'. Each worker's own time of every step is known to the chief;
-// one that takes more than kRatio × the median of all workers' for kSteps steps in a row is named,
-// once a run. The chief's progress also gets each worker's mean own time since its last line.
+// Stragglers (issue 36): a worker whose time for a step is persistently above the others'. Under
+// all-reduce that is its own part of a step, the time outside the collectives that every worker
+// waits in together (its data, its gradients, anything that delays it), which the chief learns for
+// every step; under a ps, the time between its pushes as ps0 sees them. One that takes more than
+// kRatio × the median of all workers' for kSteps steps in a row is named, once a run. The
+// summary is each worker's mean since the last one, for the chief's progress line.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dtrain {
 
 class StragglerWatch {
  public:
+  // `measure` says what the times are, in the lines: "its own part of a step (outside the
+  // collectives)".
+  explicit StragglerWatch(std::string measure) : measure_(std::move(measure)) {}
+
   static constexpr double kRatio = 1.5;
   static constexpr int kSteps = 20;
   // Below this a difference is the scheduler's noise, not a slower worker.
@@ -35,7 +41,8 @@ class StragglerWatch {
   std::vector<bool> named_;     // named already, by rank
   std::vector<double> totals_;  // own seconds since the last summary, by rank
   int64_t steps_ = 0;           // steps since the last summary
-  std::vector<float> sorted_;   // scratch for the median
+  std::string measure_;
+  std::vector<float> sorted_;  // scratch for the median
 };
 
 }  // namespace dtrain
