@@ -3,6 +3,10 @@
 scraped every second, against the same run without it, interleaved, side by side.
 
     python3 bench/metrics_cost.py --dtrain build/dtrain --rounds 3
+    python3 bench/metrics_cost.py --strategy allreduce --workers 2 --model mlp --steps 20000
+
+Under a local cluster (--strategy, --workers) every task's page is scraped every second, and the
+throughput is the chief's aggregate line.
 """
 import argparse
 import re
@@ -16,6 +20,8 @@ import urllib.request
 def run(args, metrics):
     flags = [args.dtrain, "train", "--model", args.model, "--train_steps", str(args.steps),
              "--log_every", "0", "--seed", "7"]
+    if args.strategy:
+        flags += ["--strategy", args.strategy, "--workers", str(args.workers)]
     if args.data_dir:
         flags += ["--data_dir", args.data_dir]
     if metrics:
@@ -32,21 +38,24 @@ def run(args, metrics):
             except OSError:
                 return
 
-    scraper = None
+    scrapers = []
     for line in p.stdout:
         lines.append(line)
         m = re.search(r"metrics at (http://\S+)", line)
-        if m and scraper is None:
-            scraper = threading.Thread(target=scrape, args=(m.group(1),))
-            scraper.start()
+        if m:
+            scrapers.append(threading.Thread(target=scrape, args=(m.group(1),)))
+            scrapers[-1].start()
     stop.set()
-    if scraper:
+    for scraper in scrapers:
         scraper.join()
     if p.wait() != 0:
         raise RuntimeError("".join(lines[-20:]))
     for line in lines:
+        m = re.search(r"aggregate: [0-9]+ global steps in [0-9.]+ s, ([0-9.]+) examples/sec", line)
+        if args.strategy and m:
+            return float(m.group(1)), scrapes[0]
         m = re.search(r"[Tt]raining elapsed time: [0-9.]+ s \([0-9]+ (?:local )?steps, ([0-9.]+) examples/sec", line)
-        if m:
+        if not args.strategy and m:
             return float(m.group(1)), scrapes[0]
     raise RuntimeError("no throughput line:\n" + "".join(lines[-20:]))
 
@@ -58,6 +67,8 @@ def main():
     parser.add_argument("--model", default="mlp")
     parser.add_argument("--steps", type=int, default=30000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--strategy", default="", help="a local cluster's: allreduce, async, sync")
+    parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     ratios = []
     for r in range(args.rounds):
