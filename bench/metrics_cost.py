@@ -7,7 +7,13 @@ scraped every second, against the same run without it, interleaved, side by side
 
 Under a local cluster (--strategy, --workers) every task's page is scraped every second, and the
 throughput is the chief's aggregate line.
+
+On a machine of two cores or more a local run is pinned to core 0 with one thread, and this
+script, which scrapes, to core 1 (--no-pin: neither): the figure is then what serving the page
+costs the training, not what the scraper's own work takes from a machine that training fills.
+Prometheus scrapes from another machine.
 """
+import os
 import argparse
 import re
 import statistics
@@ -22,6 +28,8 @@ def run(args, metrics):
              "--log_every", "0", "--seed", "7"]
     if args.strategy:
         flags += ["--strategy", args.strategy, "--workers", str(args.workers)]
+    if pinned(args):
+        flags = ["taskset", "-c", "0"] + flags + ["--threads", "1"]
     if args.data_dir:
         flags += ["--data_dir", args.data_dir]
     if metrics:
@@ -60,6 +68,10 @@ def run(args, metrics):
     raise RuntimeError("no throughput line:\n" + "".join(lines[-20:]))
 
 
+def pinned(args):
+    return not args.no_pin and not args.strategy and os.cpu_count() >= 2
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtrain", default="build/dtrain")
@@ -69,7 +81,10 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--strategy", default="", help="a local cluster's: allreduce, async, sync")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-pin", action="store_true", help="leave the processes unpinned")
     args = parser.parse_args()
+    if pinned(args):
+        os.sched_setaffinity(0, {1})
     ratios = []
     for r in range(args.rounds):
         off, _ = run(args, False)
