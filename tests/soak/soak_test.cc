@@ -378,7 +378,9 @@ std::vector<Task> start_cluster(const testing::HandStartedCluster& cluster, cons
 }
 
 // Reads the task's RSS and descriptors; marks it done once it has exited.
-void sample(Task& task, bool warm) {
+// `hostile`: the hostile client is running, the phase whose descriptors are checked; a worker's
+// own end (it reads /proc/self/status for its closing line) opens one more for a moment, no leak.
+void sample(Task& task, bool warm, bool hostile) {
   const std::optional<int> fds = testing::open_fds(task.process->pid());
   const std::optional<int64_t> rss = testing::resident_bytes(task.process->pid());
   if (!rss || !fds) {
@@ -388,7 +390,7 @@ void sample(Task& task, bool warm) {
   task.fds = *fds;
   task.peak_rss = std::max(task.peak_rss, *rss);
   if (warm) {
-    task.peak_fds_after_warm_up = std::max(task.peak_fds_after_warm_up, *fds);
+    if (hostile) task.peak_fds_after_warm_up = std::max(task.peak_fds_after_warm_up, *fds);
     if (task.rss_at_warm_up < 0) task.rss_at_warm_up = *rss;
     task.peak_rss_after_warm_up = std::max(task.peak_rss_after_warm_up, *rss);
   }
@@ -447,7 +449,7 @@ Watched watch(std::vector<Task>& tasks, const Plan& plan, const std::vector<uint
     const bool was_warm = warm;
     warm = warm || (started && now >= w.started + plan.warm_up);
     for (Task& task : tasks)
-      if (task.running) sample(task, warm);
+      if (task.running) sample(task, warm, garbage.has_value());
     // The workers' baseline. Taken when they first printed a step line, it could miss a second ps
     // connection still finishing its link (one descriptor, seen once in the gate).
     if (warm && !was_warm) {
@@ -526,7 +528,7 @@ void print_figures(const Plan& plan, const std::vector<Task>& tasks, const Watch
   }
   fmt::print(
       "soak: largest RSS growth after the {} s warm-up: {:+.2f}% ({:+.0f} KiB, {}){}; "
-      "workers' fds at most {} after the warm-up, {} at their peak since\n",
+      "workers' fds at most {} after the warm-up, {} at their peak while the hostile client ran\n",
       plan.warm_up.count(), 100 * rss_growth(*largest),
       (largest->peak_rss_after_warm_up - largest->rss_at_warm_up) / 1024.0, largest->name,
       kSanitized ? " (not checked under AddressSanitizer)" : "", worker_fds, worker_peak_fds);
@@ -581,7 +583,7 @@ TEST(Soak, ClusterUnderHostileConnectionsEndsWithFlatMemoryAndNoDescriptorLeak) 
   }
 
   // No descriptor leak: each ps is back where it was before the hostile client began, and no
-  // worker ever held more than at the end of its warm-up.
+  // worker held more while it ran than at the end of its warm-up.
   for (int ps = 0; ps < kPs; ++ps)
     EXPECT_EQ(tasks[ps].fds_at_end, tasks[ps].fds_at_start) << tasks[ps].name;
   for (size_t i = kPs; i < tasks.size(); ++i)
