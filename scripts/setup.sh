@@ -30,6 +30,13 @@ readonly TRAIN_PACKAGES=(cmake ninja-build g++ pkg-config libopenblas-dev zlib1g
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libasio-dev libssl-dev libisal-dev
   libdnnl-dev ocl-icd-opencl-dev protobuf-compiler libprotobuf-dev npm ca-certificates
   pybind11-dev python3-dev python3-numpy prometheus-cpp-dev)
+# Intel's ipsec-mb computes the frames' GMAC tags 2.5 times faster than OpenSSL here; Debian builds
+# it for amd64 only (elsewhere OpenSSL computes the same tags).
+if [[ $(dpkg --print-architecture 2>/dev/null) == amd64 ]]; then
+  readonly TAG_PACKAGES=(libipsec-mb-dev)
+else
+  readonly TAG_PACKAGES=()
+fi
 # What the suite needs beyond that (docs/development.md says what each is for).
 readonly TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   iproute2 nftables python3-protobuf python3-crcmod dataset-fashion-mnist python3-onnx
@@ -77,7 +84,7 @@ configure() {
 }
 
 if [[ "$mode" == train ]]; then
-  install_missing "${TRAIN_PACKAGES[@]}"
+  install_missing "${TRAIN_PACKAGES[@]}" "${TAG_PACKAGES[@]}"
   # Without the suite and the benchmarks configured, their packages are not needed either.
   configure "$build_dir" -DCMAKE_BUILD_TYPE:STRING=Release -DDTRAIN_SANITIZE:BOOL=OFF \
     -DDTRAIN_BUILD_TESTS:BOOL=OFF -DDTRAIN_BUILD_BENCH:BOOL=OFF
@@ -87,7 +94,7 @@ if [[ "$mode" == train ]]; then
   exit 0
 fi
 
-install_missing "${TRAIN_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
+install_missing "${TRAIN_PACKAGES[@]}" "${TAG_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
 
 # The fuzz targets (docs/testing.md, "Fuzzing"): libFuzzer needs clang, so they are a build of
 # their own, a few library sources and nine small programs, registered as tests of the sanitizer

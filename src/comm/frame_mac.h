@@ -6,16 +6,20 @@
 // secret cannot alter a frame, and cannot replay, reorder or drop one either: the receiver counts
 // frames itself, so any of these makes the next tag fail.
 //
-// Why GMAC: it is the only MAC OpenSSL offers that keeps up with the network here (GHASH with
-// carry-less multiplication runs at several times HMAC-SHA256's speed), and with a fresh nonce
-// per frame it is a sound MAC. A counter never repeats under one key: keys are per connection
-// and per direction, and a connection ends long before 2^64 frames.
+// Why GMAC: it is the fastest sound MAC there is on hardware with carry-less multiplication (GHASH
+// runs at several times HMAC-SHA256's speed), and with a fresh nonce per frame it is a sound MAC.
+// A counter never repeats under one key: keys are per connection and per direction, and a
+// connection ends long before 2^64 frames. Two implementations compute it: Intel's ipsec-mb where
+// it was built in (its AVX-512 GHASH is 2.5 times OpenSSL 3.0's here, comm/gmac_ipsec_mb.h), else
+// OpenSSL. Their tags are the same, so peers built either way talk.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
 
 struct evp_cipher_ctx_st;
 
@@ -30,11 +34,22 @@ using FrameTag = std::array<std::byte, kFrameTagBytes>;
 // tensors once they are in.
 enum class FramePart : uint32_t { kOpening = 0, kTensors = 1 };
 
+// Who computes the tags. kFastest: ipsec-mb where it was built in, else OpenSSL.
+enum class MacEngine { kFastest, kOpenSsl, kIpsecMb };
+
+// Whether `engine` was built in (kOpenSsl and kFastest always are).
+bool mac_engine_available(MacEngine engine);
+// What computes the tags of MacEngine::kFastest, for the logs: "ipsec-mb (AVX-512)", "OpenSSL".
+std::string mac_engine_name();
+
+class IpsecGmac;
+
 // One direction's tags: begin(n, part), update() over that part's bytes in order, then tag(). Not
 // thread-safe; a connection's sender and receiver each own one.
 class FrameMac {
  public:
-  explicit FrameMac(const FrameKey& key);
+  // Throws dtrain::Error for an engine that was not built in.
+  explicit FrameMac(const FrameKey& key, MacEngine engine = MacEngine::kFastest);
   ~FrameMac();
   FrameMac(const FrameMac&) = delete;
   FrameMac& operator=(const FrameMac&) = delete;
@@ -49,7 +64,8 @@ class FrameMac {
   bool verify(const FrameTag& received);
 
  private:
-  evp_cipher_ctx_st* ctx_ = nullptr;
+  evp_cipher_ctx_st* ctx_ = nullptr;  // OpenSSL's, or
+  std::unique_ptr<IpsecGmac> ipsec_;  // ipsec-mb's
 };
 
 }  // namespace dtrain
