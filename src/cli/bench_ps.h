@@ -21,7 +21,7 @@ struct PsBenchConfig {
   // One line of output per size; the model is one (rows, 1024) float variable of about this size.
   std::vector<uint64_t> model_bytes = {4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
   // Shards longer than this travel as several frames, pipelined (as in the trainer); 0: never cut.
-  uint64_t max_shard_bytes = 1 << 20;
+  uint64_t max_shard_bytes = 512 << 10;  // PsClusterConfig's
   double warmup_seconds = 0.2;
   // Each size runs at least min_rounds timed rounds and at least seconds_per_size.
   double seconds_per_size = 1.0;

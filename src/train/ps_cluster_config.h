@@ -19,7 +19,9 @@ struct PsClusterConfig {
   Placement placement = Placement::kBalanced;
   size_t min_shard_bytes = 64 * 1024;
   // Shards longer than this travel as several frames, so push and pull overlap (ps/partition.h).
-  size_t max_shard_bytes = 1 << 20;
+  // 512 KiB beat 1 MiB over TCP (1 MiB model, 1 ps x 1 worker: 3.9-4.2 against 2.5-2.6 GB/s) and
+  // through memory (9.1-9.3 against 7.9-8.3), and 256 KiB (docs/benchmarks.md, Parameter servers).
+  size_t max_shard_bytes = 512 << 10;
   // sync_replicas, replicas_to_aggregate, total_num_replicas; 0 counts mean all the workers.
   SyncOptions sync;
   // How long a task waits for its peers: connecting, the chief's initialisation, a sync step.
