@@ -62,7 +62,7 @@ double median(std::vector<float> values) {
 }
 
 // How rank 0's chunks travel: every rank's links are alike on one host.
-std::string payload_path(const TcpRing& ring) {
+std::string payload_path(const TcpRing& ring, bool one_host) {
   if (ring.size() == 1) return "none";
   if (ring.reads_memory(Side::kLeft) && ring.reads_memory(Side::kRight)) {
     return ring.shares_mailbox(Side::kLeft) && ring.shares_mailbox(Side::kRight)
@@ -70,18 +70,19 @@ std::string payload_path(const TcpRing& ring) {
                  "shared mailbox, keepalives over loopback TCP"
                : "copied out of the sender's memory (process_vm_readv), frames over loopback TCP";
   }
-  return "loopback TCP";
+  return one_host ? "loopback TCP" : "TCP between hosts";
 }
 
-void print_header(const AllreduceBenchConfig& config, const std::string& payloads,
-                  std::ostream& out) {
+void print_header(const AllreduceBenchConfig& config, const std::string& where,
+                  const std::string& payloads, std::ostream& out) {
   fmt::print(
       out,
-      "all-reduce (sum, float32, algorithm {}) over {} ranks, local processes; payloads {}; "
+      "all-reduce (sum, float32, algorithm {}) over {} ranks, {}; payloads {}; "
       "chunks of {}, frames {}\nbusbw = algbw x 2(n-1)/n, the convention of NCCL's and Gloo's "
       "benchmarks; "
       "GB/s = 1e9 bytes/s\n",
-      algorithm_name(config.algorithm), config.ranks, payloads, format_bytes(config.chunk_bytes),
+      algorithm_name(config.algorithm), config.ranks, where, payloads,
+      format_bytes(config.chunk_bytes),
       config.authenticate_frames ? "tagged (GMAC)" : "with a CRC32C (unauthenticated)");
   fmt::print(out, "{:>10} {:>8} {:>11} {:>11} {:>11}\n", "bytes", "iters", "median_ms",
              "algbw_GB/s", "busbw_GB/s");
@@ -188,17 +189,23 @@ int run_allreduce_bench(const AllreduceBenchConfig& config, std::ostream& out) {
 }
 
 void run_allreduce_bench_rank(const AllreduceBenchConfig& config, int rank,
-                              const std::vector<uint16_t>& ports, const std::string& secret,
+                              const std::vector<uint16_t>& ports,
+                              const std::vector<std::string>& hosts, const std::string& secret,
                               std::ostream& out) {
   check_config(config);
   if (static_cast<int>(ports.size()) != config.ranks || rank < 0 || rank >= config.ranks) {
     throw UsageError(
         fmt::format("--rank {} with {} --ports for --ranks {}", rank, ports.size(), config.ranks));
   }
+  if (!hosts.empty() && static_cast<int>(hosts.size()) != config.ranks) {
+    throw UsageError(fmt::format("--hosts names {} hosts for --ranks {}: give one per rank",
+                                 hosts.size(), config.ranks));
+  }
+  auto host_of = [&](int r) { return hosts.empty() ? std::string("127.0.0.1") : hosts[r]; };
   RingOptions options;
   options.size = config.ranks;
   options.rank = rank;
-  options.bind_host = "127.0.0.1";
+  options.bind_host = host_of(rank);
   options.port = ports[rank];
   options.secret = secret;
   options.authenticate_frames = config.authenticate_frames;
@@ -208,12 +215,16 @@ void run_allreduce_bench_rank(const AllreduceBenchConfig& config, int rank,
       config.spin_us >= 0 ? config.spin_us : ring_spin_us(config.ranks, config.transport);
   options.transport = config.transport;
   TcpRing ring(options);
-  ring.connect({"127.0.0.1", ports[(rank + 1) % config.ranks]});
+  const int right = (rank + 1) % config.ranks;
+  ring.connect({host_of(right), ports[right]});
   Communicator communicator(ring,
                             {.max_chunk_bytes = config.chunk_bytes, .algorithm = config.algorithm});
   std::optional<CsvRows> csv;
   if (rank == 0) {
-    print_header(config, payload_path(ring), out);
+    const bool one_host = std::all_of(hosts.begin(), hosts.end(),
+                                      [&](const std::string& h) { return h == host_of(0); });
+    print_header(config, one_host ? "local processes" : "processes on their own hosts",
+                 payload_path(ring, one_host), out);
     if (!config.csv_path.empty()) {
       csv.emplace(config.csv_path, csv_columns());
     }

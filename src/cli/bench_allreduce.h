@@ -37,10 +37,12 @@ std::string algorithm_name(AllreduceAlgorithm algorithm);
 // Returns the exit code: 0, or the first failed rank's. Throws UsageError for a bad config.
 int run_allreduce_bench(const AllreduceBenchConfig& config, std::ostream& out);
 
-// One rank process: joins the ring (ports[r] is rank r's), times every size, and on rank 0 prints
-// the table. Throws CollectiveError if a rank fails.
+// One rank process: joins the ring (rank r listens on hosts[r]:ports[r]; hosts empty: all on
+// 127.0.0.1), times every size, and on rank 0 prints the table. Started by run_allreduce_bench, or
+// by hand on hosts of their own (bench/netns_bench.sh). Throws CollectiveError if a rank fails.
 void run_allreduce_bench_rank(const AllreduceBenchConfig& config, int rank,
-                              const std::vector<uint16_t>& ports, const std::string& secret,
+                              const std::vector<uint16_t>& ports,
+                              const std::vector<std::string>& hosts, const std::string& secret,
                               std::ostream& out);
 
 }  // namespace dtrain::cli

@@ -37,7 +37,7 @@ void add_transport_flag(CLI::App& command, std::string& transport) {
 struct PsBenchFlags {
   PsBenchConfig config;
   std::vector<std::string> model_bytes;  // empty: the config's default sizes
-  std::string max_shard_bytes = "1MiB";
+  std::string max_shard_bytes = "512KiB";
   std::string transport = "auto";
   bool unauthenticated_frames = false;
   std::string csv_path;
@@ -103,6 +103,7 @@ struct AllreduceBenchFlags {
   double timeout_s = 60;
   int rank = -1;
   std::vector<uint16_t> ports;
+  std::vector<std::string> hosts;
   bool unauthenticated_frames = false;
 };
 
@@ -161,11 +162,13 @@ void add_bench_allreduce_command(CLI::App& bench, Action& action) {
   add_frames_flag(*allreduce, flags->unauthenticated_frames);
   allreduce->add_option("--rank", flags->rank)->group("");
   allreduce->add_option("--ports", flags->ports)->delimiter(',')->group("");
+  allreduce->add_option("--hosts", flags->hosts)->delimiter(',')->group("");
   allreduce->callback([flags, &action] {
     action = [flags] {
       const AllreduceBenchConfig config = resolve(*flags);
       if (flags->rank < 0) return run_allreduce_bench(config, std::cout);
-      run_allreduce_bench_rank(config, flags->rank, flags->ports, cluster_secret(""), std::cout);
+      run_allreduce_bench_rank(config, flags->rank, flags->ports, flags->hosts, cluster_secret(""),
+                               std::cout);
       return 0;
     };
   });
