@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cpu.h"
 #include "base/error.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
@@ -175,7 +176,9 @@ int run_allreduce_bench(const AllreduceBenchConfig& config, std::ostream& out) {
                  "--algorithm",
                  algorithm_name(config.algorithm),
                  "--transport",
-                 std::string(transport_name(config.transport))};
+                 std::string(transport_name(config.transport)),
+                 "--bind_to",
+                 config.bind_to_core ? "core" : "none"};
     if (!config.csv_path.empty()) task.args.insert(task.args.end(), {"--csv", config.csv_path});
     if (!config.authenticate_frames) task.args.push_back("--unauthenticated_frames");
     tasks.push_back(std::move(task));
@@ -202,6 +205,9 @@ void run_allreduce_bench_rank(const AllreduceBenchConfig& config, int rank,
                                  hosts.size(), config.ranks));
   }
   auto host_of = [&](int r) { return hosts.empty() ? std::string("127.0.0.1") : hosts[r]; };
+  // Before the ring starts a thread. Ranks that share cores stay free: the scheduler balances them.
+  std::optional<int> core;
+  if (config.bind_to_core && config.ranks <= available_cores()) core = bind_to_core(rank);
   RingOptions options;
   options.size = config.ranks;
   options.rank = rank;
@@ -223,8 +229,10 @@ void run_allreduce_bench_rank(const AllreduceBenchConfig& config, int rank,
   if (rank == 0) {
     const bool one_host = std::all_of(hosts.begin(), hosts.end(),
                                       [&](const std::string& h) { return h == host_of(0); });
-    print_header(config, one_host ? "local processes" : "processes on their own hosts",
-                 payload_path(ring, one_host), out);
+    const std::string where =
+        fmt::format("{}, {}", one_host ? "local processes" : "processes on their own hosts",
+                    core ? "each bound to a core" : "not bound to cores");
+    print_header(config, where, payload_path(ring, one_host), out);
     if (!config.csv_path.empty()) {
       csv.emplace(config.csv_path, csv_columns());
     }

@@ -24,6 +24,9 @@ struct AllreduceBenchConfig {
   int min_iters = 10;
   int timeout_ms = 60'000;  // --collective_timeout
   int spin_us = -1;         // RingOptions::spin_us; -1: ring_spin_us()'s choice
+  // --bind_to core: rank r runs on the r-th CPU it may use, where there are as many as ranks (as
+  // mpirun binds ranks by default); none: wherever the scheduler puts it.
+  bool bind_to_core = true;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
   bool authenticate_frames = true;         // ConnectionOptions::authenticate_frames
   Transport transport = Transport::kAuto;  // RingOptions::transport

@@ -12,6 +12,7 @@
 #include "cli/bench_ps.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
+#include "cluster/cluster_secret.h"
 #include "plan/flags.h"
 
 namespace dtrain::cli {
@@ -41,6 +42,7 @@ struct PsBenchFlags {
   std::string transport = "auto";
   bool unauthenticated_frames = false;
   std::string csv_path;
+  std::string role;
 };
 
 PsBenchConfig resolve(const PsBenchFlags& flags) {
@@ -54,6 +56,8 @@ PsBenchConfig resolve(const PsBenchFlags& flags) {
   config.authenticate_frames = !flags.unauthenticated_frames;
   config.transport = parse_transport(flags.transport);
   config.csv_path = flags.csv_path;
+  if (flags.role == "ps") config.role = PsBenchConfig::Role::kPs;
+  if (flags.role == "workers") config.role = PsBenchConfig::Role::kWorkers;
   return config;
 }
 
@@ -83,9 +87,17 @@ void add_bench_ps_command(CLI::App& bench, Action& action) {
   add_frames_flag(*ps, flags->unauthenticated_frames);
   ps->add_option("--csv", flags->csv_path,
                  "Also append a row per size to this CSV file (a header first if new)");
+  // Between hosts of their own: how bench/netns_ps.sh starts the two halves; not for users.
+  ps->add_option("--role", flags->role)->check(CLI::IsMember({"ps", "workers"}))->group("");
+  ps->add_option("--host", flags->config.host)->group("");
+  ps->add_option("--ports", flags->config.ports)->delimiter(',')->group("");
   ps->callback([flags, &action] {
     action = [flags] {
-      run_ps_bench(resolve(*flags), std::cout);
+      const PsBenchConfig config = resolve(*flags);
+      // Alone, the ps tasks are this process's own threads: the secret is shared with itself.
+      const std::string secret =
+          config.role == PsBenchConfig::Role::kBoth ? new_cluster_secret() : cluster_secret("");
+      run_ps_bench(config, secret, std::cout);
       return 0;
     };
   });
@@ -104,6 +116,7 @@ struct AllreduceBenchFlags {
   int rank = -1;
   std::vector<uint16_t> ports;
   std::vector<std::string> hosts;
+  std::string bind_to = "core";
   bool unauthenticated_frames = false;
 };
 
@@ -126,6 +139,7 @@ AllreduceBenchConfig resolve(const AllreduceBenchFlags& flags) {
   config.authenticate_frames = !flags.unauthenticated_frames;
   config.transport = parse_transport(flags.transport);
   config.csv_path = flags.csv_path;
+  config.bind_to_core = flags.bind_to == "core";
   return config;
 }
 
@@ -157,6 +171,12 @@ void add_bench_allreduce_command(CLI::App& bench, Action& action) {
       ->check(CLI::IsMember({"auto", "ring", "halving_doubling"}))
       ->capture_default_str();
   add_transport_flag(*allreduce, flags->transport);
+  allreduce
+      ->add_option("--bind_to", flags->bind_to,
+                   "core: each rank on a core of its own where there are enough (as mpirun "
+                   "binds by default); none: where the scheduler puts it")
+      ->check(CLI::IsMember({"core", "none"}))
+      ->capture_default_str();
   allreduce->add_option("--csv", flags->csv_path,
                         "Also append a row per size to this CSV file (a header first if new)");
   add_frames_flag(*allreduce, flags->unauthenticated_frames);
