@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <barrier>
@@ -53,6 +54,11 @@ void check_config(const PsBenchConfig& config) {
   if (config.min_rounds < 1)
     throw UsageError(fmt::format("--min_rounds {}: must be at least 1", config.min_rounds));
   if (config.model_bytes.empty()) throw UsageError("--model_bytes: give at least one size");
+  using Role = PsBenchConfig::Role;
+  if (config.role != Role::kBoth && static_cast<int>(config.ports.size()) != config.ps) {
+    throw UsageError(fmt::format("--ports names {} ports for --ps {}: give one per ps task",
+                                 config.ports.size(), config.ps));
+  }
   for (uint64_t bytes : config.model_bytes) {
     if (bytes < sizeof(float))
       throw UsageError(fmt::format("--model_bytes {}: must be at least 4 (one float)", bytes));
@@ -68,7 +74,7 @@ std::vector<ParamSpec> bench_layout(uint64_t model_bytes) {
   return {ParamSpec{.name = "bench/weights", .shape = shape}};
 }
 
-// The ps tasks of one size: async plain SGD, listening on 127.0.0.1.
+// The ps tasks of one size: async plain SGD, listening on config.host.
 struct PsTasks {
   std::vector<std::unique_ptr<PsService>> services;
   std::vector<HostPort> addresses;
@@ -83,12 +89,13 @@ PsTasks start_ps_tasks(const std::vector<ParamSpec>& specs, const PartitionMap& 
     options.specs = specs;
     options.map = map;
     options.sync.total_num_replicas = config.workers;
-    options.server.bind_host = "127.0.0.1";
+    options.server.bind_host = config.host;
+    if (!config.ports.empty()) options.server.port = config.ports[static_cast<size_t>(p)];
     options.server.secret = secret;
     options.server.connection.authenticate_frames = config.authenticate_frames;
     options.transport = config.transport;
     tasks.services.push_back(std::make_unique<PsService>(std::move(options)));
-    tasks.addresses.push_back({"127.0.0.1", tasks.services.back()->port()});
+    tasks.addresses.push_back({config.host, tasks.services.back()->port()});
   }
   return tasks;
 }
@@ -204,7 +211,19 @@ SizeResult bench_size(const PsBenchConfig& config, uint64_t requested_bytes,
   const std::vector<ParamSpec> specs = bench_layout(requested_bytes);
   const PartitionMap map = make_partition(ParamSet(specs), config.ps, Placement::kBalanced,
                                           kMinShardBytes, config.max_shard_bytes);
-  PsTasks tasks = start_ps_tasks(specs, map, config, secret);
+  using Role = PsBenchConfig::Role;
+  PsTasks tasks;
+  if (config.role != Role::kWorkers) tasks = start_ps_tasks(specs, map, config, secret);
+  if (config.role == Role::kPs) {
+    fmt::print("ps tasks serving {} bytes on {}:{}\n", requested_bytes, config.host,
+               fmt::join(config.ports, ","));
+    std::cout.flush();
+    for (auto& service : tasks.services) service->run();  // until every worker is done
+    return {};
+  }
+  if (config.role == Role::kWorkers) {
+    for (const uint16_t port : config.ports) tasks.addresses.push_back({config.host, port});
+  }
   PsClientOptions client;
   client.ps = tasks.addresses;
   client.secret = secret;
@@ -248,7 +267,9 @@ void print_header(const PsBenchConfig& config, const std::string& transport, std
   const std::string payloads =
       transport == "shm"   ? "payloads copied by the ps out of and into the workers' memory "
                              "(process_vm_readv/writev), announced through shared mailboxes"
-      : transport == "tcp" ? "payloads over loopback TCP"
+      : transport == "tcp" ? (config.role == PsBenchConfig::Role::kWorkers
+                                  ? "payloads over TCP to ps tasks at " + config.host
+                                  : std::string("payloads over loopback TCP"))
                            : "payloads through memory on some connections, TCP on others";
   fmt::print(out,
              "dtrain bench ps: {} ps, {} worker(s) (threads of this process), async sgd, {} "
@@ -295,10 +316,8 @@ void add_csv_row(const PsBenchConfig& config, const SizeResult& r, CsvRows& csv)
 
 }  // namespace
 
-void run_ps_bench(const PsBenchConfig& config, std::ostream& out) {
+void run_ps_bench(const PsBenchConfig& config, const std::string& secret, std::ostream& out) {
   check_config(config);
-  // The ps tasks are this process's own threads; the secret only has to be shared with itself.
-  const std::string secret = new_cluster_secret();
   std::optional<CsvRows> csv;
   if (!config.csv_path.empty()) {
     csv.emplace(config.csv_path,
@@ -308,6 +327,7 @@ void run_ps_bench(const PsBenchConfig& config, std::ostream& out) {
   bool header_printed = false;
   for (uint64_t bytes : config.model_bytes) {
     const SizeResult result = bench_size(config, bytes, secret);
+    if (config.role == PsBenchConfig::Role::kPs) continue;
     if (!std::exchange(header_printed, true)) print_header(config, result.transport, out);
     print_row(result, out);
     if (csv) add_csv_row(config, result, *csv);

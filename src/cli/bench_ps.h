@@ -30,10 +30,18 @@ struct PsBenchConfig {
   bool authenticate_frames = true;
   Transport transport = Transport::kAuto;  // PsClientOptions / PsServiceOptions::transport
   std::string csv_path;                    // --csv: a row per size is appended there too
+  // Between hosts of their own (bench/netns_ps.sh): one process runs the ps tasks (kPs), another
+  // the workers (kWorkers), the ps tasks at host:ports[p], the secret shared through
+  // $DTRAIN_SECRET. A kPs process returns once every worker has said it is done.
+  enum class Role { kBoth, kPs, kWorkers };
+  Role role = Role::kBoth;
+  std::string host = "127.0.0.1";
+  std::vector<uint16_t> ports;  // one per ps task; empty: free ports (kBoth only)
 };
 
 // Runs every size of the config in turn and prints one line per size. Throws UsageError for a bad
 // config, TransportError / Error when a task fails.
-void run_ps_bench(const PsBenchConfig& config, std::ostream& out);
+// `secret`: the cluster secret (a new one for kBoth, whose tasks are all threads of this process).
+void run_ps_bench(const PsBenchConfig& config, const std::string& secret, std::ostream& out);
 
 }  // namespace dtrain::cli
