@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 
 #include "base/error.h"
 
@@ -60,7 +61,15 @@ GracefulShutdown::GracefulShutdown(std::chrono::milliseconds timeout, std::strin
 }
 
 GracefulShutdown::~GracefulShutdown() {
-  for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &previous[i], nullptr);
+  // Unwinding from a failure: the process is about to say why and exit 1. A stop signal now is
+  // most likely a launcher stopping the job because another task failed first (a ps that aborted
+  // the job is one); acted on, it would end this task before its error line is written. Ignored
+  // instead: the exit is moments away, and a launcher's SIGKILL still ends a task that hangs.
+  const bool failing = std::uncaught_exceptions() > 0;
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  for (size_t i = 0; i < kSignals.size(); ++i)
+    sigaction(kSignals[i], failing ? &ignore : &previous[i], nullptr);
   active_request.store(nullptr);
   const char quit = kQuit;
   [[maybe_unused]] const ssize_t ignored = write(wake_pipe[1], &quit, 1);
