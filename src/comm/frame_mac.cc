@@ -17,6 +17,12 @@
 #endif
 #if DTRAIN_HAVE_IPSEC_MB
 #include "comm/gmac_ipsec_mb.h"
+#else
+namespace dtrain {
+// Never made in this build (mac_engine_available says so): defined only so that FrameMac's
+// unique_ptr to one can be destroyed.
+class IpsecGmac {};
+}  // namespace dtrain
 #endif
 
 namespace dtrain {
