@@ -24,6 +24,7 @@
 #include "cluster/local_launcher.h"
 #include "collective/communicator.h"
 #include "collective/tcp_ring.h"
+#include "comm/tcp_congestion.h"
 #include "tensor/aligned.h"
 
 namespace dtrain::cli {
@@ -76,15 +77,16 @@ std::string payload_path(const TcpRing& ring, bool one_host) {
 
 void print_header(const AllreduceBenchConfig& config, const std::string& where,
                   const std::string& payloads, std::ostream& out) {
-  fmt::print(
-      out,
-      "all-reduce (sum, float32, algorithm {}) over {} ranks, {}; payloads {}; "
-      "chunks of {}, frames {}\nbusbw = algbw x 2(n-1)/n, the convention of NCCL's and Gloo's "
-      "benchmarks; "
-      "GB/s = 1e9 bytes/s\n",
-      algorithm_name(config.algorithm), config.ranks, where, payloads,
-      format_bytes(config.chunk_bytes),
-      config.authenticate_frames ? "tagged (GMAC)" : "with a CRC32C (unauthenticated)");
+  fmt::print(out,
+             "all-reduce (sum, float32, algorithm {}) over {} ranks, {}; payloads {}; "
+             "chunks of {}, frames {}; TCP congestion control {}\nbusbw = algbw x 2(n-1)/n, the "
+             "convention of NCCL's and Gloo's "
+             "benchmarks; "
+             "GB/s = 1e9 bytes/s\n",
+             algorithm_name(config.algorithm), config.ranks, where, payloads,
+             format_bytes(config.chunk_bytes),
+             config.authenticate_frames ? "tagged (GMAC)" : "with a CRC32C (unauthenticated)",
+             tcp_congestion_in_use(config.tcp_congestion));
   fmt::print(out, "{:>10} {:>8} {:>11} {:>11} {:>11}\n", "bytes", "iters", "median_ms",
              "algbw_GB/s", "busbw_GB/s");
   out.flush();
@@ -178,7 +180,9 @@ int run_allreduce_bench(const AllreduceBenchConfig& config, std::ostream& out) {
                  "--transport",
                  std::string(transport_name(config.transport)),
                  "--bind_to",
-                 config.bind_to_core ? "core" : "none"};
+                 config.bind_to_core ? "core" : "none",
+                 "--tcp_congestion",
+                 config.tcp_congestion};
     if (!config.csv_path.empty()) task.args.insert(task.args.end(), {"--csv", config.csv_path});
     if (!config.authenticate_frames) task.args.push_back("--unauthenticated_frames");
     tasks.push_back(std::move(task));
@@ -215,6 +219,7 @@ void run_allreduce_bench_rank(const AllreduceBenchConfig& config, int rank,
   options.port = ports[rank];
   options.secret = secret;
   options.authenticate_frames = config.authenticate_frames;
+  options.tcp_congestion = config.tcp_congestion;
   options.timeout_ms = config.timeout_ms;
   options.job = "rank";
   options.spin_us =

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "collective/communicator.h"
+#include "comm/tcp_congestion.h"
 #include "comm/transport.h"
 
 namespace dtrain::cli {
@@ -28,9 +29,10 @@ struct AllreduceBenchConfig {
   // mpirun binds ranks by default); none: wherever the scheduler puts it.
   bool bind_to_core = true;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
-  bool authenticate_frames = true;         // ConnectionOptions::authenticate_frames
-  Transport transport = Transport::kAuto;  // RingOptions::transport
-  std::string csv_path;                    // --csv: rank 0 appends a row per size there
+  bool authenticate_frames = true;                  // ConnectionOptions::authenticate_frames
+  std::string tcp_congestion = kTcpCongestionAuto;  // ConnectionOptions::tcp_congestion
+  Transport transport = Transport::kAuto;           // RingOptions::transport
+  std::string csv_path;                             // --csv: rank 0 appends a row per size there
 };
 
 // "auto", "ring", "halving_doubling": the --algorithm names.

@@ -13,6 +13,7 @@
 #include "cli/byte_size.h"
 #include "cli/commands.h"
 #include "cluster/cluster_secret.h"
+#include "comm/tcp_congestion.h"
 #include "plan/flags.h"
 
 namespace dtrain::cli {
@@ -34,6 +35,15 @@ void add_transport_flag(CLI::App& command, std::string& transport) {
       ->capture_default_str();
 }
 
+// --tcp_congestion as for train and task; a name the host refuses is refused before any rank
+// starts.
+void add_tcp_congestion_flag(CLI::App& command, std::string& tcp_congestion) {
+  const FlagSpec& row = *find_flag("--tcp_congestion");
+  command.add_option(std::string(row.name), tcp_congestion, std::string(row.help))
+      ->check([](const std::string& name) { return tcp_congestion_refusal(name); })
+      ->capture_default_str();
+}
+
 // The sizes stay text until the action runs, so a bad one is a UsageError naming its flag.
 struct PsBenchFlags {
   PsBenchConfig config;
@@ -41,6 +51,7 @@ struct PsBenchFlags {
   std::string max_shard_bytes = "512KiB";
   std::string transport = "auto";
   bool unauthenticated_frames = false;
+  std::string tcp_congestion = kTcpCongestionAuto;
   std::string csv_path;
   std::string role;
 };
@@ -54,6 +65,7 @@ PsBenchConfig resolve(const PsBenchFlags& flags) {
   }
   config.max_shard_bytes = parse_byte_size(flags.max_shard_bytes, "--max_shard_bytes");
   config.authenticate_frames = !flags.unauthenticated_frames;
+  config.tcp_congestion = flags.tcp_congestion;
   config.transport = parse_transport(flags.transport);
   config.csv_path = flags.csv_path;
   if (flags.role == "ps") config.role = PsBenchConfig::Role::kPs;
@@ -85,6 +97,7 @@ void add_bench_ps_command(CLI::App& bench, Action& action) {
       ->capture_default_str();
   add_transport_flag(*ps, flags->transport);
   add_frames_flag(*ps, flags->unauthenticated_frames);
+  add_tcp_congestion_flag(*ps, flags->tcp_congestion);
   ps->add_option("--csv", flags->csv_path,
                  "Also append a row per size to this CSV file (a header first if new)");
   // Between hosts of their own: how bench/netns_ps.sh starts the two halves; not for users.
@@ -118,6 +131,7 @@ struct AllreduceBenchFlags {
   std::vector<std::string> hosts;
   std::string bind_to = "core";
   bool unauthenticated_frames = false;
+  std::string tcp_congestion = kTcpCongestionAuto;
 };
 
 AllreduceBenchConfig resolve(const AllreduceBenchFlags& flags) {
@@ -137,6 +151,7 @@ AllreduceBenchConfig resolve(const AllreduceBenchFlags& flags) {
   }
   config.timeout_ms = static_cast<int>(flags.timeout_s * 1000);
   config.authenticate_frames = !flags.unauthenticated_frames;
+  config.tcp_congestion = flags.tcp_congestion;
   config.transport = parse_transport(flags.transport);
   config.csv_path = flags.csv_path;
   config.bind_to_core = flags.bind_to == "core";
@@ -180,6 +195,7 @@ void add_bench_allreduce_command(CLI::App& bench, Action& action) {
   allreduce->add_option("--csv", flags->csv_path,
                         "Also append a row per size to this CSV file (a header first if new)");
   add_frames_flag(*allreduce, flags->unauthenticated_frames);
+  add_tcp_congestion_flag(*allreduce, flags->tcp_congestion);
   allreduce->add_option("--rank", flags->rank)->group("");
   allreduce->add_option("--ports", flags->ports)->delimiter(',')->group("");
   allreduce->add_option("--hosts", flags->hosts)->delimiter(',')->group("");

@@ -25,6 +25,7 @@
 #include "cli/byte_size.h"
 #include "cli/commands.h"
 #include "cli/csv_rows.h"
+#include "comm/tcp_congestion.h"
 #include "nn/param_set.h"
 #include "ps/partition.h"
 #include "ps/ps_client.h"
@@ -93,6 +94,7 @@ PsTasks start_ps_tasks(const std::vector<ParamSpec>& specs, const PartitionMap& 
     if (!config.ports.empty()) options.server.port = config.ports[static_cast<size_t>(p)];
     options.server.secret = secret;
     options.server.connection.authenticate_frames = config.authenticate_frames;
+    options.server.connection.tcp_congestion = config.tcp_congestion;
     options.transport = config.transport;
     tasks.services.push_back(std::make_unique<PsService>(std::move(options)));
     tasks.addresses.push_back({config.host, tasks.services.back()->port()});
@@ -228,6 +230,7 @@ SizeResult bench_size(const PsBenchConfig& config, uint64_t requested_bytes,
   client.ps = tasks.addresses;
   client.secret = secret;
   client.connection.authenticate_frames = config.authenticate_frames;
+  client.connection.tcp_congestion = config.tcp_congestion;
   client.transport = config.transport;
   SizeRun run{config, specs, map, std::move(client), std::barrier<>(config.workers)};
   std::vector<WorkerTimes> workers(static_cast<size_t>(config.workers));
@@ -273,10 +276,12 @@ void print_header(const PsBenchConfig& config, const std::string& transport, std
                            : "payloads through memory on some connections, TCP on others";
   fmt::print(out,
              "dtrain bench ps: {} ps, {} worker(s) (threads of this process), async sgd, {} "
-             "(--transport {}), {}, frames {}; per size at least {} rounds and {:g} s\n",
+             "(--transport {}), {}, frames {}, TCP congestion control {}; per size at least {} "
+             "rounds and {:g} s\n",
              config.ps, config.workers, payloads, transport_name(config.transport), shards,
              config.authenticate_frames ? "tagged (GMAC)" : "with a CRC32C (unauthenticated)",
-             config.min_rounds, config.seconds_per_size);
+             tcp_congestion_in_use(config.tcp_congestion), config.min_rounds,
+             config.seconds_per_size);
   fmt::print(out,
              "round_ms: each worker's median push_pull round; GB/s/worker = 2 x model_bytes / "
              "round; GB/s total: the sum over workers\n");

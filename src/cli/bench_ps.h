@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/tcp_congestion.h"
 #include "comm/transport.h"
 
 namespace dtrain::cli {
@@ -28,8 +29,9 @@ struct PsBenchConfig {
   int min_rounds = 10;
   // Frames tagged after the handshake (ConnectionOptions::authenticate_frames), as in training.
   bool authenticate_frames = true;
-  Transport transport = Transport::kAuto;  // PsClientOptions / PsServiceOptions::transport
-  std::string csv_path;                    // --csv: a row per size is appended there too
+  std::string tcp_congestion = kTcpCongestionAuto;  // ConnectionOptions::tcp_congestion
+  Transport transport = Transport::kAuto;           // PsClientOptions / PsServiceOptions::transport
+  std::string csv_path;                             // --csv: a row per size is appended there too
   // Between hosts of their own (bench/netns_ps.sh): one process runs the ps tasks (kPs), another
   // the workers (kWorkers), the ps tasks at host:ports[p], the secret shared through
   // $DTRAIN_SECRET. A kPs process returns once every worker has said it is done.

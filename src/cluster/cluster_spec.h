@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/host_port.h"
+#include "comm/tcp_congestion.h"
 
 namespace dtrain {
 
@@ -68,6 +69,8 @@ struct ClusterConfig {
   TaskId task;
   // --bind: the address this task listens on; empty: cluster/bind_address.h decides.
   std::string bind_host = {};
+  // --tcp_congestion (ConnectionOptions::tcp_congestion)
+  std::string tcp_congestion = kTcpCongestionAuto;
   // Every frame after the handshake carries a tag (comm/frame_mac.h); false only with
   // --unauthenticated_frames, which every task of the cluster must then be given.
   bool authenticate_frames = true;

@@ -49,6 +49,7 @@ MembershipClient::MembershipClient(MembershipClientOptions options) : options_(s
   c.identity = options_.name;
   c.connect_timeout_ms = options_.timeout_ms;
   c.authenticate_frames = options_.authenticate_frames;
+  c.tcp_congestion = options_.tcp_congestion;
   c.type_carries_tensors = proto::carries_no_tensors;
   connection_ = connect(options_.coordinator.host, options_.coordinator.port, options_.secret, c);
   send_json(*connection_, proto::kHello,

@@ -18,6 +18,7 @@
 #include "cluster/membership_view.h"
 #include "collective/ring_interrupt.h"
 #include "comm/host_port.h"
+#include "comm/tcp_congestion.h"
 
 namespace dtrain {
 
@@ -34,7 +35,8 @@ struct MembershipClientOptions {
   HostPort coordinator;
   std::string secret;  // the cluster secret, raw bytes
   bool authenticate_frames = true;
-  std::string name;  // this worker's task name, "worker1"
+  std::string tcp_congestion = kTcpCongestionAuto;  // ConnectionOptions::tcp_congestion
+  std::string name;                                 // this worker's task name, "worker1"
   // What this worker trains (the settings all-reduce workers must agree on): the coordinator
   // refuses a worker whose settings differ from the job's, naming where.
   nlohmann::json settings;

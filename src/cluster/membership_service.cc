@@ -85,6 +85,7 @@ class MembershipService::Coordinator {
     server.port = o.port;
     server.secret = o.secret;
     server.connection.authenticate_frames = o.authenticate_frames;
+    server.connection.tcp_congestion = o.tcp_congestion;
     server.connection.type_carries_tensors = proto::carries_no_tensors;
     server.connection.identity = "coordinator";
     server_ = std::make_unique<Server>(std::move(server),

@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "comm/tcp_congestion.h"
+
 namespace dtrain {
 
 struct MembershipOptions {
@@ -18,6 +20,7 @@ struct MembershipOptions {
   uint16_t port = 0;   // 0: a free port (MembershipService::port())
   std::string secret;  // the cluster secret, raw bytes
   bool authenticate_frames = true;
+  std::string tcp_congestion = kTcpCongestionAuto;  // ConnectionOptions::tcp_congestion
   int workers = 1;      // the first view waits for this many (--workers)
   int min_workers = 1;  // below this many, the job fails
   int max_workers = 1;  // joiners beyond this many are refused

@@ -214,6 +214,7 @@ std::vector<HostPort> serve_rendezvous(const RendezvousOptions& o) {
   server_options.port = o.address.port;
   server_options.secret = o.secret;
   server_options.connection.authenticate_frames = o.authenticate_frames;
+  server_options.connection.tcp_congestion = o.tcp_congestion;
   server_options.connection.type_carries_tensors = carries_no_tensors;
   Server server(server_options, [&](Connection& connection) {
     serve_registration(connection, registry, until, o.coordinator_port);
@@ -248,6 +249,7 @@ std::vector<HostPort> join_rendezvous(const RendezvousOptions& o, uint16_t* coor
   options.connect_timeout_ms = o.timeout_ms;
   options.idle_timeout_ms = o.timeout_ms + 10'000;  // rank 0 answers by its own deadline
   options.authenticate_frames = o.authenticate_frames;
+  options.tcp_congestion = o.tcp_congestion;
   options.type_carries_tensors = carries_no_tensors;
   const std::unique_ptr<Connection> connection =
       connect(o.address.host, o.address.port, o.secret, options);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cluster/cluster_spec.h"
+#include "comm/tcp_congestion.h"
 
 namespace dtrain {
 
@@ -18,6 +19,7 @@ struct RendezvousOptions {
   int world_size = 0;
   std::string secret;  // the cluster secret, raw bytes
   bool authenticate_frames = true;
+  std::string tcp_congestion = kTcpCongestionAuto;  // ConnectionOptions::tcp_congestion
   // How long rank 0 waits for every rank to register, and how long another rank tries to reach
   // rank 0 and then waits for the answer.
   int timeout_ms = 600'000;

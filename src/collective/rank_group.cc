@@ -21,6 +21,7 @@ RankGroup::RankGroup(const RankGroupOptions& options, const HostPort& listen_at,
   ring.port = listen_at.port;
   ring.secret = options.secret;
   ring.authenticate_frames = options.authenticate_frames;
+  ring.tcp_congestion = options.tcp_congestion;
   ring.timeout_ms = options.timeout_ms;
   ring.job = options.job;
   ring.transport = options.transport;

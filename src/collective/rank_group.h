@@ -15,6 +15,7 @@
 #include "collective/ring_connector.h"
 #include "collective/tcp_ring.h"
 #include "comm/host_port.h"
+#include "comm/tcp_congestion.h"
 #include "comm/transport.h"
 
 namespace dtrain {
@@ -24,7 +25,8 @@ struct RankGroupOptions {
   int world_size = 1;
   std::string secret;  // the cluster secret, raw bytes; every rank's must be the same
   bool authenticate_frames = true;
-  Transport transport = Transport::kAuto;  // shared memory between ranks of one host
+  std::string tcp_congestion = kTcpCongestionAuto;  // ConnectionOptions::tcp_congestion
+  Transport transport = Transport::kAuto;           // shared memory between ranks of one host
   // How long to wait for the ring to form, and for a stuck neighbour inside a collective.
   int timeout_ms = 60'000;
   std::string job = "rank";  // ranks are named "<job><rank>" in messages

@@ -17,6 +17,7 @@
 #include "collective/ring_interrupt.h"
 #include "collective/ring_links.h"
 #include "comm/host_port.h"
+#include "comm/tcp_congestion.h"
 #include "comm/transport.h"
 
 namespace dtrain {
@@ -30,8 +31,9 @@ struct RingOptions {
   // Where the right neighbour listens (connect_ring and the connectors; TcpRing::connect takes it
   // as its argument).
   HostPort right;
-  std::string secret;               // the cluster secret, raw bytes
-  bool authenticate_frames = true;  // ConnectionOptions::authenticate_frames
+  std::string secret;                               // the cluster secret, raw bytes
+  bool authenticate_frames = true;                  // ConnectionOptions::authenticate_frames
+  std::string tcp_congestion = kTcpCongestionAuto;  // ConnectionOptions::tcp_congestion
   // Ranks whose fingerprint differs (another model, another layout) are refused by name.
   uint64_t fingerprint = 0;
   // How long to wait for the ring to form, and how long a neighbour may move no byte inside a

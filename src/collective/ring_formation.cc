@@ -40,6 +40,7 @@ RingFormation::~RingFormation() { close(); }
 ConnectionOptions RingFormation::connection_options() const {
   ConnectionOptions options;
   options.authenticate_frames = options_.authenticate_frames;
+  options.tcp_congestion = options_.tcp_congestion;
   options.type_carries_tensors = proto::carries_tensors;
   options.identity = rank_name(options_.rank);
   options.transport = options_.transport;

@@ -51,7 +51,8 @@ std::unique_ptr<Connection> connect(const std::string& host, uint16_t port, std:
                        SteadyClock::now() + std::chrono::milliseconds(options.liveness_timeout_ms))
             : wait.deadline();
     std::string error;
-    if (auto stream = TcpStream::try_connect(host, port, attempt_until, error)) {
+    if (auto stream =
+            TcpStream::try_connect(host, port, attempt_until, options.tcp_congestion, error)) {
       // A handshake that breaks is retried like a refused connect: a flooded server sheds the
       // oldest handshakes, a restarting one may reset it, and a relay may fake a failure the
       // server never proved. Only a failure we proved ourselves (AuthError) is final.

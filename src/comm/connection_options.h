@@ -8,6 +8,7 @@
 
 #include "base/stop_request.h"
 #include "comm/auth.h"
+#include "comm/tcp_congestion.h"
 #include "comm/transport.h"
 
 namespace dtrain {
@@ -49,6 +50,9 @@ struct ConnectionOptions {
   // Every frame after the handshake carries a GMAC tag (comm/frame_mac.h) in place of the CRC.
   // Both ends must agree, or the handshake fails saying so; off only by an explicit flag.
   bool authenticate_frames = true;
+  // The TCP congestion control of the socket, set before it connects (comm/tcp_congestion.h: auto,
+  // host or a name). For a server, its listening socket's, which every accepted one inherits.
+  std::string tcp_congestion = kTcpCongestionAuto;
   // Which process this end is, said in the handshake beside the identity and, by a client, proved
   // (comm/process_key.h). 0: this process's own key; tests that play several processes in one
   // set their own number, from which a key is derived.

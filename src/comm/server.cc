@@ -21,6 +21,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "comm/tcp_congestion.h"
 
 namespace dtrain {
 
@@ -43,7 +44,7 @@ ServerOptions checked(ServerOptions options) {
 
 // A listening socket on host:port, non-blocking: it is accepted from when poll() finds it ready,
 // and a peer that leaves meanwhile must not block the thread. Sets `port` to the bound one.
-int listen_on(const std::string& host, uint16_t& port) {
+int listen_on(const std::string& host, uint16_t& port, std::string_view tcp_congestion) {
   const std::string where = fmt::format("{}:{}", host, port);
   asio::io_context io;
   asio::ip::tcp::resolver resolver(io);
@@ -55,6 +56,12 @@ int listen_on(const std::string& host, uint16_t& port) {
   const int fd =
       ::socket(endpoint.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) throw TransportError(fmt::format("cannot listen on {}: {}", where, errno_text()));
+  // Accepted connections inherit the listener's congestion control.
+  if (const std::string why = apply_tcp_congestion(fd, tcp_congestion); !why.empty()) {
+    ::close(fd);
+    throw TransportError(fmt::format("cannot listen on {}: TCP congestion control '{}': {}", where,
+                                     tcp_congestion, why));
+  }
   const int one = 1;
   socklen_t length = static_cast<socklen_t>(endpoint.capacity());
   // SO_REUSEADDR: a restarted task can bind its port while old connections sit in TIME_WAIT.
@@ -94,7 +101,7 @@ std::string describe_rejections(const ServerStats& stats) {
 Server::Server(ServerOptions options, Handler handler)
     : options_(checked(std::move(options))), handler_(std::move(handler)) {
   port_ = options_.port;
-  listen_fd_ = listen_on(options_.bind_host, port_);
+  listen_fd_ = listen_on(options_.bind_host, port_, options_.connection.tcp_congestion);
   rejection_warnings_ = std::make_unique<RateLimitedWarning>(
       fmt::format("server on port {}", port_), "rejected connections");
   if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {

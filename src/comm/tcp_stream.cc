@@ -22,6 +22,7 @@
 #include <system_error>
 
 #include "base/error.h"
+#include "comm/tcp_congestion.h"
 
 namespace dtrain {
 
@@ -64,6 +65,7 @@ TcpStream::~TcpStream() { ::close(fd_); }
 
 std::unique_ptr<TcpStream> TcpStream::try_connect(const std::string& host, uint16_t port,
                                                   SteadyClock::time_point until,
+                                                  std::string_view tcp_congestion,
                                                   std::string& error) {
   asio::io_context io;
   asio::ip::tcp::resolver resolver(io);
@@ -74,21 +76,35 @@ std::unique_ptr<TcpStream> TcpStream::try_connect(const std::string& host, uint1
     return nullptr;
   }
   // Asio's synchronous connect has no timeout, so connect asynchronously and run the I/O context
-  // only until the deadline.
+  // only until the deadline. Each address is tried in turn, as asio::async_connect would, but by
+  // hand: the congestion control must be set between opening the socket and connecting it.
   asio::ip::tcp::socket socket(io);
-  std::error_code result = asio::error::timed_out;
-  asio::async_connect(socket, endpoints,
-                      [&](const std::error_code& connect_ec, const asio::ip::tcp::endpoint&) {
-                        result = connect_ec;
-                      });
-  io.run_until(until);
-  if (!io.stopped()) {
-    // The deadline passed first: cancel the attempt and let its handler run before `result` is
-    // read, then report the timeout rather than the cancellation.
+  std::error_code result = asio::error::host_not_found;
+  for (const auto& entry : endpoints) {
     socket.close(ec);
-    io.restart();
-    io.run();
+    socket.open(entry.endpoint().protocol(), result);
+    if (result) continue;
+    if (const std::string why = apply_tcp_congestion(socket.native_handle(), tcp_congestion);
+        !why.empty()) {
+      throw TransportError(
+          fmt::format("cannot connect to {}:{} with TCP congestion control '{}': {}", host, port,
+                      tcp_congestion, why));
+    }
     result = asio::error::timed_out;
+    socket.async_connect(entry.endpoint(),
+                         [&](const std::error_code& connect_ec) { result = connect_ec; });
+    io.restart();
+    io.run_until(until);
+    if (!io.stopped()) {
+      // The deadline passed first: cancel the attempt and let its handler run before `result` is
+      // read, then report the timeout rather than the cancellation.
+      socket.close(ec);
+      io.restart();
+      io.run();
+      result = asio::error::timed_out;
+      break;
+    }
+    if (!result) break;
   }
   if (result) {
     error = result.message();

@@ -39,9 +39,12 @@ class TcpStream {
   // One attempt to connect to host:port, giving up at `until`. A failed attempt is an expected
   // outcome of connect-with-retry, so it returns nullptr and sets `error` to the reason
   // ("Connection refused"). Name resolution is not bounded by `until` (the system resolver's own
-  // timeouts apply).
+  // timeouts apply). The socket runs `tcp_congestion` (comm/tcp_congestion.h) from its first
+  // byte; a name the kernel refuses is a TransportError, since retrying cannot help.
   static std::unique_ptr<TcpStream> try_connect(const std::string& host, uint16_t port,
-                                                SteadyClock::time_point until, std::string& error);
+                                                SteadyClock::time_point until,
+                                                std::string_view tcp_congestion,
+                                                std::string& error);
 
   // The remote address, and the name errors use: the address, or "ps0 (10.0.0.7:2222)" once a
   // task name is set.

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "comm/tcp_congestion.h"
 #include "nn/model_zoo.h"
 #include "optim/optimizer.h"
 #include "plan/run_plan.h"
@@ -292,6 +293,11 @@ void check_metrics_port(const RunPlan& p, int) {
   check(port >= -1 && port <= 65535,
         fmt::format("--metrics_port {}: a TCP port (1..65535), 0 for a free one, or -1 for none",
                     port));
+}
+
+void check_tcp_congestion(const RunPlan& p, int) {
+  const std::string why = tcp_congestion_refusal(p.flags.tcp_congestion);
+  check(why.empty(), fmt::format("--tcp_congestion {}: {}", p.flags.tcp_congestion, why));
 }
 
 void check_max_restarts(const RunPlan& p, int) {

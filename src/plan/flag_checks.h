@@ -38,6 +38,7 @@ void check_min_workers(const RunPlan& plan, int cluster_workers);
 void check_max_workers(const RunPlan& plan, int cluster_workers);
 void check_elastic_batch(const RunPlan& plan, int cluster_workers);
 void check_metrics_port(const RunPlan& plan, int cluster_workers);
+void check_tcp_congestion(const RunPlan& plan, int cluster_workers);
 
 void check_summary_steps(const RunPlan& plan, int cluster_workers);
 void check_log_every(const RunPlan& plan, int cluster_workers);

@@ -82,17 +82,19 @@ struct FlagValues {
   int replicas_to_aggregate = 0;
   int total_num_replicas = 0;
   std::string placement = "balanced";
-  uint64_t min_shard_bytes = PsClusterConfig{}.min_shard_bytes;
-  int peer_timeout = PsClusterConfig{}.peer_timeout_ms / 1000;          // seconds
-  int worker_timeout = PsClusterConfig{}.worker_timeout_ms / 1000;      // seconds
-  int liveness_timeout = PsClusterConfig{}.liveness_timeout_ms / 1000;  // seconds
+  uint64_t min_shard_bytes = default_ps_cluster_config().min_shard_bytes;
+  int peer_timeout = default_ps_cluster_config().peer_timeout_ms / 1000;          // seconds
+  int worker_timeout = default_ps_cluster_config().worker_timeout_ms / 1000;      // seconds
+  int liveness_timeout = default_ps_cluster_config().liveness_timeout_ms / 1000;  // seconds
   std::string on_worker_loss = "stop";
   // The allreduce strategy.
-  uint64_t fusion_bytes = AllreduceClusterConfig{}.fusion_bytes;
-  int collective_timeout = AllreduceClusterConfig{}.collective_timeout_ms / 1000;  // seconds
+  uint64_t fusion_bytes = default_allreduce_cluster_config().fusion_bytes;
+  int collective_timeout =
+      default_allreduce_cluster_config().collective_timeout_ms / 1000;  // seconds
   std::string transport = "auto";
+  std::string tcp_congestion = "auto";  // comm/tcp_congestion.h
   // A wait on a peer reported past this many seconds (0: never).
-  double stall_warning = AllreduceClusterConfig{}.stall_warning_ms / 1000.0;
+  double stall_warning = default_allreduce_cluster_config().stall_warning_ms / 1000.0;
 };
 
 }  // namespace dtrain

@@ -477,6 +477,14 @@ std::vector<FlagSpec> make_table() {
        .show_default = true,
        .choices = transport_names(),
        .strategies = kClusterStrategies},
+      {.name = "--tcp_congestion",
+       .field = &F::tcp_congestion,
+       .help = "Cluster: the TCP congestion control of every link: auto (cubic, where the host "
+               "allows it; else the host's own), host (the host's own, "
+               "net.ipv4.tcp_congestion_control), or a name the host allows (bbr, reno, ...)",
+       .show_default = true,
+       .strategies = kClusterStrategies,
+       .check = check_tcp_congestion},
   };
 }
 

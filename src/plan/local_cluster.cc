@@ -122,6 +122,7 @@ int launch_local_cluster(const RunPlan& plan, const RunEnvironment& environment,
     coordinator.emplace(
         MembershipOptions{.secret = f.secret_file.empty() ? secret : cluster_secret(f.secret_file),
                           .authenticate_frames = !f.unauthenticated_frames,
+                          .tcp_congestion = f.tcp_congestion,
                           .workers = f.workers,
                           .min_workers = f.min_workers,
                           .max_workers = f.max_workers > 0 ? f.max_workers : f.workers,

@@ -187,6 +187,7 @@ std::optional<LaunchedCluster> join_launched_cluster(const RunPlan& plan, const 
   options.world_size = env.world_size;
   options.secret = std::move(secret);
   options.authenticate_frames = !f.unauthenticated_frames;
+  options.tcp_congestion = f.tcp_congestion;
   options.timeout_ms = f.peer_timeout * 1000;
   options.bind = f.bind;
   const std::string coordinator_host = bind_address_for(env.rendezvous, f.bind).host;
@@ -210,6 +211,7 @@ std::optional<LaunchedCluster> join_launched_cluster(const RunPlan& plan, const 
                             .port = coordinator_port,
                             .secret = options.secret,
                             .authenticate_frames = options.authenticate_frames,
+                            .tcp_congestion = options.tcp_congestion,
                             .workers = env.world_size,
                             .min_workers = f.min_workers,
                             .max_workers = f.max_workers > 0 ? f.max_workers : env.world_size,
@@ -324,6 +326,7 @@ JoiningWorker joining_async_worker(const RunPlan& plan, const RunEnvironment& en
   options.ps = {joiner.coordinator};
   options.secret = cluster_secret(f.secret_file, environment.env);
   options.connection.authenticate_frames = !f.unauthenticated_frames;
+  options.connection.tcp_congestion = f.tcp_congestion;
   options.connection.connect_timeout_ms = f.peer_timeout * 1000;
   options.transport = Transport::kTcp;  // one small request
   joiner.claimed = claim_worker(options, f.peer_timeout * 1000);
@@ -345,6 +348,7 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
              const std::optional<ClaimedWorker>& claimed = std::nullopt) {
   cluster.bind_host = plan.flags.bind;
   cluster.authenticate_frames = !plan.flags.unauthenticated_frames;
+  cluster.tcp_congestion = plan.flags.tcp_congestion;
   if (plan.flags.unauthenticated_frames) {
     spdlog::warn(
         "{}: --unauthenticated_frames: frames after the handshake carry a CRC only, so anyone "

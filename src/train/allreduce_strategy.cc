@@ -104,6 +104,7 @@ AllreduceStrategy::AllreduceStrategy(const TrainConfig& train, const AllreduceCl
         MembershipClientOptions{.coordinator = *config.coordinator,
                                 .secret = config.secret,
                                 .authenticate_frames = config.cluster.authenticate_frames,
+                                .tcp_congestion = config.cluster.tcp_congestion,
                                 .name = name(),
                                 .settings = std::move(settings),
                                 .timeout_ms = config.collective_timeout_ms});
@@ -116,6 +117,11 @@ AllreduceStrategy::AllreduceStrategy(const TrainConfig& train, const AllreduceCl
       agreed_settings(train, config, state.model(), state.params(), input, total_steps_).dump());
   if (elastic()) return;
   listen_on_cluster_ring();
+}
+
+const AllreduceClusterConfig& default_allreduce_cluster_config() {
+  static const AllreduceClusterConfig defaults;
+  return defaults;
 }
 
 void AllreduceStrategy::listen_on_cluster_ring() {
@@ -138,6 +144,7 @@ RingOptions AllreduceStrategy::ring_options(int size, int rank, const HostPort& 
                       .right = right,
                       .secret = config_.secret,
                       .authenticate_frames = config_.cluster.authenticate_frames,
+                      .tcp_congestion = config_.cluster.tcp_congestion,
                       .fingerprint = fingerprint_,
                       .timeout_ms = config_.collective_timeout_ms,
                       .spin_us = ring_spin_us(workers_on_host(own.host), config_.transport),

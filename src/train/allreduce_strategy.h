@@ -62,6 +62,10 @@ struct AllreduceClusterConfig {
   bool keep_global_batch = false;
 };
 
+// A default-constructed config, for the flags that show its defaults: one instance rather than a
+// temporary per use.
+const AllreduceClusterConfig& default_allreduce_cluster_config();
+
 // What every worker of the ring must agree on, which the ring's fingerprint hashes: what a
 // checkpoint records of the run (train_config_json: every setting that changes what training
 // computes, so a setting recorded there is agreed without a line here), less what is each worker's

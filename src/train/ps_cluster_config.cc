@@ -3,6 +3,11 @@
 
 namespace dtrain {
 
+const PsClusterConfig& default_ps_cluster_config() {
+  static const PsClusterConfig defaults;
+  return defaults;
+}
+
 SyncOptions resolve_sync(const PsClusterConfig& config) {
   return resolve_sync_options(config.sync,
                               static_cast<int>(training_workers(config.cluster.cluster).size()));

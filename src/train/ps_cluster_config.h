@@ -55,6 +55,10 @@ struct PsClusterConfig {
 
 // The sync options with their defaults resolved against the cluster's training workers, checked
 // (ps/sync_options.h).
+// A default-constructed config, for the flags that show its defaults: one instance rather than a
+// temporary per use.
+const PsClusterConfig& default_ps_cluster_config();
+
 SyncOptions resolve_sync(const PsClusterConfig& config);
 // The partition every task of the cluster computes alike (ps/partition.h).
 PartitionMap partition_for(const ParamSet& layout, const PsClusterConfig& config);

@@ -61,6 +61,7 @@ int64_t PsStrategy::start(TrainingState& state, const Restore& restore) {
   options.connection.connect_timeout_ms = config_.peer_timeout_ms;
   options.connection.liveness_timeout_ms = config_.liveness_timeout_ms;
   options.connection.authenticate_frames = config_.cluster.authenticate_frames;
+  options.connection.tcp_congestion = config_.cluster.tcp_congestion;
   options.connection.wait_report_interval_ms = config_.wait_report_interval_ms;
   options.connection.stop = c_.stop;
   options.worker = rank_;

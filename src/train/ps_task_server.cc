@@ -70,6 +70,7 @@ PsTaskServer::PsTaskServer(const TrainConfig& train, const PsClusterConfig& conf
   options.server.secret = config.secret;
   options.server.connection.liveness_timeout_ms = config.liveness_timeout_ms;
   options.server.connection.authenticate_frames = config.cluster.authenticate_frames;
+  options.server.connection.tcp_congestion = config.cluster.tcp_congestion;
   options.server.connection.identity = ps_protocol::ps_identity(ps);
   options.sync_wait_ms = config.peer_timeout_ms;
   options.stall_warning_ms = config.stall_warning_ms;

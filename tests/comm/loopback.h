@@ -102,7 +102,8 @@ class RawPeer {
  public:
   explicit RawPeer(uint16_t port) {
     std::string error;
-    stream_ = TcpStream::try_connect("127.0.0.1", port, deadline().until, error);
+    stream_ =
+        TcpStream::try_connect("127.0.0.1", port, deadline().until, kTcpCongestionAuto, error);
     if (!stream_) throw TransportError("raw peer could not connect: " + error);
   }
 

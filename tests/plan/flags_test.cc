@@ -74,6 +74,10 @@ TEST(FlagTable, AFlagForeignToTheStrategyIsRefusedNamingItTheStrategyAndWhereItA
       {{"--transport", "shm"},
        StrategyKind::kLocal,
        "--transport: means nothing under --strategy local; it applies to async, sync, allreduce"},
+      {{"--tcp_congestion", "reno"},
+       StrategyKind::kLocal,
+       "--tcp_congestion: means nothing under --strategy local; it applies to async, sync, "
+       "allreduce"},
       {{"--workers", "2"},
        StrategyKind::kTowers,
        "--workers: means nothing under --strategy towers"},
@@ -159,6 +163,9 @@ TEST(FlagTable, ABadValueIsRefusedWithALineNamingTheFlag) {
       {{"--train_data", "a.csv"}, "--train_data is given without --test_data"},
       {{"--metrics_port", "70000"},
        "--metrics_port 70000: a TCP port (1..65535), 0 for a free one"},
+      {{"--tcp_congestion", "no-such-algorithm", "--strategy", "allreduce"},
+       "--tcp_congestion no-such-algorithm: this host does not offer TCP congestion control "
+       "'no-such-algorithm' to dtrain"},
   };
   for (const auto& [args, culprit] : cases)
     EXPECT_THAT(usage_error_of([&] { plan_of(args); }), HasSubstr(culprit)) << args[0];
@@ -215,12 +222,15 @@ TEST(FlagTable, TheLocalLaunchersValuesAreCheckedAgainstTheClusterItStarts) {
 // A default in seconds on the command line is the library's default in milliseconds.
 TEST(FlagTable, EachDefaultIsTheLibrarysInTheFlagsUnit) {
   const FlagValues f;
-  EXPECT_EQ(f.peer_timeout * 1000, PsClusterConfig{}.peer_timeout_ms);
-  EXPECT_EQ(f.worker_timeout * 1000, PsClusterConfig{}.worker_timeout_ms);
-  EXPECT_EQ(f.liveness_timeout * 1000, PsClusterConfig{}.liveness_timeout_ms);
-  EXPECT_EQ(f.collective_timeout * 1000, AllreduceClusterConfig{}.collective_timeout_ms);
+  const PsClusterConfig ps;
+  const AllreduceClusterConfig allreduce;
+  EXPECT_EQ(f.peer_timeout * 1000, ps.peer_timeout_ms);
+  EXPECT_EQ(f.worker_timeout * 1000, ps.worker_timeout_ms);
+  EXPECT_EQ(f.liveness_timeout * 1000, ps.liveness_timeout_ms);
+  EXPECT_EQ(f.collective_timeout * 1000, allreduce.collective_timeout_ms);
   EXPECT_EQ(f.shutdown_timeout * 1000, TrainConfig{}.shutdown_timeout_ms);
-  EXPECT_EQ(f.min_shard_bytes, PsClusterConfig{}.min_shard_bytes);
+  EXPECT_EQ(f.min_shard_bytes, ps.min_shard_bytes);
+  EXPECT_EQ(f.tcp_congestion, ps.cluster.tcp_congestion);
   const RunPlan plan = plan_of({"--model", "softmax"});
   EXPECT_EQ(plan.config.shutdown_timeout_ms, TrainConfig{}.shutdown_timeout_ms);
   EXPECT_EQ(plan.config.keep_checkpoints, TrainConfig{}.keep_checkpoints);
