@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "collective/ring_protocol.h"
+#include "comm/tcp_congestion.h"
 
 namespace dtrain {
 
@@ -62,7 +63,8 @@ uint16_t TcpRing::port() const { return formation_.port(); }
 std::string TcpRing::describe_link(Side side) const {
   return reads_memory(side)
              ? "shm (copied out of the sender's memory, announced through a shared mailbox)"
-             : "tcp";
+             : fmt::format("tcp (congestion control {})",
+                           tcp_congestion_of(connection(side).stream().native_handle()));
 }
 
 int TcpRing::left_rank() const { return (rank() + size() - 1) % size(); }

@@ -57,16 +57,18 @@ std::string tcp_congestion_refusal(std::string_view name) {
       why, allowed_list());
 }
 
+std::string tcp_congestion_of(int fd) {
+  char buffer[64] = {};
+  socklen_t length = sizeof buffer - 1;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, buffer, &length) != 0) return "unknown";
+  return std::string(buffer, strnlen(buffer, length));
+}
+
 std::string tcp_congestion_in_use(std::string_view name) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return "unknown";
-  std::string in_use = "unknown";
-  char buffer[64] = {};
-  socklen_t length = sizeof buffer - 1;
-  if (apply_tcp_congestion(fd, name).empty() &&
-      ::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, buffer, &length) == 0) {
-    in_use = std::string(buffer, strnlen(buffer, length));
-  }
+  const std::string in_use =
+      apply_tcp_congestion(fd, name).empty() ? tcp_congestion_of(fd) : "unknown";
   ::close(fd);
   return in_use;
 }

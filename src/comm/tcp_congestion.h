@@ -25,6 +25,9 @@ inline constexpr char kTcpCongestionHost[] = "host";
 // CAP_NET_ADMIN means net.ipv4.tcp_allowed_congestion_control lists it. The reason lists those.
 std::string tcp_congestion_refusal(std::string_view name);
 
+// What the TCP socket `fd` runs, as the kernel reports it ("cubic"); "unknown" where it cannot tell.
+std::string tcp_congestion_of(int fd);
+
 // What a socket given `name` runs here, as the kernel reports it ("cubic"), for headers and logs;
 // "unknown" where it cannot tell.
 std::string tcp_congestion_in_use(std::string_view name);

@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "comm/connect.h"
+#include "comm/tcp_congestion.h"
 #include "ps/shard_store.h"
 
 namespace dtrain {
@@ -101,6 +102,11 @@ int64_t PsClient::say_hello(Lane& lane) {
 
 bool PsClient::payloads_by_reference(int ps) const {
   return lanes_.at(static_cast<size_t>(ps))->connection->payloads_by_reference();
+}
+
+std::string PsClient::congestion_control(int ps) const {
+  return tcp_congestion_of(
+      lanes_.at(static_cast<size_t>(ps))->connection->stream().native_handle());
 }
 
 std::string PsClient::why_by_value(int ps) const {

@@ -98,6 +98,8 @@ class PsClient {
   bool payloads_by_reference(int ps) const;
   // Why not, where this client asked for it (Connection::why_by_value); empty otherwise.
   std::string why_by_value(int ps) const;
+  // The TCP congestion control of the connection to ps `ps` (comm/tcp_congestion.h).
+  std::string congestion_control(int ps) const;
 
  private:
   using Lane = PsLane;

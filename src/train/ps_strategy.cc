@@ -224,10 +224,12 @@ void PsStrategy::print_payload_paths(size_t ps_tasks) {
     const bool by_reference = client_->payloads_by_reference(static_cast<int>(p));
     const std::string why_not = client_->why_by_value(static_cast<int>(p));
     memory = memory || by_reference;
+    const std::string tcp_congestion =
+        fmt::format("congestion control {}", client_->congestion_control(static_cast<int>(p)));
     paths += fmt::format("{}ps{}: {}", p == 0 ? "" : "; ", p,
                          by_reference      ? "shm"
-                         : why_not.empty() ? "tcp"
-                                           : fmt::format("tcp ({})", why_not));
+                         : why_not.empty() ? fmt::format("tcp ({})", tcp_congestion)
+                                           : fmt::format("tcp ({}; {})", why_not, tcp_congestion));
   }
   if (memory) {
     paths +=

@@ -190,6 +190,7 @@ TEST(TcpRingTest, ConnectRingFormsTheRingFromItsOptionsAlone) {
       options.secret = std::string(testing::kLoopbackSecret);
       options.timeout_ms = 20'000;
       options.transport = Transport::kTcp;
+      options.tcp_congestion = "reno";  // in every kernel; the host's default is not
       try {
         const std::unique_ptr<RingLinks> ring = connect_ring(options);
         results[static_cast<size_t>(r)] = testing::rank_values(r, 1001);
@@ -203,7 +204,9 @@ TEST(TcpRingTest, ConnectRingFormsTheRingFromItsOptionsAlone) {
   }
   threads.clear();  // joins
   for (int r = 0; r < n; ++r) {
-    ASSERT_EQ(links[static_cast<size_t>(r)], "tcp/tcp") << "rank " << r;
+    ASSERT_EQ(links[static_cast<size_t>(r)],
+              "tcp (congestion control reno)/tcp (congestion control reno)")
+        << "rank " << r;
     testing::expect_matches_sum(results[static_cast<size_t>(r)], testing::exact_sum(n, 1001), n,
                                 1.0, "connect_ring");
   }

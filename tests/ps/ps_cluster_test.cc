@@ -102,7 +102,7 @@ TEST(PsCluster, PayloadsThroughMemoryTrainBitForBitAsOverTcp) {
   for (const std::string transport : {"tcp", "shm"}) {
     const ProcessResult r =
         run_dtrain(concat({"train", "--strategy", "sync", "--ps", "2", "--workers", "2"},
-                          concat(common, {"--transport", transport})));
+                          concat(common, {"--transport", transport, "--tcp_congestion", "reno"})));
     ASSERT_EQ(r.exit_code, 0) << all_output(r);
     const std::map<int, std::string> crcs = parameter_crcs(r.out);
     ASSERT_EQ(crcs.size(), 2u) << r.out;
@@ -110,7 +110,8 @@ TEST(PsCluster, PayloadsThroughMemoryTrainBitForBitAsOverTcp) {
     crc[transport] = crcs.at(0);
     const std::string line =
         transport == "tcp"
-            ? ": transport to ps0: tcp; ps1: tcp"
+            ? ": transport to ps0: tcp (congestion control reno); ps1: tcp (congestion control "
+              "reno)"
             : ": transport to ps0: shm; ps1: shm (shm: the ps copies the gradients out of this "
               "worker's memory and the values into it)";
     EXPECT_EQ(testing::count_lines_containing(r.out, line), 2) << r.out;
@@ -121,7 +122,8 @@ TEST(PsCluster, PayloadsThroughMemoryTrainBitForBitAsOverTcp) {
   // reaches ps1 through memory and ps0 over TCP, saying why; worker 1 reaches both over TCP.
   HandStartedCluster cluster(2, 2);
   const std::vector<std::string> flags =
-      concat(common, {"--sync_replicas", "--replicas_to_aggregate", "2", "--peer_timeout", "60"});
+      concat(common, {"--sync_replicas", "--replicas_to_aggregate", "2", "--peer_timeout", "60",
+                      "--tcp_congestion", "reno"});
   auto with_transport = [&](const char* transport) {
     return concat(flags, {"--transport", transport});
   };
@@ -137,8 +139,9 @@ TEST(PsCluster, PayloadsThroughMemoryTrainBitForBitAsOverTcp) {
     EXPECT_EQ(r.exit_code, 0) << all_output(r);
   }
   EXPECT_THAT(w0.out, HasSubstr("worker=0: transport to ps0: tcp (ps0 was started with "
-                                "--transport tcp); ps1: shm (shm: "));
-  EXPECT_THAT(w1.out, HasSubstr("worker=1: transport to ps0: tcp; ps1: tcp\n"));
+                                "--transport tcp; congestion control reno); ps1: shm (shm: "));
+  EXPECT_THAT(w1.out, HasSubstr("worker=1: transport to ps0: tcp (congestion control reno); ps1: "
+                                "tcp (congestion control reno)\n"));
   for (const ProcessResult* w : {&w0, &w1}) {
     const std::map<int, std::string> crcs = parameter_crcs(w->out);
     ASSERT_EQ(crcs.size(), 1u) << w->out;

@@ -93,16 +93,17 @@ TEST(AllreduceCluster, TwoWorkersMatchLocalTrainingOnTheCombinedBatch) {
 }
 
 // The same run through memory and over TCP: the same parameters to the bit, and each worker says
-// which way its chunks went.
+// which way its chunks went (over TCP, with the congestion control its sockets run).
 TEST(AllreduceCluster, ChunksThroughMemoryTrainBitForBitAsOverTcp) {
   const std::vector<std::string> common = concat(model_flags("mlp"), {"--train_steps", "60"});
   std::string crc[2];
   const char* transports[] = {"tcp", "shm"};
   for (int i = 0; i < 2; ++i) {
-    const ProcessResult r = run_dtrain(launch(2, concat(common, {"--transport", transports[i]})));
+    const ProcessResult r = run_dtrain(
+        launch(2, concat(common, {"--transport", transports[i], "--tcp_congestion", "reno"})));
     ASSERT_EQ(r.exit_code, 0) << all_output(r);
     crc[i] = identical_parameters(r, 2);
-    const std::string line = i == 0 ? "(left): tcp; to worker"
+    const std::string line = i == 0 ? "(left): tcp (congestion control reno); to worker"
                                     : "(left): shm (copied out of the sender's memory, announced "
                                       "through a shared mailbox); to worker";
     EXPECT_EQ(testing::count_lines_containing(r.out, line), 2) << r.out;
