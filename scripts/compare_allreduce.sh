@@ -141,7 +141,12 @@ run_mpi() {
   local ranks=$1 transport=$2
   local btl=(--mca btl tcp,self --mca btl_tcp_if_include lo)
   if [[ "$transport" == vader ]]; then btl=(--mca btl vader,self); fi
-  echo "Open MPI, btl $transport:"
+  if [[ "$transport" == tcp ]]; then
+    echo "Open MPI, btl tcp (TCP congestion control $(</proc/sys/net/ipv4/tcp_congestion_control)," \
+      "the host's default):"
+  else
+    echo "Open MPI, btl $transport:"
+  fi
   mpirun --allow-run-as-root --oversubscribe -np "$ranks" --mca pml ob1 "${btl[@]}" \
     "$mpi_bin" "${bytes_args[@]}" "${iters_args[@]}"
 }
@@ -209,7 +214,9 @@ run_mpi_netns() {
   chmod +x "$agent"
   printf '%s slots=1\n%s slots=1\n' "$addr0" "$addr1" >"$hostfile"
 
-  echo "Open MPI, btl tcp, rank 0 in $ns0 ($addr0), rank 1 in $ns1 ($addr1), over eth0:"
+  echo "Open MPI, btl tcp, rank 0 in $ns0 ($addr0), rank 1 in $ns1 ($addr1), over eth0 (TCP" \
+    "congestion control $(ip netns exec "$ns0" cat /proc/sys/net/ipv4/tcp_congestion_control)," \
+    "the hosts' default):"
   before=$(eth0_bytes "$ns0")
   # --bind-to none: each namespace looks like a whole node to Open MPI, so both daemons would bind
   # their rank to the first core of this one machine; the two busy-polling ranks then share a core

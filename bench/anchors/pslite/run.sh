@@ -152,9 +152,12 @@ launch() {
   role_of[$!]=$name
 }
 
+# ZeroMQ's sockets run the host's default congestion control, as any program's that does not choose.
+congestion=$(${server_ns:+ip netns exec "$server_ns"} cat /proc/sys/net/ipv4/tcp_congestion_control)
 echo "pslite $servers x $workers: ps-lite $servers server(s), $workers worker(s), scheduler at" \
   "$server_host:$root_port, workers on $worker_host${hosts:+ (namespaces $server_ns, $worker_ns)}," \
-  "${fused[*]:-push then pull} per round, sgd lr 1e-6, >= $secs s and >= 10 rounds per size"
+  "${fused[*]:-push then pull} per round, sgd lr 1e-6, >= $secs s and >= 10 rounds per size," \
+  "TCP congestion control $congestion (the host's default)"
 launch scheduler scheduler "$server_ns" "$server_host"
 for ((i = 0; i < servers; i++)); do launch server "server$i" "$server_ns" "$server_host"; done
 for ((i = 0; i < workers; i++)); do launch worker "worker$i" "$worker_ns" "$worker_host"; done
