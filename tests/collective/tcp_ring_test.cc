@@ -167,10 +167,6 @@ TEST_P(TcpRingTransportTest, RanksThatSleepAtOnceAreWokenForEveryChunk) {
   for (int r = 0; r < kRanks; ++r) testing::expect_matches_sum(results[r], exact, kRanks, 1.0, "");
 }
 
-// A neighbour that scribbles over the mailbox the ranks share (here every mailbox of the ring,
-// between two collectives) is caught as a malformed frame would be: each rank stops with an error
-// naming the neighbour whose counters make no sense, instead of reading from wherever they point;
-// and at once, each telling both neighbours, rather than one side waiting out the timeout.
 // What a strategy does: connect_ring() with each rank's own port and its right neighbour's, and
 // nothing but RingLinks afterwards.
 TEST(TcpRingTest, ConnectRingFormsTheRingFromItsOptionsAlone) {
@@ -212,6 +208,10 @@ TEST(TcpRingTest, ConnectRingFormsTheRingFromItsOptionsAlone) {
   }
 }
 
+// A neighbour that scribbles over the mailbox the ranks share (here every mailbox of the ring,
+// between two collectives) is caught as a malformed frame would be: each rank stops with an error
+// naming the neighbour whose counters make no sense, instead of reading from wherever they point;
+// and at once, each telling both neighbours, rather than one side waiting out the timeout.
 TEST(TcpRingTest, AMailboxScribbledOverStopsEveryRankNamingTheNeighbour) {
   constexpr int kRanks = 3;
   constexpr auto kTimeout = std::chrono::seconds(60);
