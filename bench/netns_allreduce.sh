@@ -35,13 +35,7 @@ ranks=${#namespaces[@]}
 # Each rank's address: its namespace's eth0 address, as bench/netns_hosts.sh gave it.
 addresses=()
 for ns in "${namespaces[@]}"; do
-  [[ -e /run/netns/$ns ]] || {
-    echo "netns_allreduce: network namespace $ns does not exist (bench/netns_hosts.sh up $ranks)" >&2
-    exit 1
-  }
-  address=$(ip -n "$ns" -4 -o addr show dev eth0 | awk '{split($4, a, "/"); print a[1]}')
-  [[ -n "$address" ]] || { echo "netns_allreduce: $ns has no IPv4 address on eth0" >&2; exit 1; }
-  addresses+=("$address")
+  addresses+=("$(bench/netns_hosts.sh eth0 "$ns")")
 done
 hosts_flag=$(IFS=,; echo "${addresses[*]}")
 # One port per rank: each rank has a namespace, so the same port is free in each.

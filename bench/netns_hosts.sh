@@ -16,6 +16,8 @@ usage: bench/netns_hosts.sh up N     make hosts dtb-h0..dtb-h{N-1} (10.78.0.1..N
                                      the switch dtb-sw; replaces any left from before
        bench/netns_hosts.sh down     delete every dtb-* namespace (nothing to delete is fine)
        bench/netns_hosts.sh addr I   print host I's address (10.78.0.<I+1>)
+       bench/netns_hosts.sh eth0 NS  print the IPv4 address of namespace NS's eth0, or fail
+                                     saying what is missing (for the scripts that use them)
 Run a command on a host with: ip netns exec dtb-h0 COMMAND. Needs root and iproute2.
 EOF
 }
@@ -31,6 +33,18 @@ existing_namespaces() {
     if [[ -e "$ns" ]]; then basename "$ns"; fi
   done
   if [[ -e /run/netns/$kSwitch ]]; then echo "$kSwitch"; fi
+}
+
+# The address a namespace's eth0 has, whoever made it; fails naming what is missing.
+eth0_address() {
+  local ns=$1 found
+  [[ -e /run/netns/$ns ]] || {
+    echo "netns_hosts: network namespace $ns does not exist (bench/netns_hosts.sh up N)" >&2
+    return 1
+  }
+  found=$(ip -n "$ns" -4 -o addr show dev eth0 | awk '{split($4, a, "/"); print a[1]; exit}')
+  [[ -n "$found" ]] || { echo "netns_hosts: $ns has no IPv4 address on eth0" >&2; return 1; }
+  echo "$found"
 }
 
 down() {
@@ -78,6 +92,7 @@ case "$1" in
     fi
     ;;
   down) if (($# != 1)); then usage >&2; exit 2; fi ;;
+  eth0) if (($# != 2)); then usage >&2; exit 2; fi ;;
   *) usage >&2; exit 2 ;;
 esac
 if ((EUID != 0)); then echo "netns_hosts: needs root (network namespaces)" >&2; exit 1; fi
@@ -87,4 +102,8 @@ if ! command -v ip >/dev/null; then
   echo "netns_hosts: ip not found (Debian package iproute2)" >&2
   exit 1
 fi
-if [[ "$1" == up ]]; then up "$2"; else down; fi
+case "$1" in
+  up) up "$2" ;;
+  eth0) eth0_address "$2" ;;
+  *) down ;;
+esac

@@ -40,14 +40,8 @@ done
 IFS=, read -r -a namespaces <<<"$hosts_list"
 ((${#namespaces[@]} == 2)) || { echo "netns_ps: --hosts takes two namespaces" >&2; exit 2; }
 [[ -x "$binary" ]] || { echo "netns_ps: no binary at $binary (scripts/setup.sh builds it)" >&2; exit 1; }
-for ns in "${namespaces[@]}"; do
-  [[ -e /run/netns/$ns ]] || {
-    echo "netns_ps: network namespace $ns does not exist (bench/netns_hosts.sh up 2)" >&2
-    exit 1
-  }
-done
-ps_address=$(ip -n "${namespaces[0]}" -4 -o addr show dev eth0 | awk '{split($4, a, "/"); print a[1]}')
-[[ -n "$ps_address" ]] || { echo "netns_ps: ${namespaces[0]} has no IPv4 address on eth0" >&2; exit 1; }
+ps_address=$(bench/netns_hosts.sh eth0 "${namespaces[0]}")
+bench/netns_hosts.sh eth0 "${namespaces[1]}" >/dev/null
 ports=$(seq -s, 29600 $((29600 + ps - 1)))
 
 DTRAIN_SECRET=$(openssl rand -hex 32)

@@ -44,14 +44,9 @@ server=() client=() address=127.0.0.1 where=loopback
 if [[ -n "$hosts_list" ]]; then
   IFS=, read -r -a namespaces <<<"$hosts_list"
   ((${#namespaces[@]} == 2)) || { echo "tcp_floor: --hosts needs two namespaces" >&2; exit 2; }
-  for ns in "${namespaces[@]}"; do
-    [[ -e /run/netns/$ns ]] || {
-      echo "tcp_floor: network namespace $ns does not exist (bench/netns_hosts.sh up 2)" >&2
-      exit 1
-    }
-  done
-  address=$(ip -n "${namespaces[1]}" -4 -o addr show dev eth0 | awk '{split($4, a, "/"); print a[1]}')
-  [[ -n "$address" ]] || { echo "tcp_floor: ${namespaces[1]} has no IPv4 address on eth0" >&2; exit 1; }
+  hosts_script=$(dirname "${BASH_SOURCE[0]}")/netns_hosts.sh
+  address=$("$hosts_script" eth0 "${namespaces[1]}")
+  "$hosts_script" eth0 "${namespaces[0]}" >/dev/null
   server=(ip netns exec "${namespaces[1]}") client=(ip netns exec "${namespaces[0]}")
   where="${namespaces[0]} to ${namespaces[1]} ($address)"
 fi
