@@ -44,6 +44,10 @@ class BatchNorm : public Layer {
   // REQUIRES: the forward of this step ran with io.training.
   void backward(const ParamSet& params, GradSet& grads, const LayerIo& io, const float* dout,
                 float* din) const override;
+  // After n updates the moving variance still holds momentum^n of its initial value v0 (Keras'
+  // rule, which does not debias): a warning when that is, averaged over the channels, at least
+  // half the variance evaluation divides by. Only for a constant v0 (Keras' Ones).
+  std::string statistics_warning(const ParamSet& params, int64_t updates) const override;
 
  private:
   int64_t channels() const { return options_.shape.back(); }

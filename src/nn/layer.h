@@ -58,6 +58,13 @@ class Layer {
   virtual void backward_sgd_step(ParamSet& params, GradSet& grads, const LayerIo& io,
                                  const float* dout, float* din, float lr) const;
 
+  // A warning about what training left in this layer's statistics after `updates` updates of
+  // them (the global step), as one line, or "" when there is none to give: BatchNormalization's
+  // moving statistics that are still mostly their initial values.
+  virtual std::string statistics_warning(const ParamSet& /*params*/, int64_t /*updates*/) const {
+    return "";
+  }
+
   // Called once by the Model with the index of param_specs()[0] in its ParamSet.
   void set_first_param(size_t index) {
     first_param_ = index;

@@ -73,6 +73,15 @@ std::string Model::kernels() const {
   return text;
 }
 
+std::vector<std::string> Model::statistics_warnings(const ParamSet& params, int64_t updates) const {
+  std::vector<std::string> warnings;
+  for (const auto& layer : layers_) {
+    std::string warning = layer->statistics_warning(params, updates);
+    if (!warning.empty()) warnings.push_back(std::move(warning));
+  }
+  return warnings;
+}
+
 namespace {
 
 // The widest activation of the model, in floats per example.

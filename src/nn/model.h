@@ -44,6 +44,9 @@ class Model {
   std::string kernels() const;
   // The largest L2 coefficient of any parameter (0 without regularisation), for the start-up line.
   float l2() const { return l2_; }
+  // Each layer's Layer::statistics_warning for these parameters after `updates` updates, the
+  // empty ones left out.
+  std::vector<std::string> statistics_warnings(const ParamSet& params, int64_t updates) const;
 
  private:
   std::string name_;

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/param_set_checkpoint.h"
@@ -165,6 +166,8 @@ double evaluate_checkpoint(const EvalConfig& config, std::ostream& out) {
              loaded.path.string(), ckpt.model, ckpt.global_step,
              loaded.moving_average ? " (moving average)" : "", source, test.size);
   fmt::print(out, "test accuracy = {:.4f}\n", accuracy);
+  for (const std::string& warning : model.statistics_warnings(loaded.params, ckpt.global_step))
+    spdlog::warn("{}: {}", loaded.path.string(), warning);
   return accuracy;
 }
 
