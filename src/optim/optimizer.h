@@ -37,7 +37,10 @@ class Optimizer {
   // REQUIRES: params and grads have the layout given to make_optimizer.
   // [begin, end) limits the update to that range of the flat arena, so threads can each update
   // their own chunk of one step. The tensors that are not trainable (ParamSpec::trainable) take
-  // value -= gradient instead, their gradient being the delta they are assigned.
+  // value -= gradient instead, their gradient being the delta they are assigned. Whatever acts on
+  // gradients before or inside a rule (clipping by norm or value, weight decay) acts on the
+  // trainable runs of split_at_statistics only: a statistic's delta scaled or clipped would move
+  // it off Keras' rule (tests/train/batch_norm_strategies_test.cc's recipes check that rule).
   void apply(ParamSet& params, const GradSet& grads, float lr, int64_t step, size_t begin = 0,
              size_t end = SIZE_MAX);
 
