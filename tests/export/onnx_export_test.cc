@@ -254,6 +254,68 @@ TEST(OnnxExport, SamePaddingStridesAndAveragePoolingRunInOnnxRuntimeAsInDtrain) 
   EXPECT_LE(check.max_logit_difference, 1e-4);
 }
 
+// Reads a safetensors checkpoint with json and struct alone (not dtrain's reader) and the ONNX
+// model's initializers, and prints, for each BatchNormalization statistic of the checkpoint, the
+// largest difference from the initializer of that name and how far it lies from its start.
+constexpr const char* kCompareStatistics = R"(
+import json, struct, sys, onnx
+from onnx import numpy_helper
+data = open(sys.argv[1], 'rb').read()
+length = struct.unpack('<Q', data[:8])[0]
+header = json.loads(data[8:8 + length])
+graph = {i.name: numpy_helper.to_array(i).ravel().tolist() for i in onnx.load(sys.argv[2]).graph.initializer}
+report = {}
+for name, entry in header.items():
+    if not (name.endswith('/moving_mean') or name.endswith('/moving_variance')): continue
+    begin, end = entry['data_offsets']
+    saved = struct.unpack('<%df' % ((end - begin) // 4), data[8 + length + begin:8 + length + end])
+    start = 1.0 if name.endswith('variance') else 0.0
+    exported = graph.get(name, [])
+    report[name] = {'count': len(saved), 'exported': len(exported),
+                    'difference': max((abs(a - b) for a, b in zip(saved, exported)), default=-1),
+                    'moved': max(abs(a - start) for a in saved)}
+print(json.dumps(report))
+)";
+
+// The TensorFlow.js-written CNN (examples/models/cnn_bn_mnist.tfjs.json: BatchNormalization with
+// momentum 0.99 and 0.9) trained by two all-reduce workers: the chief's closing accuracy, dtrain
+// eval's of the checkpoint and ONNX Runtime's of the export agree, and the statistics the ONNX
+// graph normalises by are, bit for bit, the checkpoint's moving statistics, read independently.
+TEST(OnnxExport, ATfjsBatchNormCnnTrainedByAllreduceEvaluatesAlikeOnTheStatisticsItTrained) {
+  TempDir work;
+  const std::filesystem::path train_dir = work / "train";
+  const ProcessResult trained = run_dtrain(
+      {"train", "--model",
+       std::string(DTRAIN_SOURCE_DIR) + "/examples/models/cnn_bn_mnist.tfjs.json", "--strategy",
+       "allreduce", "--workers", "2", "--batch_size", "25", "--train_steps", "60", "--threads", "1",
+       "--log_every", "0", "--train_dir", train_dir.string()});
+  ASSERT_EQ(trained.exit_code, 0) << trained.out << trained.err;
+  const double chief_accuracy = number_in(trained.out, R"(worker=0: test accuracy = ([0-9.]+))");
+
+  RuntimeCheck check;
+  ASSERT_NO_FATAL_FAILURE(check_export(work, train_dir, check));
+  EXPECT_EQ(check.runtime["records"], 10000);
+  EXPECT_DOUBLE_EQ(check.eval_accuracy, chief_accuracy);
+  EXPECT_NEAR(check.runtime["accuracy"].get<double>(), check.eval_accuracy, 0.001);
+  EXPECT_LE(check.max_logit_difference, 1e-4);
+
+  const std::optional<std::string> python = python_with_onnx();
+  ASSERT_TRUE(python);
+  const std::filesystem::path checkpoint = train_dir / "model.ckpt-60.safetensors";
+  ASSERT_TRUE(std::filesystem::exists(checkpoint));
+  const ProcessResult compared = run_command(
+      {*python, "-c", kCompareStatistics, checkpoint.string(), (work / "model.onnx").string()});
+  ASSERT_EQ(compared.exit_code, 0) << compared.err;
+  const nlohmann::json report = nlohmann::json::parse(compared.out);
+  ASSERT_EQ(report.size(), 4u) << report.dump();
+  for (const auto& [name, statistic] : report.items()) {
+    EXPECT_EQ(statistic["exported"], statistic["count"]) << name;
+    EXPECT_EQ(statistic["difference"].get<double>(), 0.0) << name;
+    // Moved from the start by training, so equality says they are what training produced.
+    EXPECT_GT(statistic["moved"].get<double>(), 0.01) << name;
+  }
+}
+
 TEST(OnnxExport, AnUnreadableCheckpointOrUnwritableOutputIsNamed) {
   TempDir work;
   const std::string missing = (work / "no_such.safetensors").string();
