@@ -15,7 +15,10 @@
 
 namespace dtrain {
 
-// cubic where the host lets this process choose it, else the host's own.
+// cubic where the kernel lets this process set it on a socket, else the host's own: a process with
+// CAP_NET_ADMIN (root's default) may set any algorithm the kernel has, one without it only those
+// net.ipv4.tcp_allowed_congestion_control lists. So a root task runs cubic on a host whose allowed
+// list leaves it out, and the same task run by another user runs the host's default there.
 inline constexpr char kTcpCongestionAuto[] = "auto";
 // The host's own (net.ipv4.tcp_congestion_control): nothing is set.
 inline constexpr char kTcpCongestionHost[] = "host";
@@ -25,7 +28,8 @@ inline constexpr char kTcpCongestionHost[] = "host";
 // CAP_NET_ADMIN means net.ipv4.tcp_allowed_congestion_control lists it. The reason lists those.
 std::string tcp_congestion_refusal(std::string_view name);
 
-// What the TCP socket `fd` runs, as the kernel reports it ("cubic"); "unknown" where it cannot tell.
+// What the TCP socket `fd` runs, as the kernel reports it ("cubic"); "unknown" where it cannot
+// tell.
 std::string tcp_congestion_of(int fd);
 
 // What a socket given `name` runs here, as the kernel reports it ("cubic"), for headers and logs;

@@ -479,9 +479,11 @@ std::vector<FlagSpec> make_table() {
        .strategies = kClusterStrategies},
       {.name = "--tcp_congestion",
        .field = &F::tcp_congestion,
-       .help = "Cluster: the TCP congestion control of every link: auto (cubic, where the host "
-               "allows it; else the host's own), host (the host's own, "
-               "net.ipv4.tcp_congestion_control), or a name the host allows (bbr, reno, ...)",
+       .help = "Cluster: the TCP congestion control of every link: auto (cubic where the kernel "
+               "lets this task set it -- with CAP_NET_ADMIN any algorithm it has, without it one "
+               "net.ipv4.tcp_allowed_congestion_control lists -- else the host's own), host (the "
+               "host's own, net.ipv4.tcp_congestion_control), or a name this task may set (bbr, "
+               "reno, ...)",
        .show_default = true,
        .strategies = kClusterStrategies,
        .check = check_tcp_congestion},

@@ -157,6 +157,10 @@ std::vector<std::string> VirtualNetwork::run_on(int host) const {
   return {tool("ip"), "netns", "exec", hosts_.at(static_cast<size_t>(host))};
 }
 
+void VirtualNetwork::set_sysctl(int host, const std::string& name, const std::string& value) {
+  run_in(host, {"sysctl", "-q", "-w", name + "=" + value});
+}
+
 void VirtualNetwork::slow_link(int host, int kbit) {
   // Each side shapes what it sends: the host towards the switch, the switch's port towards it.
   const std::vector<std::string> tbf = {"root",  "tbf",    "rate",    fmt::format("{}kbit", kbit),

@@ -32,6 +32,9 @@ class VirtualNetwork {
   std::string address(int host) const;
   // The command that runs a program on `host` and becomes it: `ip netns exec <namespace>`.
   std::vector<std::string> run_on(int host) const;
+  // Sets a per-namespace kernel setting on `host` alone ("net.ipv4.tcp_congestion_control",
+  // "reno"), so that a test makes the host it needs instead of depending on the machine's.
+  void set_sysctl(int host, const std::string& name, const std::string& value);
 
   // Both directions of host's link to the switch carry at most `kbit` kbit/s; what is over waits
   // in the queue (up to 100 ms of it), so every frame is delayed in proportion to the traffic.
