@@ -28,7 +28,7 @@ std::string seconds_text(std::chrono::milliseconds ms) {
 
 PeerWait::PeerWait(PeerWaitOptions options)
     : options_(std::move(options)),
-      start_(Clock::now()),
+      start_(options_.started.value_or(Clock::now())),
       deadline_(start_ + options_.timeout),
       next_report_(start_ + options_.report_interval),
       backoff_(kFirstBackoff) {}

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "base/stop_request.h"
@@ -18,6 +19,11 @@ struct PeerWaitOptions {
   std::string address;         // "127.0.0.1:2223"
   std::string verb = "reach";  // the give-up line's "could not <verb> <peer> at <address>"
   std::chrono::milliseconds timeout{30'000};
+  // When the wait this one is part of began, where that is earlier than now: one deadline shared by
+  // the waits for several peers in turn (a worker's for each of its ps tasks). The wait ends at
+  // started + timeout and its give-up line states `timeout`, the span the user set, rather than
+  // whatever the earlier peers left of it. nullopt: now.
+  std::optional<std::chrono::steady_clock::time_point> started;
   // How often a wait still under way says so (the first line once this much has passed; never
   // where not positive); tests make it small.
   std::chrono::milliseconds report_interval{10'000};

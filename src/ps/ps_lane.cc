@@ -40,9 +40,9 @@ PeerWait ps_wait(const PsClientOptions& options, int ps,
   PeerWaitOptions wait =
       connect_wait_options(address.host, address.port, ps_connection_options(options, ps));
   wait.verb = verb;
-  wait.timeout =
-      std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 deadline - std::chrono::steady_clock::now()));
+  // Every deadline here is connect_timeout_ms from when the operation began waiting for its first
+  // ps: the wait ends there and says --peer_timeout's span, not what the ps before left of it.
+  wait.started = deadline - wait.timeout;
   return PeerWait(std::move(wait));
 }
 

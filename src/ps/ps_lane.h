@@ -105,7 +105,8 @@ class PsLane {
 // identity of this worker, which the ps binds its pushes to.
 ConnectionOptions ps_connection_options(const PsClientOptions& options, int ps);
 // A wait for ps `ps` until deadline, its lines to options.report; verb: "connect to",
-// "reconnect to".
+// "reconnect to". REQUIRES: deadline is options.connection.connect_timeout_ms after the operation
+// began (the span its give-up line states).
 PeerWait ps_wait(const PsClientOptions& options, int ps,
                  std::chrono::steady_clock::time_point deadline, const char* verb);
 // One connection to ps `ps`, handshake done, within wait (connect() retries refusals).

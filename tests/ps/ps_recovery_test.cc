@@ -8,6 +8,7 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <csignal>
 #include <future>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "base/error.h"
 #include "comm/loopback.h"
 #include "ps/ps_client.h"
+#include "ps/ps_lane.h"
 #include "ps/ps_service.h"
 
 namespace dtrain {
@@ -86,6 +88,26 @@ TEST(PsRecovery, AWaitForAMissingPsSaysWhomWhereAndWhyAndGivesUpWithOneDuration)
   EXPECT_THAT(error,
               HasSubstr(fmt::format("could not connect to ps0 at {} within 0.8 s (", address)));
   EXPECT_THAT(error, HasSubstr("attempts): Connection refused"));
+  EXPECT_EQ(durations_in(error), 1u) << error;
+}
+
+// A worker waits for all its ps tasks within one --peer_timeout: the ps it tries last gets what
+// the earlier ones left of it, and its give-up line still states the span the user set, not that
+// remainder (once "within 0.9 s" for --peer_timeout 1, on a loaded machine).
+TEST(PsRecovery, AWaitSharedWithEarlierPsTasksStatesTheWholeTimeout) {
+  const uint16_t port = testing::free_port();
+  PsClientOptions options = client_options(port, 0, nullptr);
+  options.connection.connect_timeout_ms = 1'000;
+  // As if reaching the ps tasks before this one had taken 0.7 s of the second.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  std::string error;
+  try {
+    connect_to_ps_retrying(options, 0, deadline);
+  } catch (const TransportError& e) {
+    error = e.what();
+  }
+  EXPECT_THAT(
+      error, HasSubstr(fmt::format("could not connect to ps0 at 127.0.0.1:{} within 1 s (", port)));
   EXPECT_EQ(durations_in(error), 1u) << error;
 }
 
