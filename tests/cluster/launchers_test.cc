@@ -194,13 +194,17 @@ TEST(Launchers, OpenMpisMpirunMakesTrainOneAllreduceJobOfTwoRanksThatEndAlike) {
   EXPECT_THAT(r.err, Not(HasSubstr("error")));
 }
 
-// srun on a one-node Slurm cluster the test starts itself, with no rendezvous given: the host is
-// the job's node list's first, the port the default.
+// srun on a one-node Slurm cluster the test starts itself, with no rendezvous host given: the host
+// is the job's node list's first. The port is one picked free rather than the default 29500,
+// which anything else on the machine may hold (a torchrun job, the same test in another
+// checkout); LaunchEnv's tests check the default.
 TEST(Launchers, SlurmsSrunStartsTwoAllreduceRanksThatMeetAtTheFirstNode) {
   if (const std::string why = OneNodeSlurm::unavailable(); !why.empty()) GTEST_SKIP() << why;
   const OneNodeSlurm slurm;
+  const uint16_t port = pick_free_ports(1)[0];
   std::vector<std::string> env = slurm.env();
   env.push_back(fmt::format("DTRAIN_SECRET={}", kLauncherSecret));
+  env.push_back(fmt::format("MASTER_PORT={}", port));
   DtrainProcess::Options options;
   options.own_process_group = true;
   options.extra_env = env;
@@ -208,9 +212,10 @@ TEST(Launchers, SlurmsSrunStartsTwoAllreduceRanksThatMeetAtTheFirstNode) {
   DtrainProcess srun(task_flags(), options);
   const ProcessResult r = srun.wait();
   ASSERT_EQ(r.exit_code, 0) << all_output(r);
-  EXPECT_EQ(count_lines_containing(r.out,
-                                   "from Slurm (SLURM_PROCID, SLURM_NTASKS); rendezvous at "
-                                   "localhost:29500 (the first host of SLURM_JOB_NODELIST)"),
+  EXPECT_EQ(count_lines_containing(
+                r.out, fmt::format("from Slurm (SLURM_PROCID, SLURM_NTASKS); rendezvous at "
+                                   "localhost:{} (the first host of SLURM_JOB_NODELIST)",
+                                   port)),
             2)
       << r.out;
   const std::vector<double> accuracy = accuracies_in(r.out);
@@ -231,7 +236,7 @@ TEST(Launchers, TheSbatchScriptTrainsOnTheOneNodeCluster) {
   std::filesystem::permissions(
       dir / "secret", std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   std::vector<std::string> env = slurm.env();
-  // A port of its own: the srun test, which may run at the same time, has the default one.
+  // A port picked free, as the srun test picks its own: the default may be taken.
   env.insert(env.end(), {"DTRAIN=" + std::string(DTRAIN_BINARY),
                          "DTRAIN_SECRET_FILE=" + (dir / "secret").string(),
                          fmt::format("MASTER_PORT={}", pick_free_ports(1)[0])});

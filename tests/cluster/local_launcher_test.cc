@@ -8,11 +8,13 @@
 #include <signal.h>
 
 #include <cerrno>
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "support/process.h"
 #include "support/temp_dir.h"
 
 namespace dtrain {
@@ -36,9 +38,10 @@ pid_t read_pid(const std::filesystem::path& file) {
   return pid;
 }
 
-// Waits until every file exists, for at most ten seconds (the children write them at start-up).
+// Waits until every file exists (the children write them at start-up), within the patience the
+// suite gives any child: a deadline against a child that never starts, not an expected duration.
 bool wait_for_files(const std::vector<std::filesystem::path>& files) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto deadline = std::chrono::steady_clock::now() + testing::DtrainProcess::kPatience;
   while (std::chrono::steady_clock::now() < deadline) {
     bool all = true;
     for (const auto& f : files) all = all && std::filesystem::exists(f) && read_pid(f) > 0;

@@ -211,7 +211,8 @@ TEST(TcpRingTest, ConnectRingFormsTheRingFromItsOptionsAlone) {
 // A neighbour that scribbles over the mailbox the ranks share (here every mailbox of the ring,
 // between two collectives) is caught as a malformed frame would be: each rank stops with an error
 // naming the neighbour whose counters make no sense, instead of reading from wherever they point;
-// and at once, each telling both neighbours, rather than one side waiting out the timeout.
+// and each tells both neighbours, rather than one side waiting out the timeout: a rank that did
+// would end "timed out" after 60 s, not naming the corruption, so the errors say which.
 TEST(TcpRingTest, AMailboxScribbledOverStopsEveryRankNamingTheNeighbour) {
   constexpr int kRanks = 3;
   constexpr auto kTimeout = std::chrono::seconds(60);
@@ -224,7 +225,6 @@ TEST(TcpRingTest, AMailboxScribbledOverStopsEveryRankNamingTheNeighbour) {
   // Each link's creator holds its page open as a memfd; the test maps each and overwrites all but
   // the first line (the magic number) with ones, as a peer could in its own mapping.
   ASSERT_EQ(testing::scribble_over_mailboxes(), kRanks);
-  const auto start = std::chrono::steady_clock::now();
   const auto errors = group.run([&](int rank) {
     std::vector<float> data = testing::rank_values(rank, 100'000);
     Communicator(group.ring(rank), {.algorithm = AllreduceAlgorithm::kRing}).allreduce(data);
@@ -234,8 +234,6 @@ TEST(TcpRingTest, AMailboxScribbledOverStopsEveryRankNamingTheNeighbour) {
                                "worker[0-2] corrupted the mailbox it shares with this task"))
         << "rank " << r;
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, kTimeout / 2)
-      << "a rank waited for a neighbour that had stopped without telling it";
 }
 
 TEST_P(TcpRingTransportTest, BroadcastBarrierAndAllreduceShareTheConnections) {

@@ -1,7 +1,8 @@
 // A stalled or slow worker named while the job runs (issue 36): real dtrain processes on loopback.
-// A SIGSTOPped all-reduce worker is named by every other within 5 s (the default --stall_warning
-// is 3 s), the ones beside it seeing its silence and the others told around the ring (in a ring of
-// four, worker3 is beside neither side of worker1), and the run finishes once it is continued; a
+// A SIGSTOPped all-reduce worker is named by every other for a silence of at least --stall_warning
+// (3 s by default), the ones beside it seeing its silence and the others told around the ring (in
+// a ring of four, worker3 is beside neither side of worker1), and the run finishes once it is
+// continued; a
 // worker slowed by --step_delay_ms is named by the chief as a straggler. The rules alone:
 // ring_stall_test.cc, straggler_watch_test.cc.
 #include <fmt/format.h>
@@ -9,7 +10,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,28 +42,27 @@ TEST(StallReport, ASigstoppedAllreduceWorkerIsNamedByTheOthersAndTheRunFinishesA
   DtrainProcess launcher(local_job("allreduce", 4, 400));
   const pid_t stopped = testing::signal_worker_at(launcher, 1, "global_step=40,", SIGSTOP);
   ASSERT_GT(stopped, 0);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   // Each of the others names worker1: the one it waits for, or the one that holds the ring up.
+  // How soon the line comes is the scheduler's business on a loaded machine; what it says is the
+  // behaviour (below: the chief's silence is the warning's 3 s at least).
   for (const int waiter : {0, 2, 3}) {
     const std::string prefix = fmt::format("[worker{0}] worker{0}: waiting ", waiter);
-    const std::string line = launcher.wait_for_line_where(
-        [&](const std::string& text) {
-          return text.starts_with(prefix) &&
-                 (text.find("for worker1, which has sent nothing") != std::string::npos ||
-                  text.find("worker1 holds the ring up") != std::string::npos);
-        },
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                              std::chrono::steady_clock::now()));
-    EXPECT_THAT(line, HasSubstr("all-reduce op ")) << "worker" << waiter << " named worker1 "
-                                                   << "within 5 s of its SIGSTOP";
+    const std::string line = launcher.wait_for_line_where([&](const std::string& text) {
+      return text.starts_with(prefix) &&
+             (text.find("for worker1, which has sent nothing") != std::string::npos ||
+              text.find("worker1 holds the ring up") != std::string::npos);
+    });
+    EXPECT_THAT(line, HasSubstr("all-reduce op ")) << "worker" << waiter << " named worker1";
   }
   ASSERT_EQ(::kill(stopped, SIGCONT), 0);
   const ProcessResult r = launcher.wait();
   ASSERT_EQ(r.exit_code, 0) << all_output(r);
   // The chief said who waits on whom, and every waiter that its wait ended.
-  EXPECT_FALSE(
-      all_matches(r.out, R"(\[worker0\] worker0: stalled ring: .* on worker1, silent )").empty())
-      << r.out;
+  // Named for a silence first seen by a neighbour of worker1 once it reached --stall_warning.
+  const std::vector<testing::Match> stalled = all_matches(
+      r.out, R"(\[worker0\] worker0: stalled ring: .* on worker1, silent for ([0-9.]+) s)");
+  ASSERT_FALSE(stalled.empty()) << r.out;
+  EXPECT_GE(std::stod(stalled[0][1]), 3.0) << r.out;
   for (const int waiter : {0, 2, 3}) {
     EXPECT_GE(
         count_lines_containing(r.out, fmt::format("[worker{0}] worker{0}: the wait for ", waiter)),
@@ -158,8 +157,10 @@ void expect_ps0_names_the_slowed_worker(const std::string& strategy, int steps) 
                   R"(worker1 ([0-9.]+), worker2 ([0-9.]+))");
   ASSERT_FALSE(paces.empty()) << results[0].out;
   EXPECT_GE(std::stod(paces.back().at(2)), 30.0) << results[0].out;
-  // Sync holds every worker to the slowed one's pace between pushes, but not in its own part.
-  EXPECT_LT(std::stod(paces.back().at(1)), 30.0) << results[0].out;
+  // Sync holds every worker to the slowed one's pace between pushes, but not in its own part:
+  // worker0's stays below worker1's (not below a figure in ms, which a loaded machine's scheduler
+  // adds to: 33 ms for worker0's 2 ms steps was seen beside worker1's 46).
+  EXPECT_LT(std::stod(paces.back().at(1)), std::stod(paces.back().at(2))) << results[0].out;
 }
 
 TEST(StallReport, AnAsyncWorkerSlowedByStepDelayIsNamedByPs0AsAStragglerOnce) {
