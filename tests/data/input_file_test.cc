@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "support/deflate.h"
 #include "support/temp_dir.h"
 
 namespace dtrain {
@@ -21,22 +22,8 @@ using ::testing::HasSubstr;
 using testing::TempDir;
 using testing::write_bytes;
 
-// Bytes compressed with deflate under a gzip (16 + MAX_WBITS) or zlib (MAX_WBITS) wrapper.
-std::string compress(const std::string& data, int window_bits) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, data.size()) + 32, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  z.avail_in = static_cast<uInt>(data.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
-std::string gzip(const std::string& data) { return compress(data, 16 + MAX_WBITS); }
-std::string zlib(const std::string& data) { return compress(data, MAX_WBITS); }
+std::string gzip(const std::string& data) { return testing::deflated(data, 16 + MAX_WBITS); }
+std::string zlib(const std::string& data) { return testing::deflated(data, MAX_WBITS); }
 
 // Distinct bytes that do not compress to nothing: a quarter of a megabyte of a simple sequence.
 std::string sample_bytes(size_t n = 300000) {
