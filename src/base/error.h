@@ -25,9 +25,10 @@ class UsageError : public Error {
   explicit UsageError(const std::string& what) : Error(what) {}
 };
 
-// A model or a data file asks for more memory than this machine has (base/machine_memory.h), or
-// for sizes that overflow: refused before anything is allocated, naming the layer or the file, its
-// size and the limit. Exit code 2, as for a usage error: run as it is, it can never succeed.
+// A model or a data file asks for more memory than this machine has, or than this process may
+// allocate under its limits (base/machine_memory.h), or for sizes that overflow: refused before
+// anything is allocated, naming the layer or the file, its size and the limit. Exit code 2, as for
+// a usage error: run as it is, it can never succeed.
 class TooLargeError : public UsageError {
  public:
   explicit TooLargeError(const std::string& what) : UsageError(what) {}

@@ -179,13 +179,11 @@ namespace {
 // memory: a header's count (IDX) is checked at open, any other file row by row as it grows.
 void require_features_fit(const std::filesystem::path& path, int64_t examples, int64_t features) {
   const int64_t bytes = saturating_mul(saturating_mul(examples, features), sizeof(float));
-  const uint64_t limit = machine_memory_bytes();
-  if (static_cast<uint64_t>(bytes) <= limit) return;
-  throw TooLargeError(
-      fmt::format("{}: {} examples of {} float32 features need {}, more than the {} of memory this "
-                  "machine has",
-                  path.string(), examples, features, format_bytes(static_cast<uint64_t>(bytes)),
-                  format_bytes(limit)));
+  const AllocationLimit limit = allocation_limit();
+  if (static_cast<uint64_t>(bytes) <= limit.bytes) return;
+  throw TooLargeError(fmt::format("{}: {} examples of {} float32 features need {}, more than {}",
+                                  path.string(), examples, features,
+                                  format_bytes(static_cast<uint64_t>(bytes)), limit.text));
 }
 
 }  // namespace

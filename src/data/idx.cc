@@ -298,15 +298,16 @@ IdxArray read_idx(const std::filesystem::path& path, int64_t held_bytes_per_elem
   // The file's own evidence first: a header that promises more than the file holds is a corrupt
   // file, whatever the machine; one that could be true is then weighed against memory.
   source->require_at_least(count);
-  const uint64_t limit = memory_limit_bytes.value_or(machine_memory_bytes());
+  const AllocationLimit limit =
+      memory_limit_bytes ? machine_allocation_limit(*memory_limit_bytes) : allocation_limit();
   const int64_t held = saturating_mul(
       static_cast<int64_t>(std::min<uint64_t>(count, kSaturatedSize)), held_bytes_per_element);
-  if (static_cast<uint64_t>(held) > limit) {
+  if (static_cast<uint64_t>(held) > limit.bytes) {
     throw TooLargeError(fmt::format(
         "{}: header dims {} promise {} elements, which need {} in memory ({} bytes each), more "
-        "than the {} this machine has",
+        "than {}",
         path.string(), dims_string(array.dims), count, format_bytes(static_cast<uint64_t>(held)),
-        held_bytes_per_element, format_bytes(limit)));
+        held_bytes_per_element, limit.text));
   }
   array.data = read_data(*source, count, path);
   expect_end(*source, count, path);

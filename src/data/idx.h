@@ -27,7 +27,8 @@ struct IdxArray {
 // held_bytes_per_element is what the caller will hold for each element: 1 for the bytes alone, 5
 // for a caller that converts them to float32 features beside them. Throws TooLargeError, before
 // allocating, when a header the file could honour promises elements that would need more than
-// memory_limit_bytes (nullopt: this machine's memory, base/machine_memory.h).
+// memory_limit_bytes, as a machine of that size (nullopt: what this process may allocate here,
+// base/machine_memory.h: allocation_limit).
 IdxArray read_idx(const std::filesystem::path& path, int64_t held_bytes_per_element = 1,
                   std::optional<uint64_t> memory_limit_bytes = std::nullopt);
 

@@ -41,14 +41,13 @@ IdxExampleReader::IdxExampleReader(const std::filesystem::path& images_path,
     }
   }
   // One example is held at a time, but it must fit: as its bytes and as float32 features.
-  const uint64_t limit = machine_memory_bytes();
-  if (static_cast<uint64_t>(saturating_mul(feature_count_, 1 + sizeof(float))) > limit) {
+  const AllocationLimit limit = allocation_limit();
+  if (static_cast<uint64_t>(saturating_mul(feature_count_, 1 + sizeof(float))) > limit.bytes) {
     throw TooLargeError(fmt::format(
-        "{}: dims {} make examples of {} values, which need {} each, more than the {} of memory "
-        "this machine has",
+        "{}: dims {} make examples of {} values, which need {} each, more than {}",
         images_path.string(), dims_string(image_dims), feature_count_,
         format_bytes(static_cast<uint64_t>(saturating_mul(feature_count_, 1 + sizeof(float)))),
-        format_bytes(limit)));
+        limit.text));
   }
   if (feature_count_ == 0) {
     throw DataError(fmt::format("{}: dims {} make an example of 0 elements", images_path.string(),

@@ -29,7 +29,7 @@ int64_t elements(const Shape& shape) {
 
 class Planner {
  public:
-  Planner(const ModelSpec& spec, uint64_t limit, const std::string& source)
+  Planner(const ModelSpec& spec, const AllocationLimit& limit, const std::string& source)
       : spec_(spec), limit_(limit), source_(source), shape_(spec.input_shape) {}
 
   ModelPlan plan() {
@@ -83,12 +83,12 @@ class Planner {
     const int64_t example_bytes =
         saturating_mul(saturating_add(layer.activations, layer.working), kFloatBytes);
     plan_.bytes = saturating_add(plan_.bytes, saturating_add(parameter_bytes, example_bytes));
-    if (static_cast<uint64_t>(plan_.bytes) <= limit_) return;
+    if (static_cast<uint64_t>(plan_.bytes) <= limit_.bytes) return;
     throw TooLargeError(message(fmt::format(
         "{} parameters and {} values per example bring the model to at least {} (parameters "
-        "count twice, for their gradients), more than the {} of memory this machine has",
+        "count twice, for their gradients), more than {}",
         count_text(layer.parameters), count_text(saturating_add(layer.activations, layer.working)),
-        format_bytes(static_cast<uint64_t>(plan_.bytes)), format_bytes(limit_))));
+        format_bytes(static_cast<uint64_t>(plan_.bytes)), limit_.text)));
   }
 
   LayerPlan plan_layer(const LayerSpec& layer) const {
@@ -229,7 +229,7 @@ class Planner {
   }
 
   const ModelSpec& spec_;
-  uint64_t limit_;
+  const AllocationLimit& limit_;
   const std::string& source_;
   Shape shape_;
   size_t index_ = 0;
@@ -238,9 +238,14 @@ class Planner {
 
 }  // namespace
 
+ModelPlan plan_model(const ModelSpec& spec, const AllocationLimit& limit,
+                     const std::string& source) {
+  return Planner(spec, limit, source).plan();
+}
+
 ModelPlan plan_model(const ModelSpec& spec, uint64_t memory_limit_bytes,
                      const std::string& source) {
-  return Planner(spec, memory_limit_bytes, source).plan();
+  return plan_model(spec, machine_allocation_limit(memory_limit_bytes), source);
 }
 
 }  // namespace dtrain

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/machine_memory.h"
 #include "nn/model_spec.h"
 
 namespace dtrain {
@@ -33,7 +34,10 @@ struct ModelPlan {
 // ("model.json: layer 2 (Dense 'dense_1'): ...") for a shape the layer does not take (a Dense on a
 // non-flat input, a Reshape of the wrong size, a window that does not fit, a dimension or a
 // Conv2D patch beyond the 2^31-1 values the kernels index), and TooLargeError naming the layer at
-// which bytes pass memory_limit_bytes, the layer's size and the limit.
+// which bytes pass `limit`, the layer's size and the limit.
+ModelPlan plan_model(const ModelSpec& spec, const AllocationLimit& limit,
+                     const std::string& source);
+// The same against a machine of memory_limit_bytes (machine_allocation_limit).
 ModelPlan plan_model(const ModelSpec& spec, uint64_t memory_limit_bytes, const std::string& source);
 
 }  // namespace dtrain

@@ -30,8 +30,11 @@ class Builder {
       : spec_(spec),
         options_(options),
         source_(source),
-        plan_(
-            plan_model(spec, options.memory_limit_bytes.value_or(machine_memory_bytes()), source)),
+        plan_(plan_model(spec,
+                         options.memory_limit_bytes
+                             ? machine_allocation_limit(*options.memory_limit_bytes)
+                             : allocation_limit(),
+                         source)),
         shape_(spec.input_shape) {}
 
   std::unique_ptr<Model> build() {

@@ -106,8 +106,8 @@ struct BuildOptions {
   // (l2·Σw²/2): the --l2 flag of the built-in models.
   std::optional<float> l2;
   ConvImplementation conv_implementation = ConvImplementation::kAuto;  // of every Conv2D
-  // The most memory the model may need (nn/model_plan.h); nullopt: this machine's
-  // (base/machine_memory.h).
+  // The most memory the model may need (nn/model_plan.h), as a machine of that size; nullopt:
+  // what this process may allocate here (base/machine_memory.h: allocation_limit).
   std::optional<uint64_t> memory_limit_bytes = std::nullopt;
 };
 

@@ -6,8 +6,12 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ckpt/checkpoint.h"
@@ -16,7 +20,9 @@
 #include "data/tfrecord.h"
 #include "nn/keras_json.h"
 #include "nn/keras_json_writer.h"
+#include "support/deflate.h"
 #include "support/hostile_models.h"
+#include "support/idx_files.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 
@@ -34,10 +40,13 @@ struct MeasuredRun {
 };
 
 // dtrain under GNU time, which reports the child's peak resident set (--quiet: and nothing about
-// its exit status); its own exit status is dtrain's, or 128 + the signal that ended it.
-MeasuredRun run_measured(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"/usr/bin/time", "--quiet", "-f",
-                                   std::string(kPeakPrefix) + "%M", DTRAIN_BINARY};
+// its exit status); its own exit status is dtrain's, or 128 + the signal that ended it. prefix: a
+// command that runs it under other settings (prlimit's limits).
+MeasuredRun run_measured(const std::vector<std::string>& args,
+                         const std::vector<std::string>& prefix = {}) {
+  std::vector<std::string> argv = prefix;
+  argv.insert(argv.end(),
+              {"/usr/bin/time", "--quiet", "-f", std::string(kPeakPrefix) + "%M", DTRAIN_BINARY});
   argv.insert(argv.end(), args.begin(), args.end());
   MeasuredRun run{run_command(argv)};
   const size_t at = run.result.err.rfind(kPeakPrefix);
@@ -175,6 +184,114 @@ TEST(HostileInputTest, ASmallGzipIdxPromisingTerabytesIsRefusedFromItsHeader) {
       run_measured({"train", "--model", "softmax", "--train_data", images.string(), "--test_data",
                     (dir / "t10k-images-idx3-ubyte").string(), "--train_steps", "1"}),
       1, culprit);
+}
+
+// Why a test of an address-space limit cannot run here, or nullopt. AddressSanitizer reserves
+// terabytes of address space for its shadow memory at start-up, so a sanitized binary cannot start
+// under any limit of a few GiB; the Release suite runs these tests.
+std::optional<std::string> address_limits_unavailable() {
+#if defined(__SANITIZE_ADDRESS__)
+  return "an AddressSanitizer build cannot start under an address-space limit (its shadow memory "
+         "is reserved up front); the Release build runs this test";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return "an AddressSanitizer build cannot start under an address-space limit (its shadow memory "
+         "is reserved up front); the Release build runs this test";
+#endif
+#endif
+  return std::nullopt;
+}
+
+// `prlimit --<limit>=<bytes> --`: the binary under a lowered rlimit, as `ulimit -v`/`-d` sets it.
+std::vector<std::string> under_rlimit(const char* limit, uint64_t bytes) {
+  return {"prlimit", fmt::format("--{}={}", limit, bytes), "--"};
+}
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+// A model far under this machine's memory but over what `ulimit -v 4G` lets a process map
+// (784 x 3·10^6 weights: 18.8 GB with their gradients, where the issue's machine has 25 GB) is
+// refused naming its layer, the bytes and the limit, not with std::bad_alloc; the same under a
+// data limit (RLIMIT_DATA, `ulimit -d`), which malloc's large blocks count against too.
+TEST(HostileInputTest, AModelOverTheProcesssAddressSpaceLimitIsRefusedNamingTheLayerAndTheLimit) {
+  if (const auto why = address_limits_unavailable()) GTEST_SKIP() << *why;
+  TempDir dir;
+  const ModelSpec spec = {
+      .name = "wide",
+      .input_shape = {784},
+      .layers = {{.kind = LayerKind::kDense, .name = "dense", .units = 3'000'000},
+                 {.kind = LayerKind::kDense,
+                  .name = "out",
+                  .units = 10,
+                  .activation = ActivationKind::kSoftmax}}};
+  const std::string path = (dir / "wide.json").string();
+  write_bytes(path, to_keras_json(spec).dump());
+  const std::vector<std::string> train = {
+      "train", "--model", path, "--train_steps", "1", "--data_dir", mnist_dir().string()};
+  for (const auto& [limit, names] :
+       {std::pair{"as", R"(address-space limit of 4\.0 GiB \(RLIMIT_AS, ulimit -v\))"},
+        std::pair{"data", R"(data limit of 4\.0 GiB \(RLIMIT_DATA, ulimit -d\))"}}) {
+    SCOPED_TRACE(limit);
+    const MeasuredRun run = run_measured(train, under_rlimit(limit, 4 * kGiB));
+    expect_refused(run, 2,
+                   fmt::format("{}: layer 0 (Dense 'dense'): {} parameters", path,
+                               int64_t{784} * 3'000'000 + 3'000'000));
+    EXPECT_THAT(run.result.err, ::testing::ContainsRegex(
+                                    "more than the [0-9.]+ GiB this process may still map under "
+                                    "its " +
+                                    std::string(names)))
+        << run.result.err;
+  }
+}
+
+// `bytes` as one gzip member.
+std::string gzip_member(std::string_view bytes) {
+  return deflated(bytes, 16 + MAX_WBITS, Z_BEST_COMPRESSION);
+}
+
+// A real gzip IDX of `images` 28x28 images, all zero, that holds every byte its header promises:
+// the header, then gzip members of zeros one after another (gzip readers read on across members),
+// so that a file of a few MB decodes to gigabytes without the test compressing each of them.
+void write_gzip_idx_of_zero_images(const std::filesystem::path& path, uint32_t images) {
+  IdxArray header = idx_images(0);
+  header.dims[0] = images;
+  const std::vector<uint8_t> head = idx_file_bytes(header);
+  const uint64_t total = uint64_t{images} * 28 * 28;
+  constexpr size_t kMember = size_t{64} << 20;
+  const std::string zeros(kMember, '\0');
+  const std::string member = gzip_member(zeros);
+  std::ofstream out(path, std::ios::binary);
+  out << gzip_member({reinterpret_cast<const char*>(head.data()), head.size()});
+  for (uint64_t written = 0; written + kMember <= total; written += kMember) out << member;
+  out << gzip_member(std::string_view(zeros).substr(0, total % kMember));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+// The issue's second case: a gzip IDX of 2.7 million images, a few MB on disk that decode to
+// 2.1 GB, held as bytes and float32 features (10.6 GB), under `ulimit -v 3G`: refused from its
+// header, naming the file, the bytes and the limit, not with std::bad_alloc.
+TEST(HostileInputTest, AGzipIdxOverTheProcesssAddressSpaceLimitIsRefusedNamingTheFileAndTheLimit) {
+  if (const auto why = address_limits_unavailable()) GTEST_SKIP() << *why;
+  TempDir dir;
+  for (const char* name :
+       {"train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
+    std::filesystem::copy_file(mnist_dir() / name, dir / name);
+  }
+  const std::filesystem::path images = dir / "train-images-idx3-ubyte.gz";
+  constexpr uint32_t kImages = 2'700'000;
+  write_gzip_idx_of_zero_images(images, kImages);
+  ASSERT_LT(std::filesystem::file_size(images), uint64_t{4} << 20);
+  const MeasuredRun run = run_measured(
+      {"train", "--model", "softmax", "--data_dir", dir.path().string(), "--train_steps", "1"},
+      under_rlimit("as", 3 * kGiB));
+  expect_refused(run, 2,
+                 fmt::format("{}: header dims {}x28x28 promise {} elements", images.string(),
+                             kImages, uint64_t{kImages} * 28 * 28));
+  EXPECT_THAT(run.result.err,
+              ::testing::ContainsRegex("more than the [0-9.]+ GiB this process may still map under "
+                                       "its address-space limit of 3.0 GiB \\(RLIMIT_AS, "
+                                       "ulimit -v\\)"))
+      << run.result.err;
 }
 
 // 784 float features per record, the second record's feature 100 set to `bad`.
