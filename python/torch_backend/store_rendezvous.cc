@@ -1,5 +1,6 @@
-// Keys under the group's prefix: "dtrain/secret" (rank 0's, when it made one) and
-// "dtrain/address/<rank>" ("host:port").
+// Keys under the group's prefix: "dtrain/address/<rank>" ("host:port"), and without DTRAIN_SECRET
+// those of the secret's agreement (cluster/store_secret.h): "dtrain/key/<rank>" and
+// "dtrain/sealed/<rank>".
 #include "store_rendezvous.h"
 
 #include <fmt/format.h>
@@ -13,12 +14,11 @@
 
 #include "cluster/cluster_secret.h"
 #include "cluster/cluster_spec.h"
+#include "cluster/store_secret.h"
 #include "comm/local_address.h"
 
 namespace dtrain::torch_backend {
 namespace {
-
-constexpr char kSecretKey[] = "dtrain/secret";
 
 std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
 
@@ -35,15 +35,26 @@ std::string store_host(c10::intrusive_ptr<c10d::Store> store) {
   return "";
 }
 
-std::string group_secret(c10d::Store& store, int rank) {
+// torch's Store as the agreement's: its get waits for the key within the store's timeout.
+class TorchStore : public SharedStore {
+ public:
+  explicit TorchStore(c10d::Store& store) : store_(store) {}
+  void set(const std::string& key, const std::string& value) override {
+    store_.set(key, bytes_of(value));
+  }
+  std::string get(const std::string& key) override { return text_of(store_.get(key)); }
+
+ private:
+  c10d::Store& store_;
+};
+
+// DTRAIN_SECRET where set; else one agreed through the store, which never holds it: torch's
+// TCPStore answers anyone who reaches MASTER_PORT, on every interface.
+std::string group_secret(c10d::Store& store, int rank, int world_size) {
   std::string secret = cluster_secret("", process_env());
   if (!secret.empty()) return secret;
-  if (rank == 0) {
-    secret = new_cluster_secret();
-    store.set(kSecretKey, bytes_of(secret));
-    return secret;
-  }
-  return text_of(store.get(kSecretKey));
+  TorchStore shared(store);
+  return agree_secret_through_store(shared, rank, world_size);
 }
 
 }  // namespace
@@ -58,7 +69,7 @@ std::unique_ptr<RankGroup> join_through_store(const c10::intrusive_ptr<c10d::Sto
       static_cast<int>(std::min<int64_t>(timeout.count(), std::numeric_limits<int>::max()));
   const std::string host = store_host(store);
   const std::string own_host = host.empty() ? "127.0.0.1" : local_address_toward(host);
-  if (world_size > 1) options.secret = group_secret(*store, rank);
+  if (world_size > 1) options.secret = group_secret(*store, rank, world_size);
   return std::make_unique<RankGroup>(
       options, HostPort{own_host, 0}, [&](const HostPort& listening) {
         store->set(address_key(rank), bytes_of(listening.to_string()));

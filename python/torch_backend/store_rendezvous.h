@@ -12,8 +12,8 @@
 namespace dtrain::torch_backend {
 
 // This rank's RankGroup, formed through `store`. The cluster secret is DTRAIN_SECRET when set,
-// as every rank must then have; otherwise rank 0 makes one and hands it out through the store,
-// which torch trusts with the rendezvous anyway.
+// as every rank must then have; otherwise rank 0 makes one and seals it to each rank's ephemeral
+// key through the store (cluster/store_secret.h), which never holds the secret itself.
 // The address published is this host's as seen from the store's host (a TCPStore's), or
 // 127.0.0.1 for a store that has no host (FileStore, HashStore: ranks of one host).
 // Throws what RankGroup throws, and the store's errors (its timeout) as they come.

@@ -1,7 +1,10 @@
 """The "dtrain" backend of torch.distributed: two real processes under torchrun-style variables;
-all_reduce, broadcast, all_gather and barrier results; refusals of what it does not support; and
-the same small DistributedDataParallel job over dtrain and over Gloo, whose parameters must agree
-within 1e-4. Skipped (exit 77) where torch or this build's backend is missing."""
+all_reduce, broadcast, all_gather and barrier results; refusals of what it does not support; the
+same small DistributedDataParallel job over dtrain and over Gloo, whose parameters must agree
+within 1e-4; and what torch's unauthenticated TCPStore holds of dtrain's, read by an outsider with
+torch's own client while the ranks run. Skipped (exit 77) where torch or this build's backend is
+missing."""
+import datetime
 import os
 import socket
 import subprocess
@@ -19,6 +22,11 @@ except ImportError as error:
 
 WORLD = 2
 STEPS = 5
+PATIENCE = datetime.timedelta(seconds=120)  # a deadline against a hung rank, not a delay
+# Where torch puts the default group's keys in the Store: PrefixStore("default_pg") around the
+# TCPStore, then PrefixStore of the group's name ("0"), each joining with "/".
+GROUP_PREFIX = "default_pg/0/"
+OUTSIDER_DONE = "test/outsider_done"
 
 
 def ddp_job(backend, rank):
@@ -46,9 +54,17 @@ def refusal(call):
         return str(e)
 
 
+def store_client(port):
+    """A client of the rendezvous's TCPStore, as anyone who reaches MASTER_PORT may make one."""
+    return dist.TCPStore("127.0.0.1", int(port), None, False, PATIENCE, wait_for_workers=False)
+
+
 def child(out_dir):
     rank = int(os.environ["RANK"])
     dist.init_process_group("dtrain")
+    if rank == 0:
+        # The Store lives in this process: it stays up until the outsider has read it.
+        store_client(os.environ["MASTER_PORT"]).wait([OUTSIDER_DONE])
     results = {"backend": dist.get_backend()}
     summed = torch.arange(1001, dtype=torch.float32) * (rank + 1)
     dist.all_reduce(summed)
@@ -79,6 +95,28 @@ def child(out_dir):
     torch.save(results, os.path.join(out_dir, "rank%d.pt" % rank))
 
 
+def read_store_as_an_outsider(port):
+    """What torch's Store holds of dtrain's for the default group, read with torch's own client
+    once both ranks have published their addresses (each rank writes its key, and rank 0 the
+    boxes, before that): {key: bytes, or None for a key that is not there}."""
+    store = store_client(port)
+    try:
+        store.wait([GROUP_PREFIX + "dtrain/address/%d" % r for r in range(WORLD)])
+        # torch 1.13's client cannot ask whether a key exists without waiting for it; deleting
+        # one answers exactly, and these are keys no rank may have written (the secret itself,
+        # where rank 0 once put it, and a box for rank 0, which draws the secret).
+        found = {key: b"(present)" if store.delete_key(GROUP_PREFIX + key) else None
+                 for key in ("dtrain/secret", "dtrain/sealed/0")}
+        if found["dtrain/secret"] is not None:
+            return found  # the secret in the clear, and nothing else of the agreement to wait for
+        present = ["dtrain/%s/%d" % (kind, r) for kind in ("address", "key") for r in range(WORLD)]
+        present += ["dtrain/sealed/%d" % r for r in range(1, WORLD)]
+        found.update({key: store.get(GROUP_PREFIX + key) for key in present})
+        return found
+    finally:
+        store.set(OUTSIDER_DONE, "1")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -95,9 +133,14 @@ class TwoRanksTest(unittest.TestCase):
             env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(r),
                        LOCAL_WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1",
                        **ports)
+            env.pop("DTRAIN_SECRET", None)  # the ranks agree on one through the Store
             procs.append(subprocess.Popen([sys.executable, __file__, "--child", cls.dir.name],
                                           env=env, stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT))
+        try:
+            cls.store = read_store_as_an_outsider(ports["MASTER_PORT"])
+        except Exception as error:  # reported by the test that reads it, after the ranks' output
+            cls.store = error
         cls.outputs = []
         for p in procs:
             out, _ = p.communicate(timeout=240)
@@ -144,6 +187,20 @@ class TwoRanksTest(unittest.TestCase):
         self.assertIn("float32", self.results[0]["refused_dtype"])
         self.assertIn("Double", self.results[0]["refused_dtype"])
         self.assertIn("ReduceOp.SUM and ReduceOp.AVG", self.results[0]["refused_op"])
+
+    def test_the_store_holds_addresses_public_keys_and_sealed_boxes_but_never_the_secret(self):
+        self.assertIsInstance(self.store, dict, "reading the Store failed: %r" % (self.store,))
+        # What rank 0 once wrote there in the clear, for anyone who reached MASTER_PORT to read.
+        self.assertIsNone(self.store["dtrain/secret"])
+        for r in range(WORLD):
+            self.assertRegex(self.store["dtrain/address/%d" % r].decode(), r"^127\.0\.0\.1:[0-9]+$")
+            self.assertEqual(len(self.store["dtrain/key/%d" % r]), 32, "an X25519 public key")
+        self.assertNotEqual(self.store["dtrain/key/0"], self.store["dtrain/key/1"])
+        self.assertIsNone(self.store["dtrain/sealed/0"], "rank 0 draws the secret: no box for it")
+        # 64 hex digits of secret and a 16-byte tag, sealed: no run of hex digits in it.
+        box = self.store["dtrain/sealed/1"]
+        self.assertEqual(len(box), 64 + 16)
+        self.assertNotRegex(box, rb"[0-9a-f]{16}")
 
     def test_ddp_ranks_agree_and_match_gloo(self):
         ours = [result["dtrain_params"] for result in self.results]
