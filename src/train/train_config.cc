@@ -1,6 +1,9 @@
-// The learning-rate schedule of a run's settings, and what a checkpoint records of them (through
-// the recorder the run plan gives).
+// What a run's settings make of its length (steps, evaluations, the learning-rate schedule), and
+// what a checkpoint records of them (through the recorder the run plan gives).
 #include "train/train_config.h"
+
+#include <algorithm>
+#include <cmath>
 
 namespace dtrain {
 
@@ -18,6 +21,18 @@ LrSchedule lr_schedule_of(const TrainConfig& c, int64_t global_steps_per_epoch,
   if (s.decay_steps == 0)
     s.decay_steps = c.lr_schedule == LrDecay::kCosine ? total_steps : global_steps_per_epoch;
   return s;
+}
+
+int64_t total_global_steps(const TrainConfig& c, int64_t global_steps_per_epoch) {
+  if (c.train_steps > 0) return c.train_steps;
+  return static_cast<int64_t>(std::ceil(c.epochs * static_cast<double>(global_steps_per_epoch)));
+}
+
+int64_t eval_interval(const TrainConfig& c, int64_t global_steps_per_epoch) {
+  if (c.eval_every > 0) return c.eval_every;
+  if (c.eval_each_epoch) return std::max<int64_t>(1, global_steps_per_epoch);
+  if (!c.target_accuracy) return 0;
+  return std::max<int64_t>(1, global_steps_per_epoch / 4);
 }
 
 nlohmann::json train_config_json(const TrainConfig& c) {

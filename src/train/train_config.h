@@ -154,6 +154,14 @@ struct TrainResult {
   int halt_signal = 0;
 };
 
+// The global step a run stops at: --train_steps, else --epochs of global_steps_per_epoch.
+int64_t total_global_steps(const TrainConfig& config, int64_t global_steps_per_epoch);
+
+// Evaluations happen every this many global steps: --eval_every, else once an epoch with
+// eval_each_epoch, else, when a target accuracy is set, four times an epoch (as the reference
+// scripts evaluate); 0: only at the end.
+int64_t eval_interval(const TrainConfig& config, int64_t global_steps_per_epoch);
+
 // The learning-rate schedule a run follows: its flags, with a decay_steps of 0 made one epoch of
 // global steps (exponential) or the run's total steps (cosine).
 LrSchedule lr_schedule_of(const TrainConfig& config, int64_t global_steps_per_epoch,

@@ -24,6 +24,7 @@
 #include "metrics/training_metrics.h"
 #include "optim/lr_schedule.h"
 #include "tensor/blas.h"
+#include "train/run_table.h"
 
 namespace dtrain {
 namespace {
@@ -125,42 +126,19 @@ class TrainingLoop {
 
  private:
   void print_config() {
-    const Model& model = state_.model();
-    fmt::print(out_, "{}dtrain train: strategy {}\n", prefix(), strategy_.describe());
-    fmt::print(out_, "  model        {} ({} parameters, L2 {})\n", model.name(),
-               state_.params().num_values(), model.l2());
-    for (const auto& layer : model.layers()) fmt::print(out_, "    {}\n", layer->describe());
-    fmt::print(out_, "  optimizer    {}, learning rate {}{}\n", state_.optimizer().name(),
-               schedule_.describe(),
-               c_.moving_average_decay > 0
-                   ? fmt::format(", moving average {}", c_.moving_average_decay)
-                   : "");
-    fmt::print(out_, "  batch        {}{} ({} global steps per epoch), {} steps\n", c_.batch_size,
-               place_.workers > 1 ? fmt::format(" per worker × {}", place_.workers) : "",
-               steps_per_epoch_, total_steps_);
-    fmt::print(out_, "  threads      {} ({} tower(s) of {} thread(s)), kernels {}\n", c_.threads,
-               c_.towers, threads_per_tower(c_.threads, c_.towers), model.kernels());
-    fmt::print(out_, "  data         {}\n", input_.describe());
-    for (const std::string& warning : input_.warnings()) fmt::print(out_, "  {}\n", warning);
-    if (eval_every_ > 0) {
-      fmt::print(
-          out_, "  evaluation   every {} steps on {} validation examples{}{}\n", eval_every_,
-          validation_.size,
-          c_.target_accuracy ? fmt::format(", stop at accuracy {}", *c_.target_accuracy) : "",
-          c_.early_stopping_patience > 0
-              ? fmt::format(", stop after {} without a lower loss (keeping the best)",
-                            c_.early_stopping_patience)
-              : "");
-    }
-    if (!c_.train_dir.empty()) {
-      fmt::print(out_, "  train_dir    {}\n", c_.train_dir.string());
-    } else {
-      fmt::print(
-          out_, "  train_dir    none: nothing will be saved (no checkpoints, no metrics.jsonl{})\n",
-          c_.logdir.empty() ? ", no TensorBoard events"
-                            : fmt::format("; TensorBoard events go to {}", c_.logdir.string()));
-    }
-    out_ << std::flush;
+    print_run_table(out_, {.config = c_,
+                           .model = state_.model(),
+                           .parameters = state_.params().num_values(),
+                           .optimizer = state_.optimizer().name(),
+                           .strategy = strategy_.describe(),
+                           .input = input_,
+                           .schedule = schedule_,
+                           .place = place_,
+                           .steps_per_epoch = steps_per_epoch_,
+                           .total_steps = total_steps_,
+                           .eval_every = eval_every_,
+                           .validation_examples = validation_.size,
+                           .prefix = prefix()});
   }
 
   // "worker=1: " for a worker of a cluster, nothing for a local run.
@@ -716,18 +694,6 @@ class TrainingLoop {
 };
 
 }  // namespace
-
-int64_t total_global_steps(const TrainConfig& c, int64_t global_steps_per_epoch) {
-  if (c.train_steps > 0) return c.train_steps;
-  return static_cast<int64_t>(std::ceil(c.epochs * static_cast<double>(global_steps_per_epoch)));
-}
-
-int64_t eval_interval(const TrainConfig& c, int64_t global_steps_per_epoch) {
-  if (c.eval_every > 0) return c.eval_every;
-  if (c.eval_each_epoch) return std::max<int64_t>(1, global_steps_per_epoch);
-  if (!c.target_accuracy) return 0;
-  return std::max<int64_t>(1, global_steps_per_epoch / 4);
-}
 
 TrainResult run_training_loop(const TrainConfig& config, const TrainingInput& input,
                               TrainingState& state, Strategy& strategy, std::ostream& out) {

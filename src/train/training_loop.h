@@ -14,13 +14,6 @@
 
 namespace dtrain {
 
-// The global step a run stops at: --train_steps, else --epochs of global_steps_per_epoch.
-int64_t total_global_steps(const TrainConfig& config, int64_t global_steps_per_epoch);
-
-// Evaluations happen every this many global steps: --eval_every, else, when a target accuracy is
-// set, four times an epoch (as the reference scripts evaluate); 0: only at the end.
-int64_t eval_interval(const TrainConfig& config, int64_t global_steps_per_epoch);
-
 // Trains state on this worker's share of the input's training data (the strategy's place says
 // which). Periodic evaluation of the validation set (with the target accuracy and early stopping
 // it judges), the run log and checkpoints are the chief's; every worker evaluates the test set
