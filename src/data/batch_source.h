@@ -7,12 +7,14 @@
 
 namespace dtrain {
 
-// A view of one batch: images is (size, example_size) row-major, labels has size entries. Both
-// point into the source's buffers and stay valid until its next call to next().
+// A view of one batch: images is (size, example_size) row-major, labels has size entries, and
+// weights, where the data weigh their examples (Keras's sample_weight), too; null weights are all
+// 1. They point into the source's buffers and stay valid until its next call to next().
 struct Batch {
   const float* images = nullptr;
   const int32_t* labels = nullptr;
   int size = 0;
+  const float* weights = nullptr;
 };
 
 // Where a run stands in its training data when the number of workers may change between steps

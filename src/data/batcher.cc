@@ -22,13 +22,14 @@ int64_t shard_size_of(int64_t data_size, int shard_index, int shard_count) {
 }  // namespace
 
 Batcher::Batcher(const Dataset& data, int batch_size, uint64_t seed, int shard_index,
-                 int shard_count, Sharding sharding)
+                 int shard_count, Sharding sharding, bool shuffle)
     : data_(&data),
       batch_size_(batch_size),
       seed_(seed),
       shard_index_(shard_index),
       shard_count_(shard_count),
-      sharding_(sharding) {
+      sharding_(sharding),
+      shuffle_(shuffle) {
   if (shard_count < 1) {
     throw UsageError(fmt::format("shard_count {}: must be at least 1", shard_count));
   }
@@ -38,6 +39,10 @@ Batcher::Batcher(const Dataset& data, int batch_size, uint64_t seed, int shard_i
   }
   if (batch_size < 1) {
     throw UsageError(fmt::format("--batch_size {}: must be at least 1", batch_size));
+  }
+  if (!data.weights.empty() && static_cast<int64_t>(data.weights.size()) != data.size) {
+    throw std::logic_error(
+        fmt::format("Batcher: {} example weights for {} examples", data.weights.size(), data.size));
   }
   const bool slices = sharding == Sharding::kBatchSlices;
   const int64_t shard_size =
@@ -52,7 +57,13 @@ Batcher::Batcher(const Dataset& data, int batch_size, uint64_t seed, int shard_i
   order_.resize(slices ? data.size : shard_size);
   images_.resize(static_cast<size_t>(batch_size) * data.example_size);
   labels_.resize(batch_size);
-  batch_ = Batch{images_.data(), labels_.data(), batch_size};
+  if (!data.weights.empty()) weights_.resize(batch_size);
+  point_batch(batch_size);
+}
+
+void Batcher::point_batch(int size) {
+  batch_ =
+      Batch{images_.data(), labels_.data(), size, weights_.empty() ? nullptr : weights_.data()};
 }
 
 void Batcher::shuffle_for_epoch(int64_t epoch) {
@@ -62,13 +73,14 @@ void Batcher::shuffle_for_epoch(int64_t epoch) {
   } else {
     for (int64_t k = 0; k < n; ++k) order_[k] = shard_index_ + k * shard_count_;
   }
+  shuffled_epoch_ = epoch;
+  if (!shuffle_) return;
   // Fisher–Yates (Knuth's Algorithm P), from the back: position i takes a uniform pick of 0..i.
   std::mt19937_64 rng(epoch_seed(seed_, epoch));
   for (int64_t i = n - 1; i > 0; --i) {
     const auto j = static_cast<int64_t>(uniform_below(rng, static_cast<uint64_t>(i) + 1));
     std::swap(order_[i], order_[j]);
   }
-  shuffled_epoch_ = epoch;
 }
 
 const Batch& Batcher::next() {
@@ -88,6 +100,7 @@ const Batch& Batcher::next() {
     const float* source = data_->rows().data() + row * example_size;
     std::copy(source, source + example_size, images_.data() + b * example_size);
     labels_[b] = data_->labels[row];
+    if (!weights_.empty()) weights_[b] = data_->weights[row];
   }
   if (position_) return batch_;
   if (++index_ == steps_per_epoch_) {
@@ -119,8 +132,9 @@ void Batcher::reslice(int index, int count, DataPosition at, int64_t global_batc
   if (size > static_cast<int>(labels_.size())) {
     images_.resize(static_cast<size_t>(size) * data_->example_size);
     labels_.resize(static_cast<size_t>(size));
+    if (!weights_.empty()) weights_.resize(static_cast<size_t>(size));
   }
-  batch_ = Batch{images_.data(), labels_.data(), size};
+  point_batch(size);
   shard_index_ = index;
   shard_count_ = count;
   global_batch_ = global_batch;

@@ -37,10 +37,12 @@ class Batcher final : public BatchSource {
  public:
   // REQUIRES: data outlives the Batcher.
   // Throws UsageError if batch_size < 1 or exceeds the shard, shard_count < 1, or shard_index is
-  // outside 0..shard_count-1.
+  // outside 0..shard_count-1. shuffle false: every epoch takes the examples in their order (the
+  // permutation above is the identity), as Keras's fit(shuffle=False) does.
   Batcher(const Dataset& data, int batch_size, uint64_t seed, int shard_index = 0,
-          int shard_count = 1, Sharding sharding = Sharding::kStrided);
-  Batcher(Dataset&&, int, uint64_t, int = 0, int = 1, Sharding = {}) = delete;  // would dangle
+          int shard_count = 1, Sharding sharding = Sharding::kStrided, bool shuffle = true);
+  Batcher(Dataset&&, int, uint64_t, int = 0, int = 1, Sharding = {},
+          bool = true) = delete;  // would dangle
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
 
@@ -61,6 +63,7 @@ class Batcher final : public BatchSource {
 
  private:
   void shuffle_for_epoch(int64_t epoch);
+  void point_batch(int size);  // batch_ views the first `size` rows of the buffers
 
   const Dataset* data_;
   int batch_size_;
@@ -68,6 +71,7 @@ class Batcher final : public BatchSource {
   int shard_index_;
   int shard_count_;
   Sharding sharding_;
+  bool shuffle_;
   int64_t steps_per_epoch_;
 
   std::vector<int64_t>
@@ -83,6 +87,7 @@ class Batcher final : public BatchSource {
 
   FloatBuffer images_;  // (batch_.size, example_size)
   std::vector<int32_t> labels_;
+  std::vector<float> weights_;  // empty unless the data weigh their examples
   Batch batch_;
 };
 

@@ -28,6 +28,9 @@ struct Dataset {
   // REQUIRES: they outlive the Dataset and every copy of it.
   std::span<const float> borrowed_rows;
   std::vector<int32_t> labels;
+  // How much each example's loss counts (Keras's sample_weight, or its class_weight of the
+  // label): size entries, or empty when every example counts once.
+  std::vector<float> weights;
   int64_t size = 0;
   int64_t example_size = kMnistExampleSize;
   int64_t num_classes = kMnistClasses;

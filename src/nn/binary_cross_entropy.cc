@@ -5,15 +5,17 @@
 
 namespace dtrain {
 
-float binary_cross_entropy(const float* logits, const int32_t* labels, int n, float* dlogits) {
+float binary_cross_entropy(const float* logits, const int32_t* labels, int n, float* dlogits,
+                           const float* weights) {
   double total = 0.0;
   const double inv_n = n > 0 ? 1.0 / n : 0.0;
   for (int r = 0; r < n; ++r) {
     const double x = logits[r];
     const double y = labels[r];
-    total += std::max(x, 0.0) - x * y + std::log1p(std::exp(-std::fabs(x)));
+    const double weight = weights != nullptr ? weights[r] : 1.0;
+    total += weight * (std::max(x, 0.0) - x * y + std::log1p(std::exp(-std::fabs(x))));
     if (dlogits != nullptr)
-      dlogits[r] = static_cast<float>((sigmoid_probability(logits[r]) - y) * inv_n);
+      dlogits[r] = static_cast<float>((sigmoid_probability(logits[r]) - y) * inv_n * weight);
   }
   return static_cast<float>(total * inv_n);
 }

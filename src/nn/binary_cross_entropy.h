@@ -11,7 +11,9 @@ namespace dtrain {
 // -[y·log p + (1-y)·log(1-p)], p = sigmoid(logit), computed as TensorFlow's
 // sigmoid_cross_entropy_with_logits does, max(x, 0) - x·y + log(1 + exp(-|x|)), which stays
 // finite for any logit. When dlogits is not null, writes (p - y) / N into it; it may alias logits.
-float binary_cross_entropy(const float* logits, const int32_t* labels, int n, float* dlogits);
+// With weights (N), example r counts weights[r] times, as in softmax_cross_entropy.
+float binary_cross_entropy(const float* logits, const int32_t* labels, int n, float* dlogits,
+                           const float* weights = nullptr);
 
 // The predicted class of each example, 1 where p >= 0.5 (the logit is at least 0), into
 // predictions (N).

@@ -150,7 +150,8 @@ const float* ModelRunner::forward(const ParamSet& params, const float* images, i
 
 template <typename BackwardLayer>
 float ModelRunner::train_pass(const ParamSet& params, const float* images, const int32_t* labels,
-                              int n, StepTimes* times, BackwardLayer backward_layer) {
+                              const float* weights, int n, StepTimes* times,
+                              BackwardLayer backward_layer) {
   if (ws_.use_ != WorkspaceUse::kTraining) {
     throw std::logic_error("a training step needs a training workspace");
   }
@@ -158,8 +159,8 @@ float ModelRunner::train_pass(const ParamSet& params, const float* images, const
   const float* logits = forward(params, images, n, /*training=*/true);
   float* dout = ws_.grad_a_.data();
   float loss = model_.loss() == Loss::kBinaryCrossEntropy
-                   ? binary_cross_entropy(logits, labels, n, dout)
-                   : softmax_cross_entropy(logits, labels, n, model_.output_width(), dout);
+                   ? binary_cross_entropy(logits, labels, n, dout, weights)
+                   : softmax_cross_entropy(logits, labels, n, model_.output_width(), dout, weights);
   if (times != nullptr) {
     times->forward_s += seconds_since(start);
     start = std::chrono::steady_clock::now();
@@ -202,17 +203,17 @@ double ModelRunner::l2_penalty(const ParamSet& params) {
 }
 
 float ModelRunner::compute_gradients(const ParamSet& params, const float* images,
-                                     const int32_t* labels, int n, GradSet& grads,
-                                     StepTimes* times) {
-  return train_pass(params, images, labels, n, times,
+                                     const int32_t* labels, int n, GradSet& grads, StepTimes* times,
+                                     const float* weights) {
+  return train_pass(params, images, labels, weights, n, times,
                     [&](const Layer& layer, const LayerIo& io, const float* dout, float* din) {
                       layer.backward(params, grads, io, dout, din);
                     });
 }
 
 float ModelRunner::sgd_step(ParamSet& params, const float* images, const int32_t* labels, int n,
-                            GradSet& grads, float lr, StepTimes* times) {
-  return train_pass(params, images, labels, n, times,
+                            GradSet& grads, float lr, StepTimes* times, const float* weights) {
+  return train_pass(params, images, labels, weights, n, times,
                     [&](const Layer& layer, const LayerIo& io, const float* dout, float* din) {
                       layer.backward_sgd_step(params, grads, io, dout, din, lr);
                     });

@@ -106,15 +106,18 @@ class ModelRunner {
   }
 
   // Forward, loss and backward over n examples (images (n, input_size), labels (n)). Writes the
-  // gradient of the mean loss, L2 term included, into grads and returns that loss.
+  // gradient of the mean loss, L2 term included, into grads and returns that loss. weights (n),
+  // where given, weigh each example's loss (softmax_cross_entropy says how); null: all 1.
   // REQUIRES: n <= workspace.max_batch(); grads has the model's layout.
   float compute_gradients(const ParamSet& params, const float* images, const int32_t* labels, int n,
-                          GradSet& grads, StepTimes* times = nullptr);
+                          GradSet& grads, StepTimes* times = nullptr,
+                          const float* weights = nullptr);
 
   // The same pass with one plain SGD step folded into backward (see Layer::backward_sgd_step):
   // params become params - lr·gradient, grads is scratch. Returns the loss before the step.
   float sgd_step(ParamSet& params, const float* images, const int32_t* labels, int n,
-                 GradSet& grads, float lr, StepTimes* times = nullptr);
+                 GradSet& grads, float lr, StepTimes* times = nullptr,
+                 const float* weights = nullptr);
 
   // Forward only: the logits of the n examples, (n, output_width) row-major, valid until the next
   // pass of this runner. REQUIRES: n <= workspace.max_batch().
@@ -142,8 +145,8 @@ class ModelRunner {
   // Forward, loss, L2 penalty, then backward_layer(layer, io, dout, din) from the last layer to
   // the first. Returns the loss.
   template <typename BackwardLayer>
-  float train_pass(const ParamSet& params, const float* images, const int32_t* labels, int n,
-                   StepTimes* times, BackwardLayer backward_layer);
+  float train_pass(const ParamSet& params, const float* images, const int32_t* labels,
+                   const float* weights, int n, StepTimes* times, BackwardLayer backward_layer);
   // Σ_p l2_p·Σw_p²/2.
   double l2_penalty(const ParamSet& params);
 

@@ -85,9 +85,9 @@ void GradientComputer::run_tower(int k) {
     ModelRunner runner(model_, tower.workspace);
     runner.set_step_randomness(step_seed_, begin);
     tower.times = {};
-    tower.loss =
-        runner.compute_gradients(*params_, batch_.images + begin * stride, batch_.labels + begin,
-                                 end - begin, tower.grads, &tower.times);
+    tower.loss = runner.compute_gradients(
+        *params_, batch_.images + begin * stride, batch_.labels + begin, end - begin, tower.grads,
+        &tower.times, batch_.weights != nullptr ? batch_.weights + begin : nullptr);
     tower.weight = static_cast<float>(end - begin) / static_cast<float>(batch_.size);
     tower.loss *= tower.weight;
   } catch (...) {
@@ -134,8 +134,8 @@ float GradientComputer::compute(const ParamSet& params, const Batch& batch, Grad
   if (towers() == 1) {
     ModelRunner runner(model_, towers_[0]->workspace);
     runner.set_step_randomness(step_seed_, 0);
-    const float loss =
-        runner.compute_gradients(params, batch.images, batch.labels, batch.size, grads, times);
+    const float loss = runner.compute_gradients(params, batch.images, batch.labels, batch.size,
+                                                grads, times, batch.weights);
     if (update != nullptr) {
       const auto start = std::chrono::steady_clock::now();
       parallel_tensor_rows(grads,
@@ -177,8 +177,8 @@ float GradientComputer::sgd_step(ParamSet& params, const Batch& batch, GradSet& 
   ScopedTeam team(&towers_[0]->team);
   ModelRunner runner(model_, towers_[0]->workspace);
   runner.set_step_randomness(step_seed_, 0);
-  const float loss =
-      runner.sgd_step(params, batch.images, batch.labels, batch.size, grads, lr, times);
+  const float loss = runner.sgd_step(params, batch.images, batch.labels, batch.size, grads, lr,
+                                     times, batch.weights);
   if (after != nullptr) {
     const auto start = std::chrono::steady_clock::now();
     parallel_tensor_rows(params,

@@ -83,6 +83,9 @@ struct TrainConfig {
   int64_t summary_steps = 100;
   int64_t validation_size = 5000;
   uint64_t seed = 1;
+  // False: each epoch takes the training examples in their order (Python's fit(shuffle=False);
+  // data in memory only).
+  bool shuffle = true;
 
   int threads = 1;  // BLAS threads per process, shared by the towers
   int towers = 1;

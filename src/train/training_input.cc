@@ -102,11 +102,11 @@ std::string TrainingInput::in_memory() const {
 }
 
 std::unique_ptr<BatchSource> TrainingInput::batches(const WorkerPlace& place, int batch_size,
-                                                    uint64_t seed) const {
+                                                    uint64_t seed, bool shuffle) const {
   if (stream_files_.empty()) {
     return std::make_unique<Batcher>(
         train_, batch_size, seed, place.rank, place.workers,
-        place.distributed ? Sharding::kBatchSlices : Sharding::kStrided);
+        place.distributed ? Sharding::kBatchSlices : Sharding::kStrided, shuffle);
   }
   return std::make_unique<StreamingSource>(
       stream_files_,
@@ -120,8 +120,11 @@ std::unique_ptr<BatchSource> TrainingInput::batches(const WorkerPlace& place, in
 
 uint32_t TrainingInput::fingerprint() const {
   if (stream_files_.empty()) {
-    return crc_of(std::span<const int32_t>(train_.labels),
-                  crc_of(std::span<const float>(train_.rows().data(), train_.rows().size())));
+    const uint32_t examples =
+        crc_of(std::span<const int32_t>(train_.labels),
+               crc_of(std::span<const float>(train_.rows().data(), train_.rows().size())));
+    return train_.weights.empty() ? examples
+                                  : crc_of(std::span<const float>(train_.weights), examples);
   }
   uint32_t crc = 0;
   for (const auto& file : stream_files_) {

@@ -46,12 +46,13 @@ class TrainingInput {
   const std::vector<std::string>& warnings() const { return warnings_; }
 
   // This worker's batches: under a distributed strategy, slice `rank` of every global batch of
-  // workers × batch_size examples; else the whole data set, shuffled per epoch. Streamed data is
-  // always cut in slices, which for one worker is the whole data set too.
-  std::unique_ptr<BatchSource> batches(const WorkerPlace& place, int batch_size,
-                                       uint64_t seed) const;
+  // workers × batch_size examples; else the whole data set, shuffled per epoch (in its order
+  // without `shuffle`, data in memory only). Streamed data is always cut in slices, which for one
+  // worker is the whole data set too.
+  std::unique_ptr<BatchSource> batches(const WorkerPlace& place, int batch_size, uint64_t seed,
+                                       bool shuffle = true) const;
   // What all-reduce workers must agree on about the training data: a CRC32C of the examples in
-  // memory, or of the streamed files' names and sizes.
+  // memory (their weights too), or of the streamed files' names and sizes.
   uint32_t fingerprint() const;
   // Examples in one pass over the training data.
   int64_t train_examples() const;

@@ -50,7 +50,7 @@ class TrainingLoop {
         strategy_(strategy),
         out_(out),
         place_(strategy.place()),
-        batches_(input.batches(place_, config.batch_size, config.seed)),
+        batches_(input.batches(place_, config.batch_size, config.seed, config.shuffle)),
         computer_(state.model(), config.towers, strategy.largest_batch(config.batch_size),
                   threads_per_tower(config.threads, config.towers)),
         steps_per_epoch_(strategy.global_steps_per_epoch(batches_->steps_per_epoch())),

@@ -131,6 +131,40 @@ TEST(Batcher, ShuffleForSeedZeroIsPinned) {
               ElementsAreArray(std::vector<int64_t>{6, 1, 2, 4, 7, 5, 3, 0, 9, 8}));
 }
 
+TEST(Batcher, WithoutShuffleEveryEpochTakesTheExamplesInTheirOrder) {
+  const Dataset data = numbered_dataset(23);
+  Batcher batcher(data, 5, /*seed=*/7, 0, 1, Sharding::kStrided, /*shuffle=*/false);
+  for (int epoch = 0; epoch < 2; ++epoch) EXPECT_EQ(take(batcher, 4), range(0, 20)) << epoch;
+  // Batch slices of two workers: worker 1 takes the second half of each global batch of 10.
+  Batcher slices(data, 5, /*seed=*/7, 1, 2, Sharding::kBatchSlices, /*shuffle=*/false);
+  EXPECT_EQ(take(slices, 2), (std::vector<int64_t>{5, 6, 7, 8, 9, 15, 16, 17, 18, 19}));
+}
+
+// Keras's sample_weight: each example's weight travels with it, whatever the order.
+TEST(Batcher, EachExamplesWeightTravelsWithItThroughShufflesSlicesAndReslices) {
+  Dataset data = numbered_dataset(40);
+  for (int64_t i = 0; i < data.size; ++i) data.weights.push_back(0.5f + static_cast<float>(i));
+  const auto weights_match = [](const Batch& batch) {
+    ASSERT_NE(batch.weights, nullptr);
+    for (int b = 0; b < batch.size; ++b)
+      EXPECT_EQ(batch.weights[b], 0.5f + batch.images[b * kExampleSize]) << b;
+  };
+  Batcher batcher(data, 8, /*seed=*/3);
+  for (int step = 0; step < 12; ++step) weights_match(batcher.next());
+  Batcher slices(data, 4, /*seed=*/3, 1, 2, Sharding::kBatchSlices);
+  weights_match(slices.next());
+  slices.reslice(0, 3, {0, 0}, 12);  // a larger slice than the buffers held
+  weights_match(slices.next());
+  const Dataset unweighted = numbered_dataset(40);
+  EXPECT_EQ(Batcher(unweighted, 8, 3).next().weights, nullptr);
+}
+
+TEST(Batcher, WeightsForAnotherNumberOfExamplesAreALogicError) {
+  Dataset data = numbered_dataset(10);
+  data.weights.assign(9, 1.0f);
+  EXPECT_THROW(Batcher(data, 5, 1), std::logic_error);
+}
+
 TEST(Batcher, SeekThenNextEqualsTheSameStepOfAFreshBatcher) {
   const Dataset data = numbered_dataset(50);
   Batcher fresh(data, 7, /*seed=*/3);  // 7 steps per epoch, 1 example dropped

@@ -446,6 +446,58 @@ TEST(BinaryCrossEntropy, MatchesTheLogLossOfTheSigmoidAndItsCentralDifferences) 
   EXPECT_EQ(predicted, (std::vector<int32_t>{0, 0, 1, 1, 1}));
 }
 
+// Keras's sample_weight ("sum_over_batch_size"): Σ w·loss / N, and the gradient of that, checked
+// against a computation in double written here and against central differences.
+TEST(WeightedLoss, EachExampleCountsItsWeightAndTheMeanIsOverTheBatch) {
+  const int n = 4, classes = 3;
+  const std::vector<float> logits{0.5f, -1.0f, 2.0f, 0.0f, 0.3f, -0.7f,
+                                  1.5f, 1.5f,  0.1f, -2.f, 0.4f, 0.9f};
+  const std::vector<int32_t> labels{2, 0, 1, 2};
+  const std::vector<float> weights{1.0f, 0.0f, 2.5f, 0.25f};
+  std::vector<float> dlogits(logits.size());
+  const float loss = softmax_cross_entropy(logits.data(), labels.data(), n, classes, dlogits.data(),
+                                           weights.data());
+  double expected = 0;
+  for (int r = 0; r < n; ++r) {
+    double sum = 0;
+    for (int c = 0; c < classes; ++c) sum += std::exp(double{logits[r * classes + c]});
+    expected += weights[r] * -std::log(std::exp(double{logits[r * classes + labels[r]]}) / sum);
+  }
+  EXPECT_NEAR(loss, expected / n, 1e-6);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    std::vector<float> plus = logits, minus = logits;
+    plus[i] += 1e-2f;
+    minus[i] -= 1e-2f;
+    const auto at = [&](const std::vector<float>& l) {
+      return softmax_cross_entropy(l.data(), labels.data(), n, classes, nullptr, weights.data());
+    };
+    EXPECT_NEAR(dlogits[i], (at(plus) - at(minus)) / (double{plus[i]} - minus[i]), 1e-4) << i;
+  }
+  for (int c = 0; c < classes; ++c) EXPECT_EQ(dlogits[classes + c], 0.0f) << "weight 0";
+  // Weights of 1 are the unweighted mean, bit for bit (the command line's runs stay as they were).
+  const std::vector<float> ones(n, 1.0f);
+  std::vector<float> plain(logits.size()), weighed(logits.size());
+  EXPECT_EQ(
+      softmax_cross_entropy(logits.data(), labels.data(), n, classes, plain.data()),
+      softmax_cross_entropy(logits.data(), labels.data(), n, classes, weighed.data(), ones.data()));
+  EXPECT_EQ(plain, weighed);
+  // The binary head's loss likewise.
+  const std::vector<float> binary{-1.0f, 0.5f, 3.0f, 0.0f};
+  const std::vector<int32_t> binary_labels{0, 1, 0, 1};
+  std::vector<float> dbinary(4);
+  double binary_expected = 0;
+  for (int r = 0; r < n; ++r) {
+    const double p = 1 / (1 + std::exp(-double{binary[r]}));
+    binary_expected -= weights[r] * (binary_labels[r] == 1 ? std::log(p) : std::log(1 - p));
+  }
+  EXPECT_NEAR(
+      binary_cross_entropy(binary.data(), binary_labels.data(), n, dbinary.data(), weights.data()),
+      binary_expected / n, 1e-6);
+  EXPECT_EQ(dbinary[1], 0.0f);
+  const double p2 = 1 / (1 + std::exp(-3.0));
+  EXPECT_NEAR(dbinary[2], 2.5 * p2 / n, 1e-6);
+}
+
 TEST(GradientCheck, DenseWithoutBiasMatchesFiniteDifferences) {
   Dense layer({.in_features = 5, .out_features = 3, .weight_name = "w", .bias_name = ""});
   ASSERT_EQ(layer.param_specs().size(), 1u);

@@ -84,6 +84,21 @@ TEST_P(TowersTest, KTowersOnBatchBEqualOneTowerOnBatchBAfter50Steps) {
 
 INSTANTIATE_TEST_SUITE_P(TowerCounts, TowersTest, ::testing::Values(2, 3, 4));
 
+// Each tower weighs its slice's examples by their own weights: the towers' sum is one tower's
+// weighted mean over the whole batch. Examples weighted 0 are as good as absent, so a second
+// check: weights that zero half the data train differently from none.
+TEST(TowersTest, WeightedExamplesGiveOneTowersParametersOnAnyNumberOfTowers) {
+  Dataset data = random_dataset(1000, 11);
+  for (int64_t i = 0; i < data.size; ++i)
+    data.weights.push_back(static_cast<float>(i % 4) * 0.5f);  // 0, 0.5, 1, 1.5
+  const ParamSet one = train("mnist_inference", 1, 30, data);
+  for (const int towers : {2, 3}) {
+    EXPECT_LT(max_abs_difference(one, train("mnist_inference", towers, 30, data)), 1e-4) << towers;
+  }
+  data.weights.clear();
+  EXPECT_GT(max_abs_difference(one, train("mnist_inference", 1, 30, data)), 1e-3);
+}
+
 TEST(TowersTest, ThreadTeamsGiveTheParametersOfOneThreadAfter50Steps) {
   // --threads splits each product by columns (each element the same dot product) and the update
   // by ranges of the arena; the tolerance argument of the towers test applies unchanged.
