@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <csignal>
 #include <exception>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -67,15 +68,25 @@ void rethrow_first_failure(std::vector<TaskOutcome>& tasks) {
 }
 
 // Each worker's training settings: the plan's, with the threads of this machine shared between
-// the workers unless the plan says how many.
-TrainConfig worker_config(const RunPlan& plan, int workers) {
+// the workers unless the plan says how many, and the run's control of the plan's owner.
+TrainConfig worker_config(const RunPlan& plan, int workers, RunControl* control) {
   TrainConfig config = plan.config;
   if (!plan.has("--threads")) config.threads = std::max(1, available_cores() / workers);
+  config.control = control;
   return config;
 }
 
+// The owner's orders, every worker's: a control for the run in `storage`, where the plan has an
+// owner; null otherwise.
+RunControl* control_for(const RunPlan& plan, bool lockstep, std::optional<RunControl>& storage) {
+  if (plan.config.owner == nullptr) return nullptr;
+  return &storage.emplace(*plan.config.owner, lockstep);
+}
+
 InProcessResult run_local(const RunPlan& plan, const TrainingInput& input, std::ostream& out) {
-  const TrainConfig& config = plan.config;
+  std::optional<RunControl> control;
+  TrainConfig config = plan.config;
+  config.control = control_for(plan, /*lockstep=*/true, control);
   TrainingState state(config);
   LocalStrategy strategy(config);
   InProcessResult run;
@@ -86,7 +97,9 @@ InProcessResult run_local(const RunPlan& plan, const TrainingInput& input, std::
 
 InProcessResult run_allreduce(const RunPlan& plan, const TrainingInput& input, std::ostream& out) {
   const int workers = plan.flags.workers;
-  const TrainConfig config = worker_config(plan, workers);
+  std::optional<RunControl> control;
+  const TrainConfig config =
+      worker_config(plan, workers, control_for(plan, /*lockstep=*/true, control));
   // The ranks' names; nothing listens at these addresses.
   std::vector<HostPort> addresses;
   for (int r = 0; r < workers; ++r)
@@ -131,7 +144,10 @@ InProcessResult run_ps(const RunPlan& plan, StrategyKind kind, const TrainingInp
                        std::ostream& out) {
   const int ps = plan.flags.ps;
   const int workers = plan.flags.workers;
-  const TrainConfig config = worker_config(plan, workers);
+  // Sync workers run every global step together; async ones each at their own pace.
+  std::optional<RunControl> control;
+  const TrainConfig config = worker_config(
+      plan, workers, control_for(plan, /*lockstep=*/kind == StrategyKind::kSync, control));
   const std::vector<uint16_t> ports = pick_free_ports(ps + workers);
   std::vector<HostPort> ps_hosts, worker_hosts;
   for (int i = 0; i < ps; ++i) ps_hosts.push_back({"127.0.0.1", ports[static_cast<size_t>(i)]});
@@ -151,6 +167,7 @@ InProcessResult run_ps(const RunPlan& plan, StrategyKind kind, const TrainingInp
   TrainConfig ps_train = config;
   ps_train.stop = &ps_stop;
   ps_train.observer = nullptr;
+  ps_train.control = nullptr;
   // The tasks keep references to their settings.
   std::vector<PsClusterConfig> ps_configs, worker_configs;
   for (int i = 0; i < ps; ++i) ps_configs.push_back(task_config(kPsJob, i));

@@ -31,7 +31,8 @@ struct InProcessResult {
 // they fail, when the first failure is rethrown with what that task printed. plan.config.stop
 // stops every task at a step boundary (the result's halt_signal says so). Throws UsageError for
 // flags that mean nothing here (the data files, a cluster's own flags) or out of range, before
-// anything starts.
+// anything starts. plan.config.owner, where set, hears the chief's step boundaries, and its orders
+// (a learning rate, a stop) reach every worker at the same global step (train/run_control.h).
 InProcessResult run_plan_in_process(const RunPlan& plan, const InMemoryData& data,
                                     std::ostream& out);
 

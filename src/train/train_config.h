@@ -18,6 +18,7 @@
 #include "nn/model_zoo.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "train/run_control.h"
 
 namespace dtrain {
 
@@ -139,9 +140,13 @@ struct TrainConfig {
   // trained before, Python's fit called again) at global step 0, rather than fresh ones from seed.
   // Null: from seed.
   const Checkpoint* initial_state = nullptr;
-  // The chief's run log (metrics/run_log.h) goes here too, from the loop's thread: the records
-  // Python's fit makes its history and its progress lines of. Null: none.
+  // The chief's run log (metrics/run_log.h) goes here too, from the loop's thread. Null: none.
   RunLogSink* observer = nullptr;
+  // Who watches the chief's step boundaries and may steer the run from them (Python's fit and its
+  // callbacks: train/run_control.h), and the control that makes its orders every worker's, which
+  // the in-process run makes from it (plan/in_process_run.h). Null: none.
+  RunOwner* owner = nullptr;
+  RunControl* control = nullptr;
 };
 
 // What a run achieved.

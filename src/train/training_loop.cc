@@ -24,6 +24,7 @@
 #include "metrics/training_metrics.h"
 #include "optim/lr_schedule.h"
 #include "tensor/blas.h"
+#include "train/run_steering.h"
 #include "train/run_table.h"
 
 namespace dtrain {
@@ -56,7 +57,11 @@ class TrainingLoop {
         steps_per_epoch_(strategy.global_steps_per_epoch(batches_->steps_per_epoch())),
         total_steps_(total_global_steps(config, steps_per_epoch_)),
         eval_every_(eval_interval(config, steps_per_epoch_)),
-        schedule_(lr_schedule_of(config, steps_per_epoch_, total_steps_)) {
+        schedule_(lr_schedule_of(config, steps_per_epoch_, total_steps_)),
+        steering_(config.control, place_.chief, steps_per_epoch_, schedule_, [this] {
+          strategy_.before_checkpoint(state_);
+          return state_.snapshot(c_);
+        }) {
     input.check_fits(state.model());
     if (eval_every_ > 0 && validation_.size == 0) {
       throw UsageError(fmt::format(
@@ -94,6 +99,15 @@ class TrainingLoop {
     bar.update(first_step, 0);
     bool stopped_at_target = false;
     while (state_.step < total_steps_ && !strategy_.finished()) {
+      if (steering_.stops_before(state_.step)) {
+        stopped_at_target = true;  // the owner's stop ends the run as its target would
+        // As Keras's fit ends the epoch a callback stopped in: its callbacks hear of that end.
+        if (epoch_loss_steps_ > 0) {
+          steering_.epoch_ended(state_.step / steps_per_epoch_, state_.step,
+                                epoch_loss_sum_ / epoch_loss_steps_, epoch_examples_per_second());
+        }
+        break;
+      }
       train_one_step();
       result_.halt_signal = strategy_.agree_to_halt(c_.stop != nullptr ? c_.stop->signal() : 0);
       // The boundary where a membership view formed has no evaluation: a worker that joins there
@@ -117,10 +131,12 @@ class TrainingLoop {
       }
       epoch_loss_sum_ += loss_;
       ++epoch_loss_steps_;
+      steering_.batch_ended(state_.step, epoch_loss_sum_ / static_cast<double>(epoch_loss_steps_));
       if (epoch_ended()) write_epoch_record();
       if (save_due()) save();
     }
     bar.finish();
+    steering_.end();
     return finish(first_step, stopped_at_target);
   }
 
@@ -186,7 +202,7 @@ class TrainingLoop {
     // Dropout's draws depend on (seed, step, worker) alone: a resumed run draws what an unbroken
     // one would have.
     computer_.set_step_seed(step_seed(c_.seed, state_.step, place_.rank));
-    const float lr = schedule_.at(state_.step);
+    const float lr = steering_.rate_at(state_.step);
     // Local steps advance the global step by one; a ps step may advance it by more, but its
     // gradient is always kept.
     const bool keep_gradient = histograms_ && state_.step + 1 >= next_histograms_;
@@ -293,7 +309,7 @@ class TrainingLoop {
     if (place_.chief && run_log_.enabled()) {
       RunRecord record{state_.step,
                        {{"loss", loss_},
-                        {"learning_rate", schedule_.at(state_.step)},
+                        {"learning_rate", steering_.rate_at(state_.step)},
                         {"examples_per_sec", examples_per_second},
                         {"steps_per_sec", steps_per_second}}};
       for (auto& scalar : strategy_.run_scalars()) record.scalars.push_back(std::move(scalar));
@@ -399,7 +415,8 @@ class TrainingLoop {
   // An epoch of global steps has passed since the last epoch record: the chief's record of it
   // (Keras's epoch_loss: the mean of this worker's losses over the epoch's steps).
   bool epoch_ended() const {
-    if (!place_.chief || !run_log_.enabled() || steps_per_epoch_ <= 0) return false;
+    if (!place_.chief || (!run_log_.enabled() && !steering_.active()) || steps_per_epoch_ <= 0)
+      return false;
     return state_.step / steps_per_epoch_ > epochs_recorded_;
   }
 
@@ -407,20 +424,25 @@ class TrainingLoop {
   // chief's steps: each epoch gets its record (Keras's history has one entry per epoch), with
   // what the chief saw since its last.
   void write_epoch_record() {
-    const double s = seconds(train_time_ - train_time_at_epoch_);
     const double loss = epoch_loss_steps_ > 0 ? epoch_loss_sum_ / epoch_loss_steps_ : loss_;
-    const double examples_per_second =
-        s > 0 ? static_cast<double>(epoch_loss_steps_) * c_.batch_size * place_.workers / s : 0.0;
+    const double examples_per_second = epoch_examples_per_second();
     while (epochs_recorded_ < state_.step / steps_per_epoch_) {
       ++epochs_recorded_;
       run_log_.write({state_.step,
                       {{"epoch_loss", loss},
                        {"epochs", static_cast<double>(epochs_recorded_)},
                        {"epoch_examples_per_sec", examples_per_second}}});
+      steering_.epoch_ended(epochs_recorded_ - 1, state_.step, loss, examples_per_second);
     }
     epoch_loss_sum_ = 0;
     epoch_loss_steps_ = 0;
     train_time_at_epoch_ = train_time_;
+  }
+
+  double epoch_examples_per_second() const {
+    const double s = seconds(train_time_ - train_time_at_epoch_);
+    return s > 0 ? static_cast<double>(epoch_loss_steps_) * c_.batch_size * place_.workers / s
+                 : 0.0;
   }
 
   bool eval_due() {
@@ -507,7 +529,8 @@ class TrainingLoop {
                      {"loss", loss_},
                      {"validation/accuracy", v.accuracy},
                      {"validation/loss", v.loss},
-                     {"learning_rate", schedule_.at(state_.step)}}});
+                     {"learning_rate", steering_.rate_at(state_.step)}}});
+    steering_.validated(state_.step, v.accuracy, v.loss);
   }
 
   // These weights have the lowest validation loss so far: kept in memory for the closing test
@@ -652,6 +675,7 @@ class TrainingLoop {
   const int64_t total_steps_;
   const int64_t eval_every_;
   const LrSchedule schedule_;
+  RunSteering steering_;  // the owner's orders (Python's callbacks), where it has one
   std::optional<CheckpointManager> checkpoints_;  // the chief's, with --train_dir
   // The chief's, with --train_dir and --early_stopping_patience: train_dir/best/.
   std::optional<CheckpointManager> best_checkpoints_;

@@ -4,11 +4,13 @@
 // early stopping judge, and divergence.
 #include "train/training_loop.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -20,6 +22,7 @@
 #include "plan/run_plan.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
+#include "train/run_control.h"
 
 namespace dtrain {
 namespace {
@@ -387,6 +390,122 @@ TEST_F(TrainingLoopTest, ALabelBeyondTheModelsOutputsIsRefusedBeforeItIsUsed) {
     EXPECT_THAT(e.what(), HasSubstr("label 12"));
     EXPECT_THAT(e.what(), HasSubstr("10 outputs"));
   }
+}
+
+// An owner (Python's fit, in a test's terms) that records every event and gives the orders it
+// is told to at the ends of given epochs.
+class RecordingOwner final : public RunOwner {
+ public:
+  explicit RecordingOwner(bool batches) : batches_(batches) {}
+  bool wants_batches() const override { return batches_; }
+  RunOrders on_event(const RunEvent& event, const RunWeights& weights) override {
+    events.push_back(event);
+    if (event.kind != RunEvent::Kind::kEpochEnd) return {};
+    if (weigh_at_epoch == event.epoch) weights_step = weights().global_step;
+    RunOrders orders;
+    if (rate_at_epoch == event.epoch) orders.learning_rate = 0.125f;
+    orders.stop = stop_at_epoch == event.epoch;
+    return orders;
+  }
+  std::string kinds() const {
+    static constexpr const char* kNames[] = {"train", "epoch", "batch", "/batch", "/epoch"};
+    std::string text;
+    for (const RunEvent& e : events)
+      text += fmt::format("{}{} ", kNames[static_cast<int>(e.kind)], e.epoch);
+    return text;
+  }
+
+  std::vector<RunEvent> events;
+  int64_t rate_at_epoch = -1, stop_at_epoch = -1, weigh_at_epoch = -1;
+  int64_t weights_step = -1;
+
+ private:
+  bool batches_;
+};
+
+TEST_F(TrainingLoopTest, AnOwnersRateAndStopTakeEffectAtTheNextStepAndItHearsEachEpoch) {
+  RecordingOwner owner(/*batches=*/false);
+  owner.rate_at_epoch = 0;  // from step 20 on
+  owner.stop_at_epoch = 1;  // at step 40, before the third epoch
+  owner.weigh_at_epoch = 1;
+  RunControl control(owner, /*lockstep=*/true);
+  config_.control = &control;
+  FakeStrategy strategy;
+  const TrainResult result = run(strategy);
+  EXPECT_EQ(result.global_step, 40);
+  EXPECT_EQ(strategy.calls.back(), "finish@40 reached");  // a stop ends the run as its last step
+  ASSERT_EQ(strategy.learning_rates.size(), 40u);
+  const float scheduled = strategy.learning_rates[0];
+  EXPECT_NE(scheduled, 0.125f);
+  EXPECT_EQ(strategy.learning_rates[19], scheduled);
+  for (size_t i = 20; i < 40; ++i) EXPECT_EQ(strategy.learning_rates[i], 0.125f) << i;
+  EXPECT_EQ(owner.kinds(), "train0 epoch0 /epoch0 epoch1 /epoch1 ");
+  const RunEvent& end = owner.events[2];
+  EXPECT_EQ(end.step, 20);
+  ASSERT_EQ(end.logs.size(), 1u);
+  EXPECT_EQ(end.logs[0].first, "loss");
+  EXPECT_GT(end.examples_per_second, 0);
+  EXPECT_EQ(owner.events[3].learning_rate, 0.125f);  // the rate the next epoch runs at
+  EXPECT_EQ(owner.weights_step, 40);  // the weights the owner read were those of that boundary
+}
+
+TEST_F(TrainingLoopTest, BatchEventsCarryTheEpochsRunningLossAndTheEpochEndItsValidation) {
+  RecordingOwner owner(/*batches=*/true);
+  RunControl control(owner, /*lockstep=*/true);
+  config_.control = &control;
+  config_.train_steps = 20;
+  config_.eval_each_epoch = true;
+  FakeStrategy strategy;
+  run(strategy);
+  // train, epoch, then 20 begin/end pairs and the epoch's end.
+  ASSERT_EQ(owner.events.size(), 2u + 40u + 1u) << owner.kinds();
+  const RunEvent& first_end = owner.events[3];
+  EXPECT_EQ(first_end.kind, RunEvent::Kind::kBatchEnd);
+  EXPECT_EQ(first_end.batch, 0);
+  const RunEvent& last_end = owner.events[41];
+  EXPECT_EQ(last_end.batch, 19);
+  const RunEvent& epoch_end = owner.events[42];
+  ASSERT_EQ(epoch_end.kind, RunEvent::Kind::kEpochEnd);
+  std::map<std::string, double> logs(epoch_end.logs.begin(), epoch_end.logs.end());
+  EXPECT_EQ(logs.count("val_loss"), 1u);
+  EXPECT_EQ(logs.count("val_accuracy"), 1u);
+  // The last batch's running mean is the epoch's mean.
+  EXPECT_DOUBLE_EQ(last_end.logs[0].second, logs["loss"]);
+}
+
+TEST_F(TrainingLoopTest, AWorkerThatIsNotTheChiefTakesTheChiefsOrdersAtTheirSteps) {
+  RecordingOwner owner(/*batches=*/true);
+  const auto posted = [](RunControl& control) {
+    for (int64_t step = 0; step < 35; ++step)
+      control.post(step,
+                   {.learning_rate = step >= 20 ? std::optional<float>(0.25f) : std::nullopt});
+    control.post(35, {.learning_rate = 0.25f, .stop = true});
+  };
+  const WorkerPlace follower{.rank = 1, .workers = 2, .chief = false, .distributed = true};
+  config_.train_dir.clear();
+  {
+    // Lockstep (all-reduce, sync): each step at the chief's orders of that step.
+    RunControl control(owner, /*lockstep=*/true);
+    posted(control);
+    config_.control = &control;
+    FakeStrategy strategy;
+    strategy.place_ = follower;
+    const TrainResult result = run(strategy);
+    EXPECT_EQ(result.global_step, 35);
+    ASSERT_EQ(strategy.learning_rates.size(), 35u);
+    EXPECT_NE(strategy.learning_rates[19], 0.25f);
+    for (size_t i = 20; i < 35; ++i) EXPECT_EQ(strategy.learning_rates[i], 0.25f) << i;
+  }
+  {
+    // Async: the latest orders, whatever the step.
+    RunControl control(owner, /*lockstep=*/false);
+    posted(control);
+    config_.control = &control;
+    FakeStrategy strategy;
+    strategy.place_ = follower;
+    EXPECT_EQ(run(strategy).global_step, 0);
+  }
+  EXPECT_TRUE(owner.events.empty());  // only the chief's loop tells the owner
 }
 
 }  // namespace
