@@ -3,11 +3,15 @@
 #include "collective/communicator.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "collective/halving_doubling.h"
@@ -74,9 +78,39 @@ void Communicator::check_root(int root) const {
 }
 
 void Communicator::broadcast(std::span<float> data, int root) {
+  // A root that is no rank is this caller's mistake, refused before anything is sent.
   check_root(root);
+  agree_on_root(root);
   links_.note({.kind = "broadcast", .bytes = data.size_bytes(), .bucket = -1});
   ring_broadcast(links_, next_op_++, data, max_chunk_floats(), root);
+}
+
+// Ranks that name different roots would each send and none receive, or wait for a chunk that no
+// rank sends: every rank must fail alike instead, at once, and with the group still usable.
+void Communicator::agree_on_root(int root) {
+  if (size() == 1) return;
+  const float mine = static_cast<float>(root);
+  std::vector<float> roots(static_cast<size_t>(size()));
+  allgather(std::span<const float>(&mine, 1), roots);
+  if (std::all_of(roots.begin(), roots.end(), [&](float r) { return r == roots[0]; })) return;
+  // Each root named, with the ranks that named it: the same words on every rank.
+  std::vector<std::pair<float, std::vector<int>>> named;
+  for (int r = 0; r < size(); ++r) {
+    auto it = std::find_if(named.begin(), named.end(),
+                           [&](const auto& n) { return n.first == roots[static_cast<size_t>(r)]; });
+    if (it == named.end()) it = named.insert(named.end(), {roots[static_cast<size_t>(r)], {}});
+    it->second.push_back(r);
+  }
+  std::string which;
+  for (const auto& [named_root, ranks] : named) {
+    if (!which.empty()) which += ", ";
+    which += fmt::format("root {} from rank{} {}", named_root, ranks.size() > 1 ? "s" : "",
+                         fmt::join(ranks, " "));
+  }
+  throw UsageError(fmt::format(
+      "broadcast: the ranks name different roots ({}); every rank must broadcast from the same "
+      "root (this is rank {}, which named {})",
+      which, rank(), root));
 }
 
 void Communicator::broadcast_bytes(std::span<std::byte> data, int root) {

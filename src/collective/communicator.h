@@ -43,7 +43,9 @@ class Communicator {
   // Throws CollectiveError (or TransportError) if the ring fails.
   // `bucket`: which of the caller's gradient buckets this is, for a stalled wait's report.
   void allreduce(std::span<float> data, ReduceOp op = ReduceOp::kSum, int bucket = -1);
-  // Rank `root`'s data to every rank. Throws UsageError for a root that is not a rank.
+  // Rank `root`'s data to every rank. Throws UsageError for a root that is not a rank, before
+  // anything is sent. The ranks then exchange the root each names: where they differ, every rank
+  // throws UsageError naming them all, and nothing else is sent.
   void broadcast(std::span<float> data, int root = 0);
   // Rank `root`'s bytes to every rank, bit for bit: integers (a global step) that no float holds,
   // tensors of any type. Moved where they lie when they are float-aligned whole floats, else
@@ -61,6 +63,7 @@ class Communicator {
  private:
   size_t max_chunk_floats() const;
   void check_root(int root) const;
+  void agree_on_root(int root);
   bool use_halving_doubling(size_t bytes) const;
 
   RingLinks& links_;

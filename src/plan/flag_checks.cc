@@ -198,9 +198,10 @@ void check_evaluation(const RunPlan& p, int) {
   check(
       c.early_stopping_patience >= 0,
       fmt::format("--early_stopping_patience {}: must not be negative", c.early_stopping_patience));
-  check(c.early_stopping_patience == 0 || c.eval_every > 0,
+  check(c.early_stopping_patience == 0 || c.eval_every > 0 || c.eval_each_epoch,
         fmt::format("--early_stopping_patience {}: counts evaluations, and there are none: give "
-                    "--eval_every N",
+                    "--eval_every N (Python's fit: validation_data or validation_split, "
+                    "evaluated at each epoch's end)",
                     c.early_stopping_patience));
   if (c.validation_size > 0) return;
   const std::string flag = c.eval_every > 0 ? fmt::format("--eval_every {}", c.eval_every)
@@ -253,12 +254,27 @@ void check_fusion_bytes(const RunPlan& p, int) {
                     sizeof(float)));
 }
 
+// The local launcher (and Python's fit) starts every task on this machine: a process (a thread)
+// with its own copy of the model, its connections and its ports. A thousand of them is already
+// far more than a machine's cores; 100,000 ran it out of memory or ports instead of saying so.
+constexpr int kMostLocalTasks = 1024;
+
 void check_ps_count(const RunPlan& p, int) {
   check(p.flags.ps >= 1, fmt::format("--ps {}: need at least one ps task", p.flags.ps));
+  check(p.flags.ps <= kMostLocalTasks,
+        fmt::format("--ps {}: at most {} tasks start on this machine (the local launcher's "
+                    "processes, or Python's threads); for more, start each with `dtrain task` on "
+                    "the hosts of a cluster (docs/cluster.md)",
+                    p.flags.ps, kMostLocalTasks));
 }
 
 void check_workers(const RunPlan& p, int) {
   check(p.flags.workers >= 1, fmt::format("--workers {}: need at least one", p.flags.workers));
+  check(p.flags.workers <= kMostLocalTasks,
+        fmt::format("--workers {}: at most {} tasks start on this machine (the local launcher's "
+                    "processes, or Python's threads); for more, start each with `dtrain task` on "
+                    "the hosts of a cluster (docs/cluster.md)",
+                    p.flags.workers, kMostLocalTasks));
 }
 
 void check_min_workers(const RunPlan& p, int) {

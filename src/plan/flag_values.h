@@ -58,6 +58,7 @@ struct FlagValues {
   int64_t eval_every = 0;
   double target_accuracy = 0;
   int64_t early_stopping_patience = 0;
+  bool eval_each_epoch = false;
   bool progress = true;
   bool progress_through_launcher = false;
   std::vector<int64_t> inject_nonfinite_at;

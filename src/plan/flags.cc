@@ -251,6 +251,11 @@ std::vector<FlagSpec> make_table() {
        .field = &F::target_accuracy,
        .help = "Stop once validation accuracy reaches this",
        .check = check_target_accuracy},
+      // Python's fit with validation data: an evaluation at each epoch's end, as Keras's.
+      {.name = "--eval_each_epoch",
+       .field = &F::eval_each_epoch,
+       .is_switch = true,
+       .hidden = true},
       {.name = "--early_stopping_patience",
        .field = &F::early_stopping_patience,
        .help = "Stop after N evaluations (--eval_every) without a lower validation loss, keep "

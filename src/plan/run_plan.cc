@@ -84,6 +84,7 @@ TrainConfig config_of(const RunPlan& p) {
   // Without --eval_every, a target is checked four times an epoch (train/training_loop.h).
   if (p.has("--target_accuracy")) c.target_accuracy = f.target_accuracy;
   c.early_stopping_patience = f.early_stopping_patience;
+  c.eval_each_epoch = f.eval_each_epoch;
   c.nonfinite_gradient_steps = f.inject_nonfinite_at;
   c.step_delay_ms = f.step_delay_ms;
   c.record_examples = f.record_examples;

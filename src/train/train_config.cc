@@ -2,8 +2,12 @@
 // what a checkpoint records of them (through the recorder the run plan gives).
 #include "train/train_config.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+
+#include "base/error.h"
 
 namespace dtrain {
 
@@ -25,7 +29,16 @@ LrSchedule lr_schedule_of(const TrainConfig& c, int64_t global_steps_per_epoch,
 
 int64_t total_global_steps(const TrainConfig& c, int64_t global_steps_per_epoch) {
   if (c.train_steps > 0) return c.train_steps;
-  return static_cast<int64_t>(std::ceil(c.epochs * static_cast<double>(global_steps_per_epoch)));
+  const double steps = std::ceil(c.epochs * static_cast<double>(global_steps_per_epoch));
+  // Past this a step count no longer converts to an integer (1e30 epochs became a negative count
+  // and a run that trained nothing); nor does any run come near it.
+  if (!(steps <= static_cast<double>(kMostGlobalSteps))) {
+    throw UsageError(fmt::format(
+        "--epochs {}: {} epochs of {} global steps is more steps than a run can count (at most "
+        "2^62); give fewer epochs, or --train_steps",
+        c.epochs, c.epochs, global_steps_per_epoch));
+  }
+  return static_cast<int64_t>(steps);
 }
 
 int64_t eval_interval(const TrainConfig& c, int64_t global_steps_per_epoch) {

@@ -162,7 +162,11 @@ struct TrainResult {
   int halt_signal = 0;
 };
 
-// The global step a run stops at: --train_steps, else --epochs of global_steps_per_epoch.
+// The most global steps a run counts to (the ps protocol's bound too: ps/ps_protocol.h).
+inline constexpr int64_t kMostGlobalSteps = int64_t{1} << 62;
+
+// The global step a run stops at: --train_steps, else --epochs of global_steps_per_epoch. Throws
+// UsageError naming --epochs when that is more than kMostGlobalSteps.
 int64_t total_global_steps(const TrainConfig& config, int64_t global_steps_per_epoch);
 
 // Evaluations happen every this many global steps: --eval_every, else once an epoch with

@@ -2,6 +2,7 @@
 // reference for every ring size and awkward length, message counts, broadcast and barrier.
 #include "collective/ring_allreduce.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <array>
@@ -176,6 +177,32 @@ TEST(RingBroadcastTest, BytesFromAnotherRootAndARootThatIsNoRank) {
   std::vector<float> values(4);
   EXPECT_THROW(Communicator(ring.links(0)).broadcast(values, 3), UsageError);
   EXPECT_THROW(Communicator(ring.links(0)).broadcast(values, -1), UsageError);
+}
+
+// Ranks that name different roots each sent and none received (or waited past the timeout):
+// every rank now fails at once, naming each root, and the ring goes on.
+TEST(RingBroadcastTest, RanksThatNameDifferentRootsAllFailNamingThemAndTheRingGoesOn) {
+  MemoryRing ring(3);
+  std::vector<std::string> errors(3);
+  std::vector<std::vector<float>> sums(3);
+  ring.run([&](int rank) {
+    Communicator communicator(ring.links(rank));
+    std::vector<float> values(5, static_cast<float>(rank));
+    try {
+      communicator.broadcast(values, rank == 2 ? 1 : 0);
+    } catch (const UsageError& e) {
+      errors[static_cast<size_t>(rank)] = e.what();
+    }
+    sums[static_cast<size_t>(rank)].assign(2, 1.0f);
+    communicator.allreduce(sums[static_cast<size_t>(rank)]);
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(errors[static_cast<size_t>(r)],
+                ::testing::HasSubstr("the ranks name different roots (root 0 from ranks 0 1, "
+                                     "root 1 from rank 2)"))
+        << r;
+    EXPECT_EQ(sums[static_cast<size_t>(r)], std::vector<float>(2, 3.0f)) << r;
+  }
 }
 
 // A global step past 2^53, which neither a float nor a double holds, a signalling NaN's bits and an

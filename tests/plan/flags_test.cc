@@ -202,6 +202,13 @@ TEST(FlagTable, TheLocalLaunchersValuesAreCheckedAgainstTheClusterItStarts) {
               HasSubstr("--ps 0: need at least one ps task"));
   EXPECT_THAT(launcher_error(StrategyKind::kAllreduce, {"--workers", "0"}),
               HasSubstr("--workers 0: need at least one"));
+  // Before, 100000 workers ran this machine out of memory or ports without a word.
+  EXPECT_THAT(launcher_error(StrategyKind::kAllreduce, {"--workers", "100000"}),
+              HasSubstr("--workers 100000: at most 1024 tasks start on this machine"));
+  EXPECT_THAT(launcher_error(StrategyKind::kSync, {"--ps", "5000"}),
+              HasSubstr("--ps 5000: at most 1024 tasks start on this machine"));
+  const RunPlan most = plan_of({"--workers", "1024"});
+  EXPECT_NO_THROW(check_flags(most, CheckWhen::kLocalLauncher, StrategyKind::kAllreduce));
   EXPECT_THAT(launcher_error(StrategyKind::kSync, {"--max_restarts", "-1"}),
               HasSubstr("--max_restarts -1: must not be negative"));
   EXPECT_THAT(launcher_error(StrategyKind::kAllreduce, {"--elastic_batch", "global"}),

@@ -55,9 +55,18 @@ def child(out_dir):
             errors.append("no error")
         except (TypeError, ValueError) as e:
             errors.append(type(e).__name__ + ": " + str(e))
+    # A different root on every rank: each rank must hear of it at once, and the group go on.
+    try:
+        dist.broadcast(np.zeros(4, np.int32), root=r)
+        roots = "no error"
+    except dtrain.UsageError as e:
+        roots = str(e)
+    after = np.full(3, r, np.float32)
+    dist.allreduce(after)
     dist.barrier()
     np.savez(os.path.join(out_dir, "rank%d.npz" % r), summed=summed, backing=backing, mean=mean,
-             broadcast=broadcast, errors=np.array(errors), world=dist.world_size())
+             broadcast=broadcast, errors=np.array(errors), roots=np.array(roots), after=after,
+             world=dist.world_size())
     dist.shutdown()
 
 
@@ -83,9 +92,15 @@ class ThreeRanksTest(unittest.TestCase):
                                           env=env, stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT))
         cls.outputs = []
-        for p in procs:
-            out, _ = p.communicate(timeout=120)
-            cls.outputs.append((p.returncode, out.decode(errors="replace")))
+        try:
+            for p in procs:
+                out, _ = p.communicate(timeout=120)
+                cls.outputs.append((p.returncode, out.decode(errors="replace")))
+        finally:
+            for p in procs:  # a rank stuck in a collective is not left behind
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
         cls.results = []
         for r in range(WORLD):
             path = os.path.join(cls.dir.name, "rank%d.npz" % r)
@@ -122,6 +137,14 @@ class ThreeRanksTest(unittest.TestCase):
         expected[0, 0] = (1 << 53) + 1
         for r, result in enumerate(self.results):
             np.testing.assert_array_equal(result["broadcast"], expected, "rank %d" % r)
+
+    def test_a_broadcast_whose_ranks_name_different_roots_fails_on_every_rank(self):
+        for r, result in enumerate(self.results):
+            message = str(result["roots"])
+            self.assertIn("the ranks name different roots (root 0 from rank 0, root 1 from rank 1, "
+                          "root 2 from rank 2)", message, r)
+            self.assertIn(f"this is rank {r}, which named {r}", message)
+            np.testing.assert_array_equal(result["after"], np.full(3, 3, np.float32))
 
     def test_bad_arrays_are_refused_naming_what_is_wrong(self):
         dtype_error, layout_error, list_error = self.results[0]["errors"]

@@ -508,5 +508,18 @@ TEST_F(TrainingLoopTest, AWorkerThatIsNotTheChiefTakesTheChiefsOrdersAtTheirStep
   EXPECT_TRUE(owner.events.empty());  // only the chief's loop tells the owner
 }
 
+TEST_F(TrainingLoopTest, EpochsBeyondWhatARunCountsAreRefusedNamingTheFlag) {
+  config_.train_steps = 0;
+  config_.epochs = 1e30;  // was a negative step count, and a run that trained nothing
+  FakeStrategy strategy;
+  try {
+    run(strategy);
+    FAIL() << "1e30 epochs must be refused";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--epochs 1e+30"));
+  }
+  EXPECT_TRUE(strategy.calls.empty());
+}
+
 }  // namespace
 }  // namespace dtrain
