@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.h"
 
@@ -179,6 +180,19 @@ int64_t first_label_outside(const Dataset& data, int64_t classes) {
     if (data.labels[r] < 0 || data.labels[r] >= classes) return static_cast<int64_t>(r);
   }
   return -1;
+}
+
+std::optional<FeaturePosition> first_nonfinite_feature(std::span<const float> rows, int64_t width) {
+  // A whole pass without a branch per value, then the search only where one was found.
+  bool finite = true;
+  for (const float v : rows) finite &= std::isfinite(v);
+  if (finite) return std::nullopt;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (std::isfinite(rows[i])) continue;
+    const auto at = static_cast<int64_t>(i);
+    return FeaturePosition{at / width, at % width, rows[i]};
+  }
+  return std::nullopt;
 }
 
 }  // namespace dtrain

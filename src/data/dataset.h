@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,6 +45,18 @@ struct Dataset {
 
 // The first row of data whose label is outside 0..classes-1, or -1 when there is none.
 int64_t first_label_outside(const Dataset& data, int64_t classes);
+
+// Where a feature is a NaN or an infinity: its example and its place in the example, both from 0.
+struct FeaturePosition {
+  int64_t row = 0;
+  int64_t column = 0;
+  float value = 0;
+};
+
+// The first value of rows ((n, width) row-major) that is not a finite number, or nullopt. The
+// readers of files refuse such a value as they read it (a NaN reaches the loss, which then blames
+// the learning rate); rows that arrive in memory are checked with this. REQUIRES: width > 0.
+std::optional<FeaturePosition> first_nonfinite_feature(std::span<const float> rows, int64_t width);
 
 struct MnistData {
   Dataset train, validation, test;

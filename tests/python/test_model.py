@@ -177,16 +177,22 @@ class ModelOnCsvData(unittest.TestCase):
         run("predict", "--checkpoint", self.path("saved"), "--input", self.path("test.csv"),
             "--output", self.path("predictions.csv"), "--logits")
         table = np.genfromtxt(self.path("predictions.csv"), delimiter=",", names=True)
-        logits = m.predict(self.xt)
-        self.assertEqual(logits.shape, (60, 3))
-        self.assertEqual(logits.dtype, np.float32)
+        # A softmax head: Keras's predict returns the probabilities, and logits on request.
+        probabilities = m.predict(self.xt)
+        logits = m.predict(self.xt, logits=True)
+        for outputs in (probabilities, logits):
+            self.assertEqual(outputs.shape, (60, 3))
+            self.assertEqual(outputs.dtype, np.float32)
         np.testing.assert_array_equal(table["class"].astype(int), np.argmax(logits, axis=1))
         for k in range(3):
+            np.testing.assert_allclose(table[f"prob_{k}"], probabilities[:, k], rtol=1e-6,
+                                       atol=1e-7)
             np.testing.assert_allclose(table[f"logit_{k}"], logits[:, k], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(probabilities.sum(axis=1), 1, rtol=1e-6)
 
         loaded = dtrain.load(self.path("saved"))
         self.assertEqual(loaded.evaluate(self.xt, self.yt), result)
-        np.testing.assert_array_equal(loaded.predict(self.xt), logits)
+        np.testing.assert_array_equal(loaded.predict(self.xt), probabilities)
         # A loaded model trains on from its weights, with its optimizer or another.
         before = loaded.evaluate(self.x, self.y)["loss"]
         loaded.fit(self.x, self.y, verbose=0, **self.RECIPE)
@@ -195,6 +201,70 @@ class ModelOnCsvData(unittest.TestCase):
         loaded.fit(self.x, self.y, verbose=0, **dict(self.RECIPE, optimizer="adam",
                                                         learning_rate=0.01))
         self.assertLess(loaded.evaluate(self.x, self.y)["loss"], after)
+
+    def test_predict_returns_what_the_head_outputs_as_keras_and_dtrain_predict_say(self):
+        # A binary head (Dense(1, sigmoid)) gives P(class 1), (n, 1); a linear head its outputs.
+        heads = {"binary": ("sigmoid", 1, (self.x[:, 0] > 1).astype(np.int64)),
+                 "linear": ("linear", 3, self.y)}
+        write_csv(self.path("binary.csv"), self.xt, (self.xt[:, 0] > 1).astype(np.int64))
+        for name, (activation, units, labels) in heads.items():
+            spec = json.loads(json.dumps(TINY))
+            spec["config"]["name"] = name
+            spec["config"]["layers"][2]["config"].update(units=units, activation=activation)
+            m = dtrain.Model(spec)
+            m.fit(self.x, labels, verbose=0, **self.RECIPE)
+            m.save(self.path(f"head_{name}"))
+            run("predict", "--checkpoint", self.path(f"head_{name}"), "--input",
+                self.path("binary.csv" if name == "binary" else "test.csv"), "--output",
+                self.path(f"{name}_predictions.csv"), "--logits")
+            table = np.genfromtxt(self.path(f"{name}_predictions.csv"), delimiter=",",
+                                  names=True)
+            outputs, logits = m.predict(self.xt), m.predict(self.xt, logits=True)
+            self.assertEqual(outputs.shape, (60, units), name)
+            if name == "binary":
+                np.testing.assert_allclose(outputs[:, 0], table["probability"], rtol=1e-6,
+                                           atol=1e-7)
+                np.testing.assert_allclose(logits[:, 0], table["logit"], rtol=1e-6, atol=1e-6)
+                self.assertTrue(np.all((outputs >= 0) & (outputs <= 1)))
+            else:
+                # Keras returns a linear head's outputs as they are: the logits.
+                np.testing.assert_array_equal(outputs, logits)
+                for k in range(3):
+                    np.testing.assert_allclose(logits[:, k], table[f"logit_{k}"], rtol=1e-6,
+                                               atol=1e-6)
+
+    def test_features_that_are_not_finite_are_refused_naming_row_and_column(self):
+        # As the command line's readers refuse them; before, fit blamed the learning rate and
+        # predict returned zeros.
+        m = dtrain.Model(TINY)
+        nan = self.x.copy()
+        nan[7, 4] = np.nan
+        inf = self.xt.copy()
+        inf[3, 1] = np.inf
+        with self.assertRaisesRegex(dtrain.DataError,
+                                    r"x: row 7, column 4: nan is not a finite number"):
+            m.fit(nan, self.y, verbose=0, **self.RECIPE)
+        with self.assertRaisesRegex(dtrain.DataError, r"validation_data: row 3, column 1: inf"):
+            m.fit(self.x, self.y, validation_data=(inf, self.yt), verbose=0, **self.RECIPE)
+        with self.assertRaisesRegex(dtrain.DataError, r"x: row 3, column 1: inf"):
+            m.evaluate(inf, self.yt)
+        with self.assertRaisesRegex(dtrain.DataError, r"x: row 3, column 1: inf"):
+            m.predict(inf)
+        big = self.xt.astype(np.float64)
+        big[0, 5] = 1e300  # beyond float32: an infinity on its way in
+        with self.assertRaisesRegex(dtrain.DataError, r"x: row 0, column 5: inf"):
+            m.predict(big)
+        self.assertTrue(np.isfinite(m.predict(self.xt)).all())
+
+    def test_an_error_in_a_model_dict_names_the_dict_not_a_file(self):
+        bad = json.loads(json.dumps(TINY))
+        bad["config"]["layers"][1]["config"]["units"] = 0
+        with self.assertRaises(dtrain.UsageError) as raised:
+            dtrain.Model(bad)
+        message = str(raised.exception)
+        self.assertIn("the model dict given to dtrain.Model()", message)
+        self.assertNotIn(".json", message)
+        self.assertNotIn(tempfile.gettempdir(), message)
 
     def test_the_onnx_file_passes_the_onnx_checker_and_computes_predict(self):
         try:
@@ -205,8 +275,8 @@ class ModelOnCsvData(unittest.TestCase):
         m.fit(self.x, self.y, verbose=0, **self.RECIPE)
         line = m.export_onnx(self.path("tiny.onnx"))
         self.assertIn("tiny.onnx", line)
-        np.testing.assert_allclose(onnx_logits(self.path("tiny.onnx"), self.xt), m.predict(self.xt),
-                                   rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(onnx_logits(self.path("tiny.onnx"), self.xt),
+                                   m.predict(self.xt, logits=True), rtol=1e-5, atol=1e-5)
 
     def cli_train(self, folder, *flags):
         run("train", "--model", self.path("tiny.json"), "--train_data", self.path("train.csv"),
@@ -261,9 +331,17 @@ class ModelOnCsvData(unittest.TestCase):
     def test_bad_input_raises_with_the_command_lines_message(self):
         m = dtrain.Model(TINY)
         cases = [
-            (dict(batch_size=0), ValueError, "--batch_size 0"),
-            (dict(strategy="nope"), ValueError, "--strategy"),
-            (dict(workers="x"), ValueError, "--workers"),
+            # Named by the keyword given, with the command line's words for what is wrong.
+            (dict(batch_size=0), ValueError, "batch_size=0: must be at least 1"),
+            (dict(strategy="nope"), ValueError, "strategy='nope'"),
+            (dict(workers="x"), ValueError, "workers='x'"),
+            # A bare RuntimeError once, and 100,000 threads before it.
+            (dict(workers=100000, strategy="allreduce"), dtrain.UsageError,
+             "workers=100000: at most 1024 tasks start on this machine"),
+            # An empty history once, without a word.
+            (dict(epochs=1e30), dtrain.UsageError, "epochs=1e+30: 1e+30 epochs of 2 global"),
+            (dict(epochs=2.5), dtrain.UsageError, "epochs=2.5: must be a whole number"),
+            (dict(epochs=-1), dtrain.UsageError, "epochs=-1: must be positive"),
             (dict(no_such_flag=1), TypeError, "no_such_flag"),
             (dict(train_data="a.csv", test_data="b.csv"), ValueError, "train_data"),
             (dict(max_restarts=2, strategy="allreduce"), ValueError, "max_restarts"),
@@ -313,6 +391,52 @@ class ModelOnMnist(unittest.TestCase):
             m.save(folder)
             out = run("eval", "--checkpoint", folder, "--data_dir", MNIST)
         self.assertIn(f"test accuracy = {result['accuracy']:.4f}", out)
+
+
+class Concurrency(unittest.TestCase):
+    def test_evaluate_and_predict_in_a_thread_while_fit_ends_never_crash(self):
+        # Another thread evaluates and predicts without pause while fit runs and ends, three
+        # times over: a fit that freed the weights an evaluation was reading (with the GIL
+        # released) ended the process with SIGSEGV. In a child process, so that a crash is an
+        # exit status here rather than the end of the suite.
+        script = (
+            "import threading, numpy as np, dtrain\n"
+            "rng = np.random.default_rng(1)\n"
+            "x = rng.random((20000, 6), dtype=np.float32)\n"
+            "y = np.argmax(x[:, :3], axis=1)\n"
+            f"m = dtrain.Model({TINY!r})\n"
+            "started, done = threading.Event(), threading.Event()\n"
+            "counts = {'ran': 0, 'refused': 0, 'other': []}\n"
+            "def loop():\n"
+            "    while not done.is_set():\n"
+            "        try:\n"
+            "            m.evaluate(x, y)\n"
+            "            m.predict(x)\n"
+            "            counts['ran'] += 1\n"
+            "        except dtrain.UsageError as e:\n"
+            "            counts['refused'] += 1\n"
+            "            if 'fit() is running in another thread' not in str(e):\n"
+            "                counts['other'].append(str(e))\n"
+            "        started.set()\n"
+            "t = threading.Thread(target=loop)\n"
+            "t.start()\n"
+            "started.wait()\n"
+            "for i in range(3):\n"
+            "    m.fit(x[:3000], y[:3000], epochs=1, batch_size=10, verbose=0, threads=1)\n"
+            "done.set()\n"
+            "t.join()\n"
+            "print(counts['ran'], counts['refused'], counts['other'])\n"
+            "print(m.evaluate(x, y)['accuracy'])\n")
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                timeout=240)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        counts, accuracy = result.stdout.split("\n")[:2]
+        ran, refused, other = counts.split(" ", 2)
+        # Whether a call came while a fit ran (refused) or before it and ran on through its end
+        # depends on the machine's timing; either way its answer is whole, and a refusal says why.
+        self.assertEqual(other, "[]")
+        self.assertGreater(int(ran) + int(refused), 0)
+        self.assertGreater(float(accuracy), 0.5)  # and the model trained
 
 
 class Interrupt(unittest.TestCase):
