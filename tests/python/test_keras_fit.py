@@ -140,6 +140,13 @@ class WeightedAndOrdered(unittest.TestCase):
         b.fit(x, y, sample_weight=np.array([2.0, 1.0, 0.5])[y], epochs=2, batch_size=10, **SGD)
         for wa, wb in zip(a.get_weights(), b.get_weights()):
             np.testing.assert_array_equal(wa, wb)
+        # And one step of it is numpy's step on those weights (class 1 unlisted: weight 1).
+        c = dtrain.Model(REGRESSION)
+        kernel, bias = (v.astype(np.float64) for v in c.get_weights())
+        c.fit(x, y, class_weight={0: 2.0, 2: 0.5}, train_steps=1, batch_size=40, shuffle=False,
+              **SGD)
+        want, _, _ = numpy_sgd_step(kernel, bias, x, y, 0.5, np.array([2.0, 1.0, 0.5])[y])
+        np.testing.assert_allclose(c.get_weights()[0], want, rtol=1e-5, atol=1e-6)
         with self.assertRaisesRegex(ValueError, "cannot `class_weight` and `sample_weight`"):
             a.fit(x, y, class_weight={0: 1}, sample_weight=np.ones(40), **SGD)
         with self.assertRaisesRegex(ValueError, "sample_weight: example 3 weighs -1"):
