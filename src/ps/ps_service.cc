@@ -524,7 +524,7 @@ void PsService::claim_worker(Connection& connection, const Connection::Incoming&
         "workers (async only)",
         options_.sync.total_num_replicas));
   }
-  const int worker = roster_.claim();
+  const int worker = roster_.claim(connection.peer_incarnation());
   proto::MetaWriter& meta = scratch.meta;
   meta.clear();
   meta.put(static_cast<int32_t>(worker))

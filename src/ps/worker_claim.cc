@@ -1,4 +1,5 @@
-// The claim of a joining worker's identity: one request on a connection of its own.
+// The claim of a joining worker's identity: one request on a connection of its own, asked again
+// on a new connection when the reply does not come whole.
 #include "ps/worker_claim.h"
 
 #include <fmt/format.h>
@@ -6,14 +7,14 @@
 #include <chrono>
 
 #include "base/error.h"
+#include "comm/peer_wait.h"
 #include "ps/ps_lane.h"
 #include "ps/ps_protocol.h"
 
 namespace dtrain {
+namespace {
 
-ClaimedWorker claim_worker(const PsClientOptions& options, int timeout_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  PsLane lane(0, connect_to_ps_retrying(options, 0, deadline));
+ClaimedWorker ask(PsLane& lane) {
   lane.connection->send(ps_protocol::kClaimWorker, 1, {}, {});
   const Connection::Incoming in = lane.expect(ps_protocol::kClaimReply);
   ps_protocol::MetaReader r(in.meta);
@@ -30,6 +31,21 @@ ClaimedWorker claim_worker(const PsClientOptions& options, int timeout_ms) {
     throw FrameError(fmt::format("bad claim reply from {}: worker {} of a job of {} workers",
                                  lane.connection->peer(), claimed.worker, claimed.job_workers));
   }
+  return claimed;
+}
+
+}  // namespace
+
+ClaimedWorker claim_worker(const PsClientOptions& options, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  // A reply cut on the way is transient: asked again, ps0 answers with the identity it already
+  // holds for this process (one claim per process), not a second one.
+  PeerWait wait = ps_wait(options, 0, deadline, "claim a worker identity from");
+  ClaimedWorker claimed;
+  retry_connection(wait, [&] {
+    PsLane lane(0, connect_to_ps(options, 0, wait));
+    claimed = ask(lane);
+  });
   return claimed;
 }
 

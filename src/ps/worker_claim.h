@@ -17,7 +17,8 @@ struct ClaimedWorker {
 
 // Connects to ps0 (options.ps holds its address alone; options.worker is -1), asks, and returns
 // the answer. Throws Error with ps0's words where it has no identity to give (every one taken, or
-// a job that takes no joiners), TransportError where it cannot be reached within timeout_ms.
+// a job that takes no joiners), TransportError where it cannot be reached, or its reply does not
+// come whole, within timeout_ms (a cut reply is asked for again: ps0 holds one claim a process).
 ClaimedWorker claim_worker(const PsClientOptions& options, int timeout_ms);
 
 }  // namespace dtrain

@@ -42,11 +42,18 @@ bool WorkerRoster::takes_joiners() const {
   return !options_.sync.sync_replicas && planned() < options_.sync.total_num_replicas;
 }
 
-int WorkerRoster::claim() {
+int WorkerRoster::claim(uint64_t claimer) {
   std::lock_guard lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
   const auto hold = std::chrono::milliseconds(options_.worker_timeout_ms);
   const int total = static_cast<int>(workers_.size());
+  for (int worker = 0; worker < total; ++worker) {
+    const WorkerState& w = workers_[static_cast<size_t>(worker)];
+    if (w.connections == 0 && w.claimed_at && now - *w.claimed_at < hold &&
+        w.claimed_by == claimer) {
+      return worker;
+    }
+  }
   for (int worker = 0; worker < total; ++worker) {
     WorkerState& w = workers_[static_cast<size_t>(worker)];
     if (w.connections > 0 || w.done || (w.claimed_at && now - *w.claimed_at < hold)) continue;
@@ -54,6 +61,7 @@ int WorkerRoster::claim() {
     const bool free = worker < planned() ? w.given_up : !w.seen || w.away || w.given_up;
     if (!free) continue;
     w.claimed_at = now;
+    w.claimed_by = claimer;
     return worker;
   }
   throw Error(fmt::format(

@@ -36,9 +36,11 @@ class WorkerRoster {
   void stopping(int worker);
   // An async job that takes joining workers: the identity for the next one, held for it until it
   // says hello or worker_timeout_ms passes — the lowest of the job's own workers given up as lost,
-  // else the lowest joiner's identity free (never used, or whose worker left). Throws Error when
-  // there is none, naming the bound.
-  int claim();
+  // else the lowest joiner's identity free (never used, or whose worker left). One claim a
+  // process (`claimer`, Connection::peer_incarnation): a process that asks again, as one whose
+  // reply was cut does, gets the identity held for it. Throws Error when there is none, naming
+  // the bound.
+  int claim(uint64_t claimer);
   bool takes_joiners() const;
   // Workers with a connection open now.
   int connected_workers();
@@ -66,7 +68,8 @@ class WorkerRoster {
     bool stopping = false;  // said it stops before the end
     // Handed to a joining worker at this time, which has not said hello yet.
     std::optional<std::chrono::steady_clock::time_point> claimed_at;
-    std::string left;  // "left at step 412 (it stopped)", "was lost at step 40"
+    uint64_t claimed_by = 0;  // ... by this process
+    std::string left;         // "left at step 412 (it stopped)", "was lost at step 40"
   };
 
   // REQUIRES: mutex_ held (so for every function below). An elastic sync job: the worker's last

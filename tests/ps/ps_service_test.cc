@@ -33,6 +33,7 @@
 #include "comm/loopback.h"
 #include "comm/transport.h"
 #include "ps/ps_client.h"
+#include "ps/worker_claim.h"
 
 namespace dtrain {
 namespace {
@@ -622,6 +623,34 @@ TEST(PsService, AWorkerWithAnotherModelIsRefusedWithTheFlagsToCheck) {
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("--model"), std::string::npos) << error.what();
   }
+}
+
+// An async job of 2 workers that takes joiners up to 4: identities 2 and 3 are for joiners. A
+// process that claims again (its reply was cut) gets the identity held for it, so one process
+// cannot hoard them; other processes get the others, until none is free.
+TEST(PsService, AProcessHoldsOneClaimAndAClaimAskedAgainGetsTheSameIdentity) {
+  PsServiceOptions o;
+  o.ps = 0;
+  o.specs = service_specs();
+  o.map = map_for(service_specs(), 1);
+  o.sync = SyncOptions{.sync_replicas = false, .total_num_replicas = 4};
+  o.planned_workers = 2;
+  o.ps_hosts = "127.0.0.1:1";
+  o.server = testing::loopback_options();
+  PsService service(o);
+  const auto claim_as = [&](uint64_t process) {
+    PsClientOptions client;
+    client.ps = {HostPort{"127.0.0.1", service.port()}};
+    client.secret = std::string(kLoopbackSecret);
+    client.connection = testing::client_options();
+    client.connection.incarnation = process;
+    client.worker = -1;
+    return claim_worker(client, 10'000).worker;
+  };
+  EXPECT_EQ(claim_as(11), 2);
+  EXPECT_EQ(claim_as(11), 2) << "asked again by the same process";
+  EXPECT_EQ(claim_as(12), 3);
+  EXPECT_THAT([&] { claim_as(13); }, ThrowsMessage<Error>(HasSubstr("no worker identity is free")));
 }
 
 }  // namespace

@@ -139,6 +139,7 @@ class Tamperer final : public Forwarder::Filter {
 
   bool from_server(std::span<const std::byte> in, std::vector<std::byte>& out) override {
     bool cut = false;
+    bool cut_now = false;
     server_.take(in, out, [&](std::vector<std::byte>& frame, uint16_t type) {
       if (attack_ == Attack::kForgeAuthFailed && type == ff::kTypeChallenge &&
           !forged_->exchange(true)) {
@@ -147,11 +148,19 @@ class Tamperer final : public Forwarder::Filter {
         cut = true;
         return;
       }
+      if (attack_ == Attack::kCutClaimReply && type == proto::kClaimReply &&
+          !forged_->exchange(true)) {
+        frame.clear();
+        ++*tampered_;
+        cut_now = true;
+        return;
+      }
       if (attack_ != Attack::kForgeError || type < ff::kFirstUserType) return;
       if (++replies_ != kForgeAt) return;
       constexpr std::string_view kText = "stop\x1b[2J";
       forge(frame, proto::kError, std::as_bytes(std::span(kText)), 4);
     });
+    if (cut_now) return false;
     // The forged answer goes out; the connection is cut after it, as a failing server would.
     if (cut) {
       cut_after_ = true;

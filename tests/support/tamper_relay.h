@@ -30,6 +30,9 @@ enum class Attack {
   // the relay's choosing and 4 tensor bytes: had the other rank believed it, it would stop and
   // print that text.
   kForgeRingAbort,
+  // ps0's first reply to a worker identity claim is dropped and the connection cut, as a link
+  // that fails at that moment would: ps0 then holds an identity for a joiner that never heard it.
+  kCutClaimReply,
 };
 
 class TamperRelay {

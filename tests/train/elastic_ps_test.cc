@@ -20,6 +20,7 @@
 #include "cluster/local_launcher.h"
 #include "support/process.h"
 #include "support/ps_cluster.h"
+#include "support/tamper_relay.h"
 #include "support/tb_events.h"
 #include "support/temp_dir.h"
 #include "support/text_match.h"
@@ -254,6 +255,37 @@ TEST(ElasticAsync, AWorkerStartedByHandJoinsTheRunningJobAsTheNextFreeIdentity) 
       << joined.out;
   EXPECT_THAT(r.out, HasSubstr("ps0: 3 workers in the job at the end (1 joined, 0 left"));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("ps0: done at global step 200[0-9]:"));
+}
+
+// The reply to a joiner's claim is cut on the way: ps0 holds the identity it handed out, and the
+// joiner asks again on a new connection, getting that same identity (one claim a process) rather
+// than exiting, or finding every identity taken by its own first claim.
+TEST(ElasticAsync, AJoinerWhoseClaimReplyIsCutAsksAgainAndGetsTheIdentityHeldForIt) {
+  testing::TempDir dir;
+  testing::write_bytes(dir / "secret", "async join test secret, 32 bytes");
+  std::filesystem::permissions(dir / "secret", std::filesystem::perms::owner_read);
+  const std::string secret_file = (dir / "secret").string();
+  DtrainProcess launcher(concat({"train", "--strategy", "async", "--workers", "2", "--max_workers",
+                                 "3", "--secret_file", secret_file},
+                                async_training()));
+  const std::vector<Match> ps0 = all_matches(launcher.wait_for_line("more join with"),
+                                             R"(--join [a-z0-9.]+:([0-9]+) \(ps0\))");
+  ASSERT_EQ(ps0.size(), 1u);
+  testing::TamperRelay relay(static_cast<uint16_t>(std::stoi(ps0[0][1])),
+                             testing::Attack::kCutClaimReply);
+  ASSERT_THAT(launcher.wait_for_line("[worker0] worker=0, epoch=0, global_step="),
+              HasSubstr("local_step=20,"));
+  DtrainProcess joiner(
+      concat({"task", "--strategy", "async", "--join", fmt::format("127.0.0.1:{}", relay.port()),
+              "--secret_file", secret_file},
+             async_training()));
+  const ProcessResult joined = joiner.wait();
+  const ProcessResult r = launcher.wait();
+  EXPECT_EQ(relay.frames_tampered(), 1);
+  ASSERT_EQ(joined.exit_code, 0) << all_output(joined);
+  EXPECT_THAT(joined.out, HasSubstr("(--join) as worker 2 of its 2"));
+  EXPECT_THAT(joined.out, HasSubstr("worker2: worker2 joined at step"));
+  ASSERT_EQ(r.exit_code, 0) << all_output(r);
 }
 
 }  // namespace
