@@ -62,13 +62,6 @@ void differences(const json& mine, const json& job, const std::string& path,
                             peer_text(mine.dump()), peer_text(job.dump())));
 }
 
-// "worker10" sorts after "worker9".
-int name_index(const std::string& name) {
-  size_t digits = name.size();
-  while (digits > 0 && std::isdigit(static_cast<unsigned char>(name[digits - 1]))) --digits;
-  return digits < name.size() ? std::stoi(name.substr(digits)) : 0;
-}
-
 }  // namespace
 
 class MembershipService::Coordinator {
@@ -169,6 +162,10 @@ class MembershipService::Coordinator {
     std::string refusal;
     if (over_) {
       refusal = "the job has ended: there is nothing left to join";
+    } else if (!member_index(name)) {
+      refusal = fmt::format(
+          "'{}' is not a worker's name: a job's name, then a task index below {} (\"worker3\")",
+          name, kMaxMemberIndex);
     } else if (sessions_.contains(name)) {
       refusal = fmt::format("{} is in the job already (connected from {})", name,
                             sessions_[name].connection->peer());
@@ -275,8 +272,9 @@ class MembershipService::Coordinator {
     std::vector<std::string> joiners;
     for (const auto& [name, session] : sessions_)
       if (std::find(order.begin(), order.end(), name) == order.end()) joiners.push_back(name);
+    // Checked names (admit): every one has its index.
     std::sort(joiners.begin(), joiners.end(), [](const std::string& a, const std::string& b) {
-      return name_index(a) < name_index(b);
+      return member_index(a).value_or(0) < member_index(b).value_or(0);
     });
     order.insert(order.end(), joiners.begin(), joiners.end());
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,12 @@ struct MembershipView {
   int rank_of(std::string_view name) const;
   std::vector<std::string> names() const;
 };
+
+// The task index in a member's name ("worker12" -> 12, "chief0" -> 0): a job's name in lower-case
+// letters, then the index in decimal digits below kMaxMemberIndex. nullopt for any other name, so
+// that a name from the wire is refused by name rather than overflowing a parse.
+inline constexpr int kMaxMemberIndex = 1'000'000;
+std::optional<int> member_index(std::string_view name);
 
 namespace membership_protocol {
 // Every frame's meta is one JSON object.

@@ -9,7 +9,6 @@
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
 
-#include <cctype>
 #include <utility>
 
 #include "base/error.h"
@@ -95,10 +94,8 @@ DataPosition AllreduceStrategy::position_at(int64_t step) const {
 }
 
 int AllreduceStrategy::member_index() const {
-  const std::string own = name();
-  size_t digits = own.size();
-  while (digits > 0 && std::isdigit(static_cast<unsigned char>(own[digits - 1]))) --digits;
-  return digits < own.size() ? std::stoi(own.substr(digits)) : 0;
+  // The coordinator admits no other name, and this worker's own comes from its flags.
+  return dtrain::member_index(name()).value_or(0);
 }
 
 std::optional<DataSlice> AllreduceStrategy::data_slice() const {

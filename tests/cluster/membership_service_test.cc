@@ -4,12 +4,14 @@
 // job naming who left, and a worker that trains otherwise is refused naming the difference.
 #include "cluster/membership_service.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 
 #include <future>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -35,12 +37,19 @@ struct Job {
                                   .timeout_ms = 30'000}) {}
 
   std::unique_ptr<MembershipClient> connect(int index, const std::string& model = "mlp") const {
+    return connect_as("worker" + std::to_string(index), model);
+  }
+  std::unique_ptr<MembershipClient> connect_as(const std::string& name,
+                                               const std::string& model = "mlp") const {
     return std::make_unique<MembershipClient>(
         MembershipClientOptions{.coordinator = {"127.0.0.1", service.port()},
                                 .secret = std::string(kMembershipSecret),
-                                .name = "worker" + std::to_string(index),
-                                .settings = {{"model", model}, {"batch_size", 100}},
+                                .name = name,
+                                .settings = settings(model),
                                 .timeout_ms = 30'000});
+  }
+  static nlohmann::json settings(const std::string& model = "mlp") {
+    return {{"model", model}, {"batch_size", 100}};
   }
 
   MembershipService service;
@@ -165,6 +174,22 @@ TEST(MembershipService, AWorkerWithoutTheSecretIsNotLetIn) {
                                                .settings = {{"model", "mlp"}},
                                                .timeout_ms = 5'000}),
       AuthError);
+}
+
+TEST(MembershipService, ANameThatIsNoWorkersIsRefusedByNameAndTheJobGoesOn) {
+  Job job(2, 1, 3);
+  auto w0 = job.connect(0), w1 = job.connect(1);
+  views({w0.get(), w1.get()}, {-1, -1}, {0, 1});
+  for (const char* name : {"worker99999999999", "worker", "7", "worker07", "worker-1"}) {
+    EXPECT_THAT([&] { job.connect_as(name); },
+                ThrowsMessage<Error>(HasSubstr(fmt::format("'{}' is not a worker's name", name))))
+        << name;
+  }
+  auto w9 = job.connect(9);
+  auto joined = std::async(std::launch::async, [&] { return w9->next_view(-1, address_of(9)); });
+  ASSERT_TRUE(interrupted_past(*w0, 1));
+  views({w0.get(), w1.get()}, {5, 5}, {0, 1});
+  EXPECT_THAT(joined.get().names(), ElementsAre("worker0", "worker1", "worker9"));
 }
 
 }  // namespace
