@@ -109,51 +109,85 @@ class MembershipService::Coordinator {
     HostPort address;
   };
   struct Session {
+    // Valid while the session's handler runs, and the session is taken out before it returns
+    // (SessionScope): every use is under mutex_, so no thread reaches a connection the server
+    // has freed.
     Connection* connection = nullptr;
     std::optional<Ready> ready;
   };
 
+  // An admitted worker's session lives exactly as long as its handler: whatever ends the handler
+  // (a leave, a closed connection, any exception) ends the session under the mutex before the
+  // server frees the connection.
+  class SessionScope {
+   public:
+    SessionScope(Coordinator& coordinator, Connection& connection)
+        : coordinator_(coordinator), connection_(connection) {}
+    ~SessionScope() {
+      if (!name.empty()) coordinator_.end_session(name, connection_, why);
+    }
+    SessionScope(const SessionScope&) = delete;
+    SessionScope& operator=(const SessionScope&) = delete;
+    std::string name;  // once admitted
+    std::string why = "its connection to the coordinator closed: the process ended";
+
+   private:
+    Coordinator& coordinator_;
+    Connection& connection_;
+  };
+
   // One worker's connection, on its own thread, until it closes.
   void serve(Connection& connection) {
-    const Connection::Incoming hello = connection.receive();
-    if (hello.type != proto::kHello) {
-      throw FrameError(fmt::format("membership: {} opened with frame type {}, not a hello",
-                                   connection.peer(), hello.type));
-    }
-    const json meta = parse_meta(hello, connection);
-    std::string name;
+    SessionScope scope(*this, connection);
     try {
-      name = peer_text(meta.at("name").get<std::string>());
-      if (!admit(connection, name, meta.at("settings"))) return;
+      scope.name = hello(connection);
+      if (scope.name.empty()) return;
+      follow(connection, scope.name);
     } catch (const json::exception& error) {
-      throw FrameError(fmt::format("membership: a malformed hello from {}: {}", connection.peer(),
+      scope.why = fmt::format("it sent a malformed frame: {}", peer_text(error.what()));
+      throw FrameError(fmt::format("membership: a malformed frame from {}: {}", connection.peer(),
                                    peer_text(error.what())));
-    }
-    try {
-      for (;;) {
-        const Connection::Incoming in = connection.receive();
-        const json m = parse_meta(in, connection);
-        if (in.type == proto::kReady) {
-          ready(name, Ready{m.at("view").get<uint64_t>(), m.at("step").get<int64_t>(),
-                            parse_host_port("membership: a ready worker's address",
-                                            peer_text(m.at("address").get<std::string>()))});
-        } else if (in.type == proto::kLeave) {
-          leave(name, m.at("step").get<int64_t>(), peer_text(m.at("why").get<std::string>()),
-                m.value("finished", false));
-          return;
-        } else {
-          throw FrameError(fmt::format("membership: unexpected frame type {} from {}", in.type,
-                                       connection.peer()));
-        }
-      }
-    } catch (const json::exception& error) {
-      closed(name, fmt::format("it sent a malformed frame: {}", peer_text(error.what())));
-      throw FrameError(fmt::format("membership: a malformed frame from {}", connection.peer()));
     } catch (const TransportError& error) {
-      closed(name, connection.closed_by_peer()
-                       ? std::string("its connection to the coordinator closed: the process ended")
-                       : fmt::format("its connection to the coordinator failed: {}", error.what()));
-      if (!connection.closed_by_peer()) throw;
+      // Closed by the peer, or by the coordinator itself as it let this worker go.
+      if (connection.closed_by_peer()) return;
+      if (!scope.name.empty() && !holds_session(scope.name, connection)) return;
+      scope.why = fmt::format("its connection to the coordinator failed: {}", error.what());
+      throw;
+    } catch (const std::exception& error) {
+      scope.why = fmt::format("its session failed: {}", error.what());
+      throw;
+    }
+  }
+
+  // The worker's name once admitted; empty when refused.
+  std::string hello(Connection& connection) {
+    const Connection::Incoming in = connection.receive();
+    if (in.type != proto::kHello) {
+      throw FrameError(fmt::format("membership: {} opened with frame type {}, not a hello",
+                                   connection.peer(), in.type));
+    }
+    const json meta = parse_meta(in, connection);
+    const std::string name = peer_text(meta.at("name").get<std::string>());
+    return admit(connection, name, meta.at("settings")) ? name : std::string();
+  }
+
+  // Its reports, until it leaves.
+  void follow(Connection& connection, const std::string& name) {
+    for (;;) {
+      const Connection::Incoming in = connection.receive();
+      const json m = parse_meta(in, connection);
+      if (in.type == proto::kReady) {
+        ready(name, Ready{m.at("view").get<uint64_t>(), m.at("step").get<int64_t>(),
+                          parse_host_port("membership: a ready worker's address",
+                                          peer_text(m.at("address").get<std::string>()))});
+      } else if (in.type == proto::kLeave) {
+        leave(name, connection, m.at("step").get<int64_t>(),
+              peer_text(m.at("why").get<std::string>()), m.value("finished", false));
+        return;
+      } else {
+        throw FrameError(fmt::format("membership: unexpected frame type {} from {}", in.type,
+                                     connection.peer()));
+      }
     }
   }
 
@@ -198,23 +232,40 @@ class MembershipService::Coordinator {
     settle();
   }
 
-  void leave(const std::string& name, int64_t step, const std::string& why, bool finished) {
+  void leave(const std::string& name, const Connection& connection, int64_t step,
+             const std::string& why, bool finished) {
     std::lock_guard lock(mutex_);
     if (finished) over_ = true;  // the run is over for everyone at the same step
-    if (sessions_.erase(name) == 0 || over_) return;
+    if (!take_session(name, connection) || over_) return;
     const bool member = std::find(order_.begin(), order_.end(), name) != order_.end();
     if (member) changes_.push_back({name, "left", step, why});
     if (!forming_) start_forming(fmt::format("{} left", name));
     settle();
   }
 
-  void closed(const std::string& name, const std::string& why) {
+  void end_session(const std::string& name, const Connection& connection, const std::string& why) {
     std::lock_guard lock(mutex_);
-    if (sessions_.erase(name) == 0 || over_) return;
+    // At the coordinator's own stop every session ends: that is no change of the job.
+    if (!take_session(name, connection) || over_ || stopping_) return;
     const bool member = std::find(order_.begin(), order_.end(), name) != order_.end();
     if (member) changes_.push_back({name, "was lost", -1, why});
     if (!forming_ && member) start_forming(fmt::format("{} was lost", name));
     settle();
+  }
+
+  bool holds_session(const std::string& name, const Connection& connection) const {
+    std::lock_guard lock(mutex_);
+    const auto session = sessions_.find(name);
+    return session != sessions_.end() && session->second.connection == &connection;
+  }
+
+  // Whether `name`'s session is this connection's (a name dropped and admitted again belongs to
+  // its new connection), taking it out if so. REQUIRES: mutex_ held, as for everything below.
+  bool take_session(const std::string& name, const Connection& connection) {
+    const auto session = sessions_.find(name);
+    if (session == sessions_.end() || session->second.connection != &connection) return false;
+    sessions_.erase(session);
+    return true;
   }
 
   void start_forming(const std::string& why) {
@@ -312,7 +363,7 @@ class MembershipService::Coordinator {
       send(*session.connection, proto::kFailed, {{"error", error}});
   }
 
-  // A worker gone meanwhile makes its own handler call closed(); nothing to do here.
+  // A worker gone meanwhile makes its own handler end its session; nothing to do here.
   static void send(Connection& connection, uint16_t type, const json& meta) {
     try {
       connection.send(type, 0, bytes_of(meta.dump()), {});

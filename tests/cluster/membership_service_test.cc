@@ -13,10 +13,14 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
 #include "cluster/membership_client.h"
+#include "cluster/membership_view.h"
+#include "comm/connect.h"
+#include "comm/connection.h"
 
 namespace dtrain {
 namespace {
@@ -53,6 +57,30 @@ struct Job {
   }
 
   MembershipService service;
+};
+
+// A peer that holds the secret and speaks the protocol in frames of its own choosing.
+class RawMember {
+ public:
+  RawMember(const Job& job, const std::string& name) {
+    ConnectionOptions options;
+    options.identity = name;
+    options.type_carries_tensors = membership_protocol::carries_no_tensors;
+    connection_ = dtrain::connect("127.0.0.1", job.service.port(), kMembershipSecret, options);
+    send(membership_protocol::kHello, {{"name", name}, {"settings", Job::settings()}});
+    EXPECT_EQ(receive().first, membership_protocol::kWelcome);
+  }
+  void send(uint16_t type, const nlohmann::json& meta) {
+    const std::string text = meta.dump();
+    connection_->send(type, 0, std::as_bytes(std::span(text.data(), text.size())), {});
+  }
+  std::pair<uint16_t, nlohmann::json> receive() {
+    const Connection::Incoming in = connection_->receive();
+    return {in.type, nlohmann::json::parse(in.meta.begin(), in.meta.end())};
+  }
+
+ private:
+  std::unique_ptr<Connection> connection_;
 };
 
 HostPort address_of(int index) { return {"127.0.0.1", static_cast<uint16_t>(40000 + index)}; }
@@ -190,6 +218,24 @@ TEST(MembershipService, ANameThatIsNoWorkersIsRefusedByNameAndTheJobGoesOn) {
   ASSERT_TRUE(interrupted_past(*w0, 1));
   views({w0.get(), w1.get()}, {5, 5}, {0, 1});
   EXPECT_THAT(joined.get().names(), ElementsAre("worker0", "worker1", "worker9"));
+}
+
+// The session of a member whose report its handler cannot take (an address that is none) ends
+// with its handler: the change it makes names why, and nothing touches its connection again.
+// (Under AddressSanitizer, a session that outlived its connection was a heap-use-after-free.)
+TEST(MembershipService, AMemberWhoseReportFailsItsSessionIsLostNamingWhy) {
+  Job job(2, 1, 2);
+  auto w0 = job.connect(0);
+  RawMember w1(job, "worker1");
+  w1.send(membership_protocol::kReady, {{"view", 0}, {"step", -1}, {"address", "127.0.0.1:40001"}});
+  views({w0.get()}, {-1}, {0});
+  EXPECT_EQ(w1.receive().first, membership_protocol::kView);
+  w1.send(membership_protocol::kReady, {{"view", 1}, {"step", 3}, {"address", "no address"}});
+  const MembershipView view = w0->next_view(3, address_of(0));
+  EXPECT_THAT(view.names(), ElementsAre("worker0"));
+  ASSERT_EQ(view.changes.size(), 1u);
+  EXPECT_THAT(view.changes[0], AllOf(HasSubstr("worker1 was lost at step 3 (its session failed"),
+                                     HasSubstr("'no address'")));
 }
 
 }  // namespace
