@@ -114,6 +114,7 @@ class MembershipService::Coordinator {
     // has freed.
     Connection* connection = nullptr;
     std::optional<Ready> ready;
+    Clock::time_point admitted_at;
   };
 
   // An admitted worker's session lives exactly as long as its handler: whatever ends the handler
@@ -195,7 +196,7 @@ class MembershipService::Coordinator {
     std::lock_guard lock(mutex_);
     std::string refusal;
     if (over_) {
-      refusal = "the job has ended: there is nothing left to join";
+      refusal = finished_ ? too_late(name) : fmt::format("the job has failed: {}", failure_);
     } else if (!member_index(name)) {
       refusal = fmt::format(
           "'{}' is not a worker's name: a job's name, then a task index below {} (\"worker3\")",
@@ -211,34 +212,50 @@ class MembershipService::Coordinator {
       refusal = fmt::format("{} trains otherwise than the job: {}", name, fmt::join(found, "; "));
     }
     if (!refusal.empty()) {
-      send(connection, proto::kRefused, {{"error", refusal}, {"ended", over_}});
+      send(connection, proto::kRefused, {{"error", refusal}, {"ended", finished_}});
       spdlog::warn("membership: refused {} from {}: {}", name, connection.peer(), refusal);
       return false;
     }
     if (settings_.is_null()) settings_ = settings;
-    sessions_[name] = Session{&connection, std::nullopt};
+    sessions_[name] = Session{&connection, std::nullopt, Clock::now()};
     // Its steps are counted as the job's --workers take them, whatever number it was started in.
+    // The members are interrupted only once it reports ready: a joiner that never does costs
+    // them nothing (and is dropped at its join deadline).
     send(connection, proto::kWelcome, {{"workers", o_.workers}, {"min_workers", o_.min_workers}});
-    if (view_ > 0 && !forming_) start_forming(fmt::format("{} asks to join", name));
     return true;
   }
 
   void ready(const std::string& name, const Ready& r) {
     std::lock_guard lock(mutex_);
     const auto session = sessions_.find(name);
-    if (session == sessions_.end() || over_) return;
+    if (session == sessions_.end()) return;
+    if (over_) {
+      tell_over(name, *session->second.connection);
+      return;
+    }
     session->second.ready = r;
-    if (!forming_) start_forming(fmt::format("{} lost its ring", name));
+    if (!forming_) {
+      start_forming(member(name) ? fmt::format("{} lost its ring", name)
+                                 : fmt::format("{} asks to join", name));
+    }
     settle();
   }
 
+  // A worker leaves for itself alone: a finished leave ends the job only from a member of the
+  // current view (every member reaches the end at the same step); from anyone else, it is a leave.
   void leave(const std::string& name, const Connection& connection, int64_t step,
              const std::string& why, bool finished) {
     std::lock_guard lock(mutex_);
-    if (finished) over_ = true;  // the run is over for everyone at the same step
     if (!take_session(name, connection) || over_) return;
-    const bool member = std::find(order_.begin(), order_.end(), name) != order_.end();
-    if (member) changes_.push_back({name, "left", step, why});
+    if (!member(name)) {
+      settle();  // a joiner gone: nobody waits for it
+      return;
+    }
+    if (finished) {
+      finish(name, step);
+      return;
+    }
+    changes_.push_back({name, "left", step, why});
     if (!forming_) start_forming(fmt::format("{} left", name));
     settle();
   }
@@ -247,9 +264,10 @@ class MembershipService::Coordinator {
     std::lock_guard lock(mutex_);
     // At the coordinator's own stop every session ends: that is no change of the job.
     if (!take_session(name, connection) || over_ || stopping_) return;
-    const bool member = std::find(order_.begin(), order_.end(), name) != order_.end();
-    if (member) changes_.push_back({name, "was lost", -1, why});
-    if (!forming_ && member) start_forming(fmt::format("{} was lost", name));
+    if (member(name)) {
+      changes_.push_back({name, "was lost", -1, why});
+      if (!forming_) start_forming(fmt::format("{} was lost", name));
+    }
     settle();
   }
 
@@ -268,38 +286,57 @@ class MembershipService::Coordinator {
     return true;
   }
 
+  bool member(const std::string& name) const {
+    return std::find(order_.begin(), order_.end(), name) != order_.end();
+  }
+
   void start_forming(const std::string& why) {
     forming_ = true;
     deadline_ = Clock::now() + std::chrono::milliseconds(o_.timeout_ms);
-    for (auto& [name, session] : sessions_)
-      send(*session.connection, proto::kChange, {{"view", view_ + 1}, {"why", why}});
+    // Only members have rings to interrupt; a joiner waits for its view anyway.
+    for (auto& [name, session] : sessions_) {
+      if (member(name))
+        send(*session.connection, proto::kChange, {{"view", view_ + 1}, {"why", why}});
+    }
   }
 
-  // Issues the next view once every worker connected has reported ready (the first: once
-  // --workers have), or at the deadline with those that have.
+  // Issues the next view once every member still connected has reported ready (the first: once
+  // --workers have), or at the deadline with those that have. Joiners come in if they have
+  // reported by then; one that has not is never waited for.
   void settle() {
     if (!forming_ || over_) return;
     int ready = 0;
-    for (const auto& [name, session] : sessions_) ready += session.ready.has_value();
-    const bool late = Clock::now() >= deadline_;
-    const bool complete =
-        view_ == 0 ? ready >= o_.workers : ready == static_cast<int>(sessions_.size()) && ready > 0;
-    if (!complete && !late) return;
-    if (late) {
-      for (auto it = sessions_.begin(); it != sessions_.end();) {
-        if (it->second.ready) {
-          ++it;
-          continue;
-        }
-        if (std::find(order_.begin(), order_.end(), it->first) != order_.end()) {
-          changes_.push_back({it->first, "was lost", -1,
-                              fmt::format("no report within {} s", o_.timeout_ms / 1000.0)});
-        }
-        it->second.connection->close();
-        it = sessions_.erase(it);
-      }
+    int members_waited = 0;
+    for (const auto& [name, session] : sessions_) {
+      ready += session.ready.has_value();
+      members_waited += !session.ready && member(name);
     }
+    const bool late = Clock::now() >= deadline_;
+    const bool complete = view_ == 0 ? ready >= o_.workers : members_waited == 0 && ready > 0;
+    if (!complete && !late) return;
+    if (late) drop_unready();
     issue(ready);
+  }
+
+  // The members that have not reported by the deadline (at the start, every worker that has not)
+  // are dropped as lost, and told why.
+  void drop_unready() {
+    const std::string since = view_ == 0 ? std::string("the job's start")
+                                         : fmt::format("the change to view {} began", view_ + 1);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      const auto& [name, session] = *it;
+      if (session.ready || (view_ > 0 && !member(name))) {
+        ++it;
+        continue;
+      }
+      const std::string why = fmt::format("no report within {} s", o_.timeout_ms / 1000.0);
+      if (member(name)) changes_.push_back({name, "was lost", -1, why});
+      spdlog::warn("membership: dropped {}: {} after {}", name, why, since);
+      send(*session.connection, proto::kRefused,
+           {{"error", fmt::format("{} was dropped from the job: {} after {}", name, why, since)}});
+      session.connection->close();
+      it = sessions_.erase(it);
+    }
   }
 
   void issue(int ready) {
@@ -318,11 +355,13 @@ class MembershipService::Coordinator {
     // The members that stay keep their order, so rank 0 stays rank 0 while it lives; joiners
     // follow by task index.
     std::vector<std::string> order;
-    for (const std::string& name : order_)
-      if (sessions_.contains(name)) order.push_back(name);
+    for (const std::string& name : order_) {
+      const auto session = sessions_.find(name);
+      if (session != sessions_.end() && session->second.ready) order.push_back(name);
+    }
     std::vector<std::string> joiners;
     for (const auto& [name, session] : sessions_)
-      if (std::find(order.begin(), order.end(), name) == order.end()) joiners.push_back(name);
+      if (session.ready && !member(name)) joiners.push_back(name);
     // Checked names (admit): every one has its index.
     std::sort(joiners.begin(), joiners.end(), [](const std::string& a, const std::string& b) {
       return member_index(a).value_or(0) < member_index(b).value_or(0);
@@ -350,14 +389,43 @@ class MembershipService::Coordinator {
     forming_ = false;
     changes_.clear();
     order_ = order;
-    for (auto& [name, session] : sessions_) {
+    // A joiner that has not reported is not in it, and waits for a view that is.
+    for (const std::string& name : order) {
+      Session& session = sessions_[name];
       session.ready.reset();
       send(*session.connection, proto::kView, view);
     }
   }
 
+  // A member reached the end of training: so does every member, at the same step. Whoever waits
+  // to join came too late, and hears it now.
+  void finish(const std::string& name, int64_t step) {
+    over_ = true;
+    finished_ = true;
+    ending_ =
+        fmt::format("the job finished at step {} ({} reached the end of its training)", step, name);
+    for (auto& [other, session] : sessions_)
+      if (!member(other)) tell_over(other, *session.connection);
+  }
+
+  std::string too_late(const std::string& name) const {
+    return fmt::format("{} came too late to join: {}; nothing is left to do", name,
+                       ending_.empty() ? std::string("the job has finished") : ending_);
+  }
+
+  void tell_over(const std::string& name, Connection& connection) {
+    if (finished_) {
+      // A member that reports after the end was stopped in its last step by a joiner's change.
+      const std::string error = member(name) ? ending_ : too_late(name);
+      send(connection, proto::kRefused, {{"error", error}, {"ended", true}});
+    } else {
+      send(connection, proto::kFailed, {{"error", failure_}});
+    }
+  }
+
   void fail(const std::string& error) {
     over_ = true;
+    failure_ = error;
     spdlog::error("membership: {}", error);
     for (auto& [name, session] : sessions_)
       send(*session.connection, proto::kFailed, {{"error", error}});
@@ -371,11 +439,35 @@ class MembershipService::Coordinator {
     }
   }
 
+  // A joiner that said hello and has not reported ready within the timeout holds a name and a
+  // place under --max_workers for nothing: it is told, and let go.
+  void drop_stalled_joiners(Clock::time_point now) {
+    if (view_ == 0) return;  // the first view's own deadline
+    const auto limit = std::chrono::milliseconds(o_.timeout_ms);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      const auto& [name, session] = *it;
+      if (session.ready || member(name) || now - session.admitted_at < limit) {
+        ++it;
+        continue;
+      }
+      const std::string why =
+          fmt::format("{} said hello but did not report ready within {} s; start it again to join",
+                      name, o_.timeout_ms / 1000.0);
+      spdlog::warn("membership: {}", why);
+      send(*session.connection, proto::kRefused, {{"error", why}});
+      session.connection->close();
+      it = sessions_.erase(it);
+    }
+  }
+
   void watch_deadlines() {
     std::unique_lock lock(mutex_);
     while (!stopping_) {
       wake_.wait_for(lock, std::chrono::milliseconds(100));
-      if (!stopping_ && forming_ && Clock::now() >= deadline_) settle();
+      if (stopping_ || over_) continue;
+      const auto now = Clock::now();
+      drop_stalled_joiners(now);
+      if (forming_ && now >= deadline_) settle();
     }
   }
 
@@ -404,6 +496,9 @@ class MembershipService::Coordinator {
   };
   std::vector<Change> changes_;
   bool over_ = false;               // finished or failed
+  bool finished_ = false;           // ... finished: a member reached the end of training
+  std::string ending_;              // how it finished
+  std::string failure_;             // why it failed
   std::unique_ptr<Server> server_;  // last among the members: its handlers use them
   std::thread timer_;
 };

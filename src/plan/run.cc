@@ -37,7 +37,19 @@ int train_with(const TrainConfig& config, const std::string& name, const Strateg
                std::ostream& out) {
   const TrainingInput input(config);
   TrainingState state(config);
-  TaskStrategy built = make(state, input);
+  // A worker that comes to join a job that has finished (the launcher's restart of one lost near
+  // the end) did nothing wrong: whether it hears so at its hello or while it waits for its view.
+  const auto came_too_late = [&](const JobEnded& ended) {
+    fmt::print(out, "{}: {}\n", name, ended.what());
+    out << std::flush;
+    return 0;
+  };
+  TaskStrategy built;
+  try {
+    built = make(state, input);
+  } catch (const JobEnded& ended) {
+    return came_too_late(ended);
+  }
   try {
     const TrainResult result = run_training_loop(config, input, state, *built.strategy, out);
     if (result.halt_signal != 0) return 128 + result.halt_signal;
@@ -49,9 +61,7 @@ int train_with(const TrainConfig& config, const std::string& name, const Strateg
     }
     return 0;
   } catch (const JobEnded& ended) {
-    fmt::print(out, "{}: {}\n", name, ended.what());
-    out << std::flush;
-    return 0;
+    return came_too_late(ended);
   } catch (const StopRequested& stopped) {
     if (built.abort) built.abort(stopped);
     fmt::print(out, "{}: {}\n", name, stopped.what());

@@ -33,12 +33,12 @@ using ::testing::ThrowsMessage;
 constexpr std::string_view kMembershipSecret = "membership test secret, 32 bytes";
 
 struct Job {
-  explicit Job(int workers, int min_workers, int max_workers)
+  explicit Job(int workers, int min_workers, int max_workers, int timeout_ms = 30'000)
       : service(MembershipOptions{.secret = std::string(kMembershipSecret),
                                   .workers = workers,
                                   .min_workers = min_workers,
                                   .max_workers = max_workers,
-                                  .timeout_ms = 30'000}) {}
+                                  .timeout_ms = timeout_ms}) {}
 
   std::unique_ptr<MembershipClient> connect(int index, const std::string& model = "mlp") const {
     return connect_as("worker" + std::to_string(index), model);
@@ -155,9 +155,12 @@ TEST(MembershipService, AJoinerComesInAtTheNextViewAfterTheMembers) {
   auto w0 = job.connect(0), w1 = job.connect(1);
   views({w0.get(), w1.get()}, {-1, -1}, {0, 1});
   auto w5 = job.connect(5);
+  // Its report starts the change, not its hello.
+  auto joined = std::async(std::launch::async, [&] { return w5->next_view(-1, address_of(5)); });
   ASSERT_TRUE(interrupted_past(*w0, 1));
-  const std::vector<MembershipView> got =
-      views({w5.get(), w1.get(), w0.get()}, {-1, 7, 7}, {5, 1, 0});
+  EXPECT_THAT(w0->interrupt().why(), HasSubstr("worker5 asks to join"));
+  std::vector<MembershipView> got = views({w1.get(), w0.get()}, {7, 7}, {1, 0});
+  got.push_back(joined.get());
   for (const MembershipView& view : got) {
     EXPECT_EQ(view.id, 2u);
     EXPECT_THAT(view.names(), ElementsAre("worker0", "worker1", "worker5"));
@@ -202,6 +205,73 @@ TEST(MembershipService, AWorkerWithoutTheSecretIsNotLetIn) {
                                                .settings = {{"model", "mlp"}},
                                                .timeout_ms = 5'000}),
       AuthError);
+}
+
+// ---- what a peer that holds the secret may not do ----
+
+TEST(MembershipService, AJoinerThatSaidHelloButNeverReportsStallsNoChange) {
+  Job job(2, 1, 3);
+  auto w0 = job.connect(0), w1 = job.connect(1);
+  views({w0.get(), w1.get()}, {-1, -1}, {0, 1});
+  auto half_open = job.connect(5);  // hello, and never a report
+  w1->leave(9, "SIGTERM", /*finished=*/false);
+  ASSERT_TRUE(interrupted_past(*w0, 1));
+  // The change is worker1's, and it settles at worker0's report, without the joiner.
+  EXPECT_THAT(w0->interrupt().why(), HasSubstr("worker1 left"));
+  const MembershipView view = w0->next_view(9, address_of(0));
+  EXPECT_EQ(view.id, 2u);
+  EXPECT_THAT(view.names(), ElementsAre("worker0"));
+  EXPECT_THAT(view.changes, ElementsAre("worker1 left at step 9 (SIGTERM)"));
+}
+
+TEST(MembershipService, AJoinerThatNeverReportsIsLetGoAtItsJoinDeadline) {
+  Job job(1, 1, 2, /*timeout_ms=*/2'000);
+  auto w0 = job.connect(0);
+  views({w0.get()}, {-1}, {0});
+  auto half_open = job.connect(5);
+  ASSERT_TRUE(interrupted_past(*half_open, 0));
+  EXPECT_THAT(half_open->interrupt().why(),
+              HasSubstr("worker5 said hello but did not report ready within 2 s"));
+  // Its name is free again: the same worker, started again, is let in.
+  half_open.reset();
+  EXPECT_NO_THROW(job.connect(5));
+}
+
+TEST(MembershipService, AFinishedLeaveFromAJoinerEndsOnlyItsOwnSession) {
+  Job job(2, 1, 3);
+  auto w0 = job.connect(0), w1 = job.connect(1);
+  views({w0.get(), w1.get()}, {-1, -1}, {0, 1});
+  auto w5 = job.connect(5);
+  w5->leave(0, "finished", /*finished=*/true);
+  ASSERT_TRUE(interrupted_past(*w5, 0));  // its session ended: the coordinator closed the link
+  // The job goes on: a change settles, and a joiner is still let in.
+  w1->leave(4, "SIGTERM", /*finished=*/false);
+  const MembershipView view = w0->next_view(4, address_of(0));
+  EXPECT_THAT(view.names(), ElementsAre("worker0"));
+  EXPECT_NO_THROW(job.connect(6));
+}
+
+TEST(MembershipService, AJoinerWaitingWhenTheMembersFinishHearsItCameTooLate) {
+  Job job(2, 1, 3);
+  auto w0 = job.connect(0), w1 = job.connect(1);
+  views({w0.get(), w1.get()}, {-1, -1}, {0, 1});
+  auto w5 = job.connect(5);
+  auto joined = std::async(std::launch::async, [&] { return w5->next_view(-1, address_of(5)); });
+  ASSERT_TRUE(interrupted_past(*w0, 1));  // its report arrived
+  // The members were past their last step: they finish rather than report.
+  w0->leave(600, "finished", /*finished=*/true);
+  w1->leave(600, "finished", /*finished=*/true);
+  try {
+    joined.get();
+    ADD_FAILURE() << "worker5 joined a job that had finished";
+  } catch (const JobEnded& ended) {
+    // Named by whichever member's finish came first.
+    EXPECT_THAT(ended.what(), ::testing::ContainsRegex(
+                                  R"(^worker5 came too late to join: the job finished at step 600 )"
+                                  R"(\(worker[01] reached the end of its training\))"));
+  }
+  // And so does one that comes later.
+  EXPECT_THAT([&] { job.connect(6); }, ThrowsMessage<JobEnded>(HasSubstr("came too late")));
 }
 
 TEST(MembershipService, ANameThatIsNoWorkersIsRefusedByNameAndTheJobGoesOn) {

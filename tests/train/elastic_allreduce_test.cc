@@ -130,6 +130,23 @@ TEST(ElasticAllreduce, AKilledWorkerLeavesTheRingAndItsRestartRejoinsTheRunningJ
   }
 }
 
+// Killed 20 steps before the end, worker1 is started again while the survivor finishes: it
+// comes too late, which is no failure of the run.
+TEST(ElasticAllreduce, ARestartThatComesAfterTheEndSaysItCameTooLateAndTheRunSucceeds) {
+  DtrainProcess launcher(elastic_job(2, 1, 1, 600));
+  signal_worker_at(launcher, 1, 580, SIGKILL);
+  const ProcessResult r = launcher.wait();
+  ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  EXPECT_EQ(count_lines_containing(r.out, "[launcher] worker1 was killed by signal 9"), 1) << r.out;
+  EXPECT_EQ(count_lines_containing(r.out,
+                                   "[worker1] worker1: worker1 came too late to join: the "
+                                   "job finished at step 600 (worker0 reached the end of "
+                                   "its training); nothing is left to do"),
+            1)
+      << r.out;
+  EXPECT_EQ(testing::parameter_crcs(r.out).size(), 1u) << r.out;
+}
+
 // ---- every example once per epoch, across a loss and a join ----
 
 constexpr const char* kIdModel = R"({"class_name": "Sequential", "config": {"name": "ids",
