@@ -93,6 +93,7 @@ MembershipView MembershipClient::next_view(int64_t step, const HostPort& address
     std::unique_lock lock(mutex_);
     arrived_.wait_for(lock, std::chrono::seconds(5), [&] { return !error_.empty(); });
     if (ended_) throw JobEnded(error_);
+    if (dropped_) throw DroppedFromJob(error_);
     throw Error(!error_.empty() ? error_ : error.what());
   }
   std::unique_lock lock(mutex_);
@@ -102,6 +103,7 @@ MembershipView MembershipClient::next_view(int64_t step, const HostPort& address
   arrived_.wait_until(lock, until,
                       [&] { return !error_.empty() || (view_ && view_->id > in_view_); });
   if (ended_) throw JobEnded(error_);
+  if (dropped_) throw DroppedFromJob(error_);
   if (!error_.empty()) throw Error(error_);
   if (!view_ || view_->id <= in_view_) {
     throw Error(fmt::format("{}: no membership view from the job's coordinator ({}) within {} s",
@@ -136,10 +138,12 @@ void MembershipClient::read_announcements() {
         std::lock_guard lock(mutex_);
         view_ = std::move(view);
         arrived_.notify_all();
-      } else if (in.type == proto::kRefused && meta.value("ended", false)) {
+      } else if (in.type == proto::kRefused &&
+                 (meta.value("ended", false) || meta.value("dropped", false))) {
         {
           std::lock_guard lock(mutex_);
-          ended_ = true;
+          ended_ = meta.value("ended", false);
+          dropped_ = !ended_;
         }
         fail(peer_text(meta.at("error").get<std::string>()));
         return;

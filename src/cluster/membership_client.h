@@ -31,6 +31,13 @@ class JobEnded : public Error {
   using Error::Error;
 };
 
+// The coordinator dropped this worker from the job (it did not report in time at a change): the
+// job went on without it, and it may join again as a worker that holds no state.
+class DroppedFromJob : public Error {
+ public:
+  using Error::Error;
+};
+
 struct MembershipClientOptions {
   HostPort coordinator;
   std::string secret;  // the cluster secret, raw bytes
@@ -64,7 +71,8 @@ class MembershipClient {
   // Reports this worker ready to form the next view — its state at global step `step` (-1: none
   // yet), listening at `address` — and waits for that view. Throws Error with the coordinator's
   // words when this worker is refused or the job cannot go on (below --min_workers), or when the
-  // coordinator is lost; JobEnded when the job has finished.
+  // coordinator is lost; JobEnded when the job has finished; DroppedFromJob when the coordinator
+  // dropped this worker.
   MembershipView next_view(int64_t step, const HostPort& address);
 
   // Leaves the job at `step`: cleanly, the others re-forming without this worker (a SIGTERM), or
@@ -83,6 +91,7 @@ class MembershipClient {
   std::optional<MembershipView> view_;  // the newest view, until next_view takes it
   std::string error_;                   // why the job cannot go on for this worker
   bool ended_ = false;                  // ... because it has finished
+  bool dropped_ = false;                // ... because it dropped this worker
   uint64_t in_view_ = 0;                // the view this worker last formed its ring from
   int planned_workers_ = 0;
   int min_workers_ = 0;

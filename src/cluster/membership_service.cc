@@ -319,7 +319,8 @@ class MembershipService::Coordinator {
   }
 
   // The members that have not reported by the deadline (at the start, every worker that has not)
-  // are dropped as lost, and told why.
+  // are dropped as lost, and told: one that is alive after all joins again as a worker without a
+  // state (DroppedFromJob) rather than train on in a view that is no longer the job's.
   void drop_unready() {
     const std::string since = view_ == 0 ? std::string("the job's start")
                                          : fmt::format("the change to view {} began", view_ + 1);
@@ -333,7 +334,8 @@ class MembershipService::Coordinator {
       if (member(name)) changes_.push_back({name, "was lost", -1, why});
       spdlog::warn("membership: dropped {}: {} after {}", name, why, since);
       send(*session.connection, proto::kRefused,
-           {{"error", fmt::format("{} was dropped from the job: {} after {}", name, why, since)}});
+           {{"error", fmt::format("{} was dropped from the job: {} after {}", name, why, since)},
+            {"dropped", true}});
       session.connection->close();
       it = sessions_.erase(it);
     }

@@ -22,7 +22,18 @@ void AllreduceStrategy::join_view(TrainingState& state, bool have_state) {
     communicator_.reset();
     ring_.reset();
     const MembershipView before = view_;
-    view_ = membership_->next_view(have_state ? state.step : -1, own);
+    try {
+      view_ = membership_->next_view(have_state ? state.step : -1, own);
+    } catch (const DroppedFromJob& dropped) {
+      // The job went on without this worker: its state is no longer the job's, and it must not
+      // train on as if it were. It comes back as a joiner, and takes the state of the members.
+      fmt::print(out_, "{}: {}; joining the job again\n", name(), dropped.what());
+      out_ << std::flush;
+      membership_.reset();
+      membership_ = std::make_unique<MembershipClient>(membership_options_);
+      have_state = false;
+      continue;
+    }
     ++views_;
     const int rank = view_.rank_of(name());
     if (rank < 0) {

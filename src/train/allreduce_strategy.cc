@@ -100,14 +100,15 @@ AllreduceStrategy::AllreduceStrategy(const TrainConfig& train, const AllreduceCl
     nlohmann::json settings =
         agreed_settings(train, config, state.model(), state.params(), input, 0);
     settings["ring"].erase("total_steps");
-    membership_ = std::make_unique<MembershipClient>(
+    membership_options_ =
         MembershipClientOptions{.coordinator = *config.coordinator,
                                 .secret = config.secret,
                                 .authenticate_frames = config.cluster.authenticate_frames,
                                 .tcp_congestion = config.cluster.tcp_congestion,
                                 .name = name(),
                                 .settings = std::move(settings),
-                                .timeout_ms = config.collective_timeout_ms});
+                                .timeout_ms = config.collective_timeout_ms};
+    membership_ = std::make_unique<MembershipClient>(membership_options_);
     planned_workers_ = membership_->planned_workers();
   }
   // A global step takes one batch from every worker: an epoch is a shard's batches of them.
@@ -241,6 +242,10 @@ float AllreduceStrategy::step(TrainingState& state, GradientComputer& computer, 
              .communicate = -1,
              .apply = -1};
   try {
+    // A view of one member has no ring for the coordinator's change to interrupt: it looks at
+    // every step, so that no member trains on in a view the job has replaced.
+    if (elastic() && membership_->interrupt().raised() > view_.id)
+      throw CollectiveError(membership_->interrupt().why());
     auto bucket_began = computed;
     for (size_t i = 0; i < buckets_.size(); ++i) {
       communicator_->allreduce(buckets_[i], ReduceOp::kAverage, static_cast<int>(i));

@@ -177,7 +177,8 @@ class AllreduceStrategy final : public Strategy {
 
   // Elastic jobs.
   TrainingState& state_;
-  Restore restore_;  // from start(), for a fresh view's rank 0
+  Restore restore_;                             // from start(), for a fresh view's rank 0
+  MembershipClientOptions membership_options_;  // to join again once dropped
   std::unique_ptr<MembershipClient> membership_;
   MembershipView view_;
   DataPosition position_;  // where the next global batch starts

@@ -308,5 +308,29 @@ TEST(MembershipService, AMemberWhoseReportFailsItsSessionIsLostNamingWhy) {
                                      HasSubstr("'no address'")));
 }
 
+TEST(MembershipService, AMemberThatDoesNotReportInTimeIsToldItWasDroppedAndMayJoinAgain) {
+  Job job(2, 1, 2, /*timeout_ms=*/2'000);
+  auto w0 = job.connect(0), w1 = job.connect(1);
+  views({w0.get(), w1.get()}, {-1, -1}, {0, 1});
+  // worker0's ring failed; worker1 (stopped, say) never reports.
+  const MembershipView view = w0->next_view(5, address_of(0));
+  EXPECT_THAT(view.names(), ElementsAre("worker0"));
+  // Alive after all, it must not train on as if it were still in the job.
+  ASSERT_TRUE(interrupted_past(*w1, 2));  // past the change's own interrupt, of view 2
+  EXPECT_THAT(w1->interrupt().why(),
+              HasSubstr("worker1 was dropped from the job: no report within 2 s after the change "
+                        "to view 2 began"));
+  EXPECT_THAT([&] { w1->next_view(5, address_of(1)); },
+              ThrowsMessage<DroppedFromJob>(HasSubstr("worker1 was dropped from the job")));
+  // It may join again, as a worker that holds no state.
+  auto again = job.connect(1);
+  auto joined = std::async(std::launch::async, [&] { return again->next_view(-1, address_of(1)); });
+  ASSERT_TRUE(interrupted_past(*w0, 2));
+  views({w0.get()}, {6}, {0});
+  const MembershipView rejoined = joined.get();
+  EXPECT_THAT(rejoined.names(), ElementsAre("worker0", "worker1"));
+  EXPECT_EQ(rejoined.source, 0);
+}
+
 }  // namespace
 }  // namespace dtrain

@@ -130,6 +130,44 @@ TEST(ElasticAllreduce, AKilledWorkerLeavesTheRingAndItsRestartRejoinsTheRunningJ
   }
 }
 
+// Two workers, one killed: the survivor trains on as a view of one member, which has no ring for
+// a change to interrupt and so looks for one at every step; the launcher's restart of the killed
+// worker joins it there, rather than waiting out --collective_timeout and forming a job of its
+// own (two chiefs writing one --train_dir, two parameter sets at the end). Either worker.
+void kill_one_of_two(int killed) {
+  testing::TempDir train_dir;
+  DtrainProcess launcher(
+      concat(elastic_job(2, 1, 1, 3000), {"--train_dir", train_dir.path().string()}));
+  signal_worker_at(launcher, killed,
+                   drawn_step(fmt::format("worker {} of 2 killed at global step", killed)),
+                   SIGKILL);
+  const ProcessResult r = launcher.wait();
+  ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  const int survivor = 1 - killed;
+  EXPECT_EQ(count_lines_containing(
+                r.out, fmt::format("[launcher] worker{} was killed by signal 9", killed)),
+            1)
+      << r.out;
+  EXPECT_EQ(count_lines_containing(r.out, fmt::format("[worker{0}] worker{0}: worker{1} joined at "
+                                                      "step ",
+                                                      survivor, killed)),
+            1)
+      << r.out;
+  // One job: one chief at the end, and one parameter set on both workers.
+  EXPECT_EQ(count_lines_containing(r.out, "aggregate: 3000 global steps"), 1) << r.out;
+  const std::map<int, std::string> crcs = testing::parameter_crcs(r.out);
+  ASSERT_EQ(crcs.size(), 2u) << r.out;
+  EXPECT_EQ(crcs.at(0), crcs.at(1)) << r.out;
+}
+
+TEST(ElasticAllreduce, OfTwoWorkersAKilledWorker1RejoinsTheSurvivorAndOneParameterSetEnds) {
+  kill_one_of_two(1);
+}
+
+TEST(ElasticAllreduce, OfTwoWorkersAKilledChiefRejoinsTheSurvivorAndOneParameterSetEnds) {
+  kill_one_of_two(0);
+}
+
 // Killed 20 steps before the end, worker1 is started again while the survivor finishes: it
 // comes too late, which is no failure of the run.
 TEST(ElasticAllreduce, ARestartThatComesAfterTheEndSaysItCameTooLateAndTheRunSucceeds) {
