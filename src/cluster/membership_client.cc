@@ -45,7 +45,7 @@ MembershipView view_of(const json& v) {
 
 MembershipClient::MembershipClient(MembershipClientOptions options) : options_(std::move(options)) {
   ConnectionOptions c;
-  c.task_name = fmt::format("the job's coordinator ({})", options_.coordinator.to_string());
+  c.task_name = "the job's coordinator";  // its errors add the address
   c.identity = options_.name;
   c.connect_timeout_ms = options_.timeout_ms;
   c.authenticate_frames = options_.authenticate_frames;
@@ -80,6 +80,7 @@ MembershipClient::MembershipClient(MembershipClientOptions options) : options_(s
 }
 
 MembershipClient::~MembershipClient() {
+  closing_ = true;
   connection_->close();
   reader_.join();
 }
@@ -161,10 +162,15 @@ void MembershipClient::read_announcements() {
     fail(fmt::format("the job's coordinator ({}) sent a malformed frame: {}",
                      options_.coordinator.to_string(), peer_text(error.what())));
   } catch (const TransportError& error) {
-    if (connection_->is_open() || connection_->closed_by_peer()) {
-      fail(fmt::format("lost the job's coordinator ({}): {}", options_.coordinator.to_string(),
-                       error.what()));
+    // Whatever ended the link but this worker's own close is what its next view must say: a
+    // frame that failed its tag (forged or altered on the way), a cut, the coordinator gone.
+    if (!closing_) {
+      fail(fmt::format("lost the job's coordinator: {}", error.what()));
     }
+  } catch (const Error& error) {
+    // A view this worker cannot use (a member's address that is none): the thread's boundary.
+    fail(fmt::format("the job's coordinator ({}) sent a view this worker cannot use: {}",
+                     options_.coordinator.to_string(), error.what()));
   }
 }
 

@@ -4,6 +4,7 @@
 // change raises the ring interrupt, so that a ring waiting on a worker that is gone stops at once.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -95,6 +96,7 @@ class MembershipClient {
   uint64_t in_view_ = 0;                // the view this worker last formed its ring from
   int planned_workers_ = 0;
   int min_workers_ = 0;
+  std::atomic<bool> closing_ = false;  // the destructor closes the link: no error, then
   std::thread reader_;
 };
 

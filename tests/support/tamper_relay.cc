@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/crc32c.h"
+#include "cluster/membership_view.h"
 #include "collective/ring_protocol.h"
 #include "comm/frame.h"
 #include "comm/frame_format.h"
@@ -153,6 +154,11 @@ class Tamperer final : public Forwarder::Filter {
         frame.clear();
         ++*tampered_;
         cut_now = true;
+        return;
+      }
+      if (attack_ == Attack::kForgeMembershipView && type == membership_protocol::kView) {
+        constexpr std::string_view kFailed = R"({"error": "stop\u001b[2J"})";
+        forge(frame, membership_protocol::kFailed, std::as_bytes(std::span(kFailed)), 0);
         return;
       }
       if (attack_ != Attack::kForgeError || type < ff::kFirstUserType) return;

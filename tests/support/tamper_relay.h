@@ -30,6 +30,10 @@ enum class Attack {
   // the relay's choosing and 4 tensor bytes: had the other rank believed it, it would stop and
   // print that text.
   kForgeRingAbort,
+  // Between a worker and an elastic job's coordinator, the first view the coordinator sends
+  // becomes kFailed("stop\x1b[2J"): had the worker believed it, it would exit saying the job
+  // cannot go on, and print the escape sequence.
+  kForgeMembershipView,
   // ps0's first reply to a worker identity claim is dropped and the connection cut, as a link
   // that fails at that moment would: ps0 then holds an identity for a joiner that never heard it.
   kCutClaimReply,

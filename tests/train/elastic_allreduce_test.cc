@@ -22,6 +22,7 @@
 #include "cluster/local_launcher.h"
 #include "support/process.h"
 #include "support/ps_cluster.h"
+#include "support/tamper_relay.h"
 #include "support/temp_dir.h"
 #include "support/text_match.h"
 #include "support/virtual_network.h"
@@ -36,6 +37,7 @@ using testing::count_lines_containing;
 using testing::DtrainProcess;
 using ::testing::HasSubstr;
 using testing::Match;
+using ::testing::Not;
 using testing::ProcessResult;
 using testing::VirtualNetwork;
 
@@ -183,6 +185,42 @@ TEST(ElasticAllreduce, ARestartThatComesAfterTheEndSaysItCameTooLateAndTheRunSuc
             1)
       << r.out;
   EXPECT_EQ(testing::parameter_crcs(r.out).size(), 1u) << r.out;
+}
+
+// A relay on the joiner's link to the coordinator forges the view it is sent. The frame's tag
+// catches it, and the joiner says so at once (not "no membership view within 70 s"); the members,
+// whose view held the joiner, re-form without it as soon as it is gone, and finish alike.
+TEST(ElasticAllreduce, AForgedFrameOnAJoinersLinkIsCaughtAndSaidAndTheJobGoesOn) {
+  testing::TempDir dir;
+  testing::write_bytes(dir / "secret", std::string(kElasticSecret));
+  std::filesystem::permissions(dir / "secret", std::filesystem::perms::owner_read);
+  const std::string secret_file = (dir / "secret").string();
+  DtrainProcess launcher(
+      concat(elastic_job(2, 1, 0, 3000), {"--max_workers", "3", "--secret_file", secret_file}));
+  const std::vector<Match> at = all_matches(launcher.wait_for_line("its coordinator at"),
+                                            R"(its coordinator at [0-9.]+:([0-9]+))");
+  ASSERT_EQ(at.size(), 1u);
+  testing::TamperRelay relay(static_cast<uint16_t>(std::stoi(at[0][1])),
+                             testing::Attack::kForgeMembershipView);
+  ASSERT_THAT(launcher.wait_for_line("[worker0] worker=0, epoch=0, global_step=100,"),
+              HasSubstr("global_step=100,"));
+  DtrainProcess joiner(concat({"task", "--join", fmt::format("127.0.0.1:{}", relay.port()),
+                               "--task_index", "2", "--secret_file", secret_file},
+                              elastic_training(3000)));
+  const ProcessResult joined = joiner.wait();
+  const ProcessResult r = launcher.wait();
+  EXPECT_EQ(relay.frames_tampered(), 1);
+  EXPECT_EQ(joined.exit_code, 1) << all_output(joined);
+  EXPECT_THAT(
+      all_output(joined),
+      ::testing::ContainsRegex(R"(lost the job's coordinator: frame [0-9]+ from the job's )"
+                               R"(coordinator \(127\.0\.0\.1:[0-9]+\) failed authentication)"));
+  EXPECT_THAT(all_output(joined), Not(HasSubstr("no membership view")));
+  EXPECT_THAT(all_output(joined), Not(HasSubstr("\x1b")));
+  ASSERT_EQ(r.exit_code, 0) << all_output(r);
+  const std::map<int, std::string> crcs = testing::parameter_crcs(r.out);
+  ASSERT_EQ(crcs.size(), 2u) << r.out;
+  EXPECT_EQ(crcs.at(0), crcs.at(1));
 }
 
 // ---- every example once per epoch, across a loss and a join ----
