@@ -29,7 +29,7 @@ build_dir="${1:-$build_dir}"
 readonly TRAIN_PACKAGES=(cmake ninja-build g++ pkg-config libopenblas-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libasio-dev libssl-dev libisal-dev
   libdnnl-dev ocl-icd-opencl-dev protobuf-compiler libprotobuf-dev npm ca-certificates
-  pybind11-dev python3-dev python3-numpy prometheus-cpp-dev)
+  pybind11-dev python3-dev python3-numpy prometheus-cpp-dev libmicrohttpd-dev)
 # Intel's ipsec-mb computes the frames' GMAC tags 2.5 times faster than OpenSSL here; Debian builds
 # it for amd64 only (elsewhere OpenSSL computes the same tags).
 if [[ $(dpkg --print-architecture 2>/dev/null) == amd64 ]]; then

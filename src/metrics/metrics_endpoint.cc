@@ -3,9 +3,9 @@
 
 #include <fmt/format.h>
 #include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 #include <exception>
 #include <fstream>
@@ -95,37 +95,50 @@ class TransportCollector final : public prometheus::Collectable {
 };
 
 MetricsEndpoint::MetricsEndpoint(const std::string& host, int port, const std::string& task)
-    : host_(host),
-      task_(task),
-      registry_(std::make_shared<prometheus::Registry>()),
-      process_(std::make_shared<ProcessCollector>(task)),
-      transport_(std::make_shared<TransportCollector>(task)) {
-  const std::string address = fmt::format("{}:{}", host, port);
+    : host_(host), task_(task), registry_(std::make_shared<prometheus::Registry>()) {
+  collectors_ = {registry_, std::make_shared<ProcessCollector>(task),
+                 std::make_shared<TransportCollector>(task)};
   try {
-    exposer_ = std::make_unique<prometheus::Exposer>(address, 1);
-  } catch (const std::exception& error) {
-    throw IoError(fmt::format("--metrics_port {}: cannot serve the metrics on {}: {}", port,
-                              address, error.what()));
+    server_ = std::make_unique<HttpServer>(HttpServerOptions{.host = host, .port = port},
+                                           [this](std::string_view path) { return answer(path); });
+  } catch (const IoError& error) {
+    throw IoError(
+        fmt::format("--metrics_port {}: cannot serve the metrics on {}", port, error.what()));
   }
-  exposer_->RegisterCollectable(registry_);
-  exposer_->RegisterCollectable(process_);
-  exposer_->RegisterCollectable(transport_);
-  const std::vector<int> ports = exposer_->GetListeningPorts();
-  if (ports.empty()) {
-    throw IoError(fmt::format("--metrics_port {}: nothing listens on {}", port, address));
-  }
-  port_ = static_cast<uint16_t>(ports.front());
+  port_ = server_->port();
 }
 
 MetricsEndpoint::~MetricsEndpoint() = default;
 
 void MetricsEndpoint::add(std::shared_ptr<prometheus::Collectable> collector) {
-  exposer_->RegisterCollectable(collector);
+  std::lock_guard lock(mutex_);
   collectors_.push_back(std::move(collector));
 }
 
 std::string MetricsEndpoint::url() const {
   return fmt::format("http://{}:{}/metrics", host_, port_);
+}
+
+HttpResponse MetricsEndpoint::answer(std::string_view path) const {
+  if (path == "/metrics") {
+    return {.content_type = "text/plain; version=0.0.4; charset=utf-8", .body = page()};
+  }
+  return {.status = 404, .body = "not found: this task serves /metrics\n"};
+}
+
+// Read at each scrape, outside the lock: a collector takes its own locks.
+std::string MetricsEndpoint::page() const {
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectors;
+  {
+    std::lock_guard lock(mutex_);
+    collectors = collectors_;
+  }
+  std::vector<prometheus::MetricFamily> families;
+  for (const auto& collector : collectors) {
+    for (prometheus::MetricFamily& family : collector->Collect())
+      families.push_back(std::move(family));
+  }
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 }  // namespace dtrain

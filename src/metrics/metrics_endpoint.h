@@ -1,17 +1,20 @@
 // --metrics_port: a task's metrics served in Prometheus's text exposition format at
-// http://HOST:PORT/metrics, by prometheus-cpp's Exposer (Debian prometheus-cpp-dev), with what a
-// monitoring system expects of any process beside dtrain's own: its resident memory and threads;
-// and what its connections moved and refused, by peer.
+// http://HOST:PORT/metrics, made by prometheus-cpp (Debian prometheus-cpp-dev) and served by
+// metrics/http_server.h, with what a monitoring system expects of any process beside dtrain's own:
+// its resident memory and threads; and what its connections moved and refused, by peer.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "metrics/http_server.h"
 
 namespace prometheus {
 class Collectable;
-class Exposer;
 class Registry;
 }  // namespace prometheus
 
@@ -21,6 +24,7 @@ class MetricsEndpoint {
  public:
   // Listens on host:port (port 0: a free one). `task` labels every series ("worker0", "ps1",
   // "local"). Throws IoError naming --metrics_port and the address when it cannot listen.
+  // Thread-safety: everything below may be called while the server's threads serve.
   MetricsEndpoint(const std::string& host, int port, const std::string& task);
   ~MetricsEndpoint();
   MetricsEndpoint(const MetricsEndpoint&) = delete;
@@ -36,13 +40,15 @@ class MetricsEndpoint {
   const std::string& task() const { return task_; }
 
  private:
+  HttpResponse answer(std::string_view path) const;
+  std::string page() const;  // /metrics
+
   std::string host_;
   std::string task_;
   std::shared_ptr<prometheus::Registry> registry_;
-  std::shared_ptr<class ProcessCollector> process_;
-  std::shared_ptr<class TransportCollector> transport_;
-  std::vector<std::shared_ptr<prometheus::Collectable>> collectors_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  mutable std::mutex mutex_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectors_;  // guarded by mutex_
+  std::unique_ptr<HttpServer> server_;  // last: its threads read everything above
   uint16_t port_ = 0;
 };
 

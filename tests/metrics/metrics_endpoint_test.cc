@@ -29,30 +29,13 @@ using testing::concat;
 using testing::DtrainProcess;
 using ::testing::HasSubstr;
 using testing::Match;
+using testing::metrics_urls;
 using testing::sample;
 
 // Training slow enough (--step_delay_ms) to be scraped mid-run.
 std::vector<std::string> scraped_training(int steps) {
   return concat(testing::with_flag(testing::softmax_flags(), "--log_every", "50"),
                 {"--train_steps", std::to_string(steps), "--step_delay_ms", "4"});
-}
-
-// The URLs a run printed ("... metrics at http://127.0.0.1:P/metrics"), by the task that printed
-// them, once `count` have come.
-std::vector<std::string> metrics_urls(DtrainProcess& run, size_t count) {
-  std::vector<std::string> urls;
-  while (urls.size() < count) {
-    const std::string line = run.wait_for_line_where([&](const std::string& text) {
-      return text.find("metrics at http://") != std::string::npos &&
-             std::find_if(urls.begin(), urls.end(), [&](const std::string& url) {
-               return text.find(url) != std::string::npos;
-             }) == urls.end();
-    });
-    const std::vector<Match> url = all_matches(line, R"((http://[0-9.]+:[0-9]+/metrics))");
-    if (url.size() != 1) break;
-    urls.push_back(url[0][1]);
-  }
-  return urls;
 }
 
 void expect_promtool_accepts(const std::string& page) {

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "support/temp_dir.h"
+#include "support/text_match.h"
 
 namespace dtrain::testing {
 
@@ -23,6 +25,27 @@ ProcessResult promtool_check(const std::string& page) {
   write_bytes(dir / "page", page);
   return run_command(
       {"sh", "-c", "promtool check metrics < \"$1\"", "sh", (dir / "page").string()});
+}
+
+std::vector<std::string> metrics_urls(DtrainProcess& run, size_t count) {
+  std::vector<std::string> urls;
+  while (urls.size() < count) {
+    const std::string line = run.wait_for_line_where([&](const std::string& text) {
+      return text.find("metrics at http://") != std::string::npos &&
+             std::find_if(urls.begin(), urls.end(), [&](const std::string& url) {
+               return text.find(url) != std::string::npos;
+             }) == urls.end();
+    });
+    const std::vector<Match> url = all_matches(line, R"((http://[0-9.]+:[0-9]+/metrics))");
+    if (url.size() != 1) break;
+    urls.push_back(url[0][1]);
+  }
+  return urls;
+}
+
+uint16_t port_of(const std::string& url) {
+  const std::optional<Match> port = first_match(url, R"(^http://[^/]+:([0-9]+)(/|$))");
+  return port ? static_cast<uint16_t>(std::stoi(port->at(1))) : 0;
 }
 
 std::optional<double> sample(const std::string& page, const std::string& series) {
