@@ -72,7 +72,7 @@ void Connection::count_rejection(const std::exception_ptr& error, bool was_open)
   const std::string& address = stream_->address();
   const std::string peer =
       was_open ? peer_label(peer_params_.identity) : address.substr(0, address.rfind(':'));
-  TransportCounters::process().rejected(peer, reason);
+  TransportCounters::process().rejected(peer, was_open, reason);
 }
 
 void Connection::count_sent(std::span<const std::byte> meta,

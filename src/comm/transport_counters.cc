@@ -19,8 +19,16 @@ PeerTraffic& TransportCounters::peer(const std::string& peer) {
   return *traffic;
 }
 
-void TransportCounters::rejected(const std::string& peer, const std::string& reason) {
+void TransportCounters::rejected(const std::string& peer, bool proved, const std::string& reason) {
   std::lock_guard lock(mutex_);
+  std::set<std::string>& known = proved ? refusing_names_ : refusing_addresses_;
+  if (!known.contains(peer)) {
+    if (known.size() >= kMaxRefusingPeers) {
+      ++rejections_[{kOtherPeers, reason}];
+      return;
+    }
+    known.insert(peer);
+  }
   ++rejections_[{peer, reason}];
 }
 

@@ -17,6 +17,7 @@
 #include "support/metrics_page.h"
 #include "support/process.h"
 #include "support/ps_cluster.h"
+#include "support/raw_client.h"
 #include "support/tamper_relay.h"
 #include "support/text_match.h"
 
@@ -206,6 +207,41 @@ TEST(MetricsEndpoint, APsTaskCountsBytesByPeerAndRefusalsByPeerAndReason) {
   worker->send_signal(SIGTERM);
   ps->send_signal(SIGTERM);
   worker->wait();
+  ps->wait();
+}
+
+// Sources without the secret, as many as an attacker has addresses: their refusals cost a few
+// series, not one each (comm/transport_counters.h).
+TEST(MetricsEndpoint, RefusalsFromManySourcesAreCountedUnderOtherBeyondTheFirstSixteen) {
+  testing::HandStartedCluster cluster(1, 1);
+  const std::unique_ptr<DtrainProcess> ps = cluster.start(
+      "ps", 0, concat(testing::softmax_flags(), {"--train_steps", "100", "--metrics_port", "0"}));
+  const std::vector<std::string> urls = metrics_urls(*ps, 1);
+  ASSERT_EQ(urls.size(), 1u);
+  constexpr int kSources = 40;
+  for (int i = 0; i < kSources; ++i) {
+    // From 127.0.0.2 on: every address of 127.0.0.0/8 reaches loopback. 64 bytes that are no
+    // handshake; the ps closes the connection once it has counted the refusal.
+    testing::RawClient client(cluster.ps_port(0), fmt::format("127.0.0.{}", i + 2));
+    ASSERT_TRUE(client.connected()) << i;
+    ASSERT_TRUE(client.send(std::string(64, 'A')));
+    client.read_until_closed(DtrainProcess::kPatience);
+    ASSERT_TRUE(client.closed_by_server()) << i;
+  }
+  const std::string page = testing::scrape(urls[0]);
+  expect_promtool_accepts(page);
+  const std::vector<Match> series =
+      all_matches(page, R"re(dtrain_frames_rejected_total\{task="ps0",peer="([^"]+)",)re"
+                        R"re(reason="malformed"\} ([0-9]+))re");
+  double total = 0, other = 0;
+  for (const Match& m : series) {
+    total += std::stod(m[2]);
+    if (m[1] == "other") other = std::stod(m[2]);
+  }
+  EXPECT_EQ(series.size(), 17u) << page;
+  EXPECT_EQ(total, kSources) << page;
+  EXPECT_EQ(other, kSources - 16) << page;
+  ps->send_signal(SIGTERM);
   ps->wait();
 }
 
