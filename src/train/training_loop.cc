@@ -4,12 +4,10 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <optional>
 #include <thread>
 
@@ -24,6 +22,7 @@
 #include "metrics/training_metrics.h"
 #include "optim/lr_schedule.h"
 #include "tensor/blas.h"
+#include "train/examples_record.h"
 #include "train/run_steering.h"
 #include "train/run_table.h"
 
@@ -208,7 +207,8 @@ class TrainingLoop {
     const bool keep_gradient = histograms_ && state_.step + 1 >= next_histograms_;
     const int64_t step_before = state_.step;
     loss_ = strategy_.step(state_, computer_, batch, lr, local_steps_ + 1, keep_gradient);
-    if (examples_record_.is_open() && state_.step == step_before + 1) record_examples(batch);
+    if (state_.step == step_before + 1)
+      examples_record_.write(state_.step, epoch_, batch, input_.feature_count());
     const auto elapsed = Clock::now() - start;
     if (training_metrics_) {
       training_metrics_->step(state_.step, local_steps_ + 1, batch.size, loss_, seconds(elapsed));
@@ -241,22 +241,10 @@ class TrainingLoop {
     out_ << std::flush;
   }
 
-  // --record_examples: the step's batch, as this worker trained on it.
-  void record_examples(const Batch& batch) {
-    std::string line = fmt::format("{} {}", state_.step, epoch_);
-    const int64_t width = input_.feature_count();
-    for (int i = 0; i < batch.size; ++i) line += fmt::format(" {}", batch.images[i * width]);
-    examples_record_ << line << '\n' << std::flush;  // whole lines, even if killed
-  }
-
   void open_examples_record() {
-    if (c_.record_examples.empty()) return;
-    std::filesystem::path path = c_.record_examples;
-    // A restarted worker writes a file of its own beside its predecessor's.
-    if (place_.distributed) path += fmt::format(".worker{}.{}", place_.name_index(), ::getpid());
-    examples_record_.open(path, std::ios::app);
-    if (!examples_record_)
-      throw IoError(fmt::format("--record_examples: cannot write {}", path.string()));
+    if (!c_.record_examples.empty())
+      examples_record_ =
+          ExamplesRecord(c_.record_examples, place_.distributed, place_.name_index());
   }
 
   // Streamed labels are first seen here; one beyond the model's outputs would index past its
@@ -681,8 +669,8 @@ class TrainingLoop {
   std::optional<CheckpointManager> best_checkpoints_;
   RunLog run_log_;     // likewise, with --train_dir or --logdir
   RunLog worker_log_;  // a distributed worker's own event file, with --train_dir or --logdir
-  std::ofstream examples_record_;  // --record_examples
-  bool histograms_ = false;        // the chief's, with --summary_steps
+  ExamplesRecord examples_record_;  // --record_examples
+  bool histograms_ = false;         // the chief's, with --summary_steps
 
   int64_t next_histograms_ = 0;
   std::shared_ptr<std::vector<NamedValues>> histogram_buffers_;
