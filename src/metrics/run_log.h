@@ -27,6 +27,8 @@ struct RunRecord {
   // Shared, so that a sink can summarise them on a thread of its own after write() returns.
   std::shared_ptr<const std::vector<NamedValues>> histograms = {};
   std::vector<std::pair<std::string, std::string>> texts = {};  // tag, Markdown
+  // The run's first record, at the step it starts from: where its clock starts.
+  bool start = false;
   // The run resumed at `step`: what an earlier run logged from there on is superseded.
   bool resumed = false;
 };
@@ -42,7 +44,11 @@ class RunLogSink {
 };
 
 // metrics.jsonl: one JSON object per record that has scalars, {"step": S, <scalar>: value, ...,
-// "final": true}. Histograms, texts and resumptions are TensorBoard's alone.
+// "final": true, "wall_time": seconds since the Unix epoch}, and one per start of the run,
+// {"step": S, "start": true, "resumed": true, "wall_time": ...} ("resumed" only when it resumed
+// from a checkpoint at S), so that a reader knows where the clock starts and which lines a resumed
+// run supersedes (metrics/run_series.h reads them back). Histograms and texts are TensorBoard's
+// alone.
 class JsonLinesSink final : public RunLogSink {
  public:
   explicit JsonLinesSink(const std::filesystem::path& path) : log_(path) {}
@@ -53,6 +59,9 @@ class JsonLinesSink final : public RunLogSink {
 };
 
 // Hands every record to a sink that someone else owns (TrainConfig::observer).
+// Seconds since the Unix epoch: TensorBoard's Event.wall_time, metrics.jsonl's "wall_time".
+double wall_time_now();
+
 class ForwardingSink final : public RunLogSink {
  public:
   explicit ForwardingSink(RunLogSink& target) : target_(target) {}

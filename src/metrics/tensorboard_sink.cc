@@ -22,10 +22,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kMaxPendingHistograms = 2;
 
-double wall_time_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 std::string host_name() {
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";

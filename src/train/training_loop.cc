@@ -367,6 +367,7 @@ class TrainingLoop {
     run_log_.write({.step = first_step,
                     .texts = {{"config", fmt::format("dtrain train, strategy {}:\n\n{}",
                                                      strategy_.describe(), config)}},
+                    .start = true,
                     .resumed = resumed});
   }
 
