@@ -23,13 +23,14 @@ case "${1:-}" in
 esac
 build_dir="${1:-$build_dir}"
 
-# What building and running `dtrain train` and `import dtrain` (pybind11, numpy) need. ocl-icd-opencl-dev: Debian's libdnnl-dev is built
+# What building and running `dtrain train` and `import dtrain` (pybind11, numpy) need, and
+# gnuplot-nox, which `dtrain plot` draws a run's charts with. ocl-icd-opencl-dev: Debian's libdnnl-dev is built
 # with the OpenCL GPU runtime, so its CMake config calls find_package(OpenCL REQUIRED), and that
 # package is only a Recommends, which --no-install-recommends leaves out.
 readonly TRAIN_PACKAGES=(cmake ninja-build g++ pkg-config libopenblas-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libasio-dev libssl-dev libisal-dev
   libdnnl-dev ocl-icd-opencl-dev protobuf-compiler libprotobuf-dev npm ca-certificates
-  pybind11-dev python3-dev python3-numpy prometheus-cpp-dev libmicrohttpd-dev)
+  pybind11-dev python3-dev python3-numpy prometheus-cpp-dev libmicrohttpd-dev gnuplot-nox)
 # Intel's ipsec-mb computes the frames' GMAC tags 2.5 times faster than OpenSSL here; Debian builds
 # it for amd64 only (elsewhere OpenSSL computes the same tags).
 if [[ $(dpkg --print-architecture 2>/dev/null) == amd64 ]]; then

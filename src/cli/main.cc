@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   dtrain::cli::add_models_command(app, action);
   dtrain::cli::add_export_command(app, action);
   dtrain::cli::add_predict_command(app, action);
+  dtrain::cli::add_plot_command(app, action);
   dtrain::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);
