@@ -32,7 +32,9 @@ class GnuplotFolder {
       throw IoError(fmt::format("{}: cannot make a folder to draw in: {}", out_dir.string(),
                                 std::strerror(errno)));
     }
-    path_ = pattern;
+    // Absolute: the spawn changes into it before it opens the log, so a relative name (out_dir
+    // as the user gave it) would no longer lead there.
+    path_ = std::filesystem::absolute(pattern);
   }
   ~GnuplotFolder() {
     std::error_code ec;
@@ -76,7 +78,8 @@ int spawn_and_wait(const std::filesystem::path& gnuplot, const std::filesystem::
   pid_t pid = -1;
   if (const int error = posix_spawn(&pid, gnuplot.c_str(), actions.get(), nullptr, argv, environ);
       error != 0) {
-    throw Error(fmt::format("cannot run {}: {}", gnuplot.string(), std::strerror(error)));
+    throw Error(fmt::format("cannot run {} in {}: {}", gnuplot.string(), dir.string(),
+                            std::strerror(error)));
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {

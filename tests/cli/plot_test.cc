@@ -99,7 +99,8 @@ TempDir* PlotCommand::runs_ = nullptr;
 
 TEST_F(PlotCommand, OneRunsLossFallsWithAPointForEveryStepItLoggedAndThePngIsOfTheAskedSize) {
   TempDir work;
-  const fs::path run = work / "run";
+  // As a user names it, relative to where dtrain runs (scripts/train.sh's runs/train-…).
+  const fs::path run = fs::relative(work / "run", fs::current_path());
   fs::copy(local_run(), run, fs::copy_options::recursive);
   const ProcessResult r = run_dtrain({"plot", run.string(), "--size", "640x400"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
