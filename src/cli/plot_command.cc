@@ -4,9 +4,9 @@
 // metrics/run_charts.h's; this file checks what it is given, and says what it wrote.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
-#include <iostream>
 
 #include "base/error.h"
 #include "cli/commands.h"
