@@ -53,10 +53,16 @@ const std::vector<ChartSpec>& chart_specs() {
   return specs;
 }
 
-// The length of the valid UTF-8 sequence at text[i] that is not a control character, or 0.
-size_t printable_utf8_at(std::string_view text, size_t i) {
+// The valid UTF-8 sequence at text[i] that is not a control character: its length (0 when there
+// is none) and its code point.
+struct Utf8Char {
+  size_t length = 0;
+  uint32_t code = 0;
+};
+
+Utf8Char printable_utf8_at(std::string_view text, size_t i) {
   const auto lead = static_cast<unsigned char>(text[i]);
-  if (lead < 0x80) return lead >= 0x20 && lead != 0x7F ? 1 : 0;
+  if (lead < 0x80) return {lead >= 0x20 && lead != 0x7F ? size_t{1} : 0, lead};
   size_t length = 0;
   uint32_t code = 0;
   if ((lead & 0xE0) == 0xC0) {
@@ -66,35 +72,50 @@ size_t printable_utf8_at(std::string_view text, size_t i) {
   } else if ((lead & 0xF8) == 0xF0) {
     length = 4, code = lead & 0x07;
   } else {
-    return 0;
+    return {};
   }
-  if (i + length > text.size()) return 0;
+  if (i + length > text.size()) return {};
   for (size_t k = 1; k < length; ++k) {
     const auto next = static_cast<unsigned char>(text[i + k]);
-    if ((next & 0xC0) != 0x80) return 0;
+    if ((next & 0xC0) != 0x80) return {};
     code = code << 6 | (next & 0x3F);
   }
   constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};  // shorter is an overlong form
-  if (code < kSmallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;
-  if (code <= 0x9F) return 0;  // C1 controls
-  return length;
+  if (code < kSmallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return {};
+  if (code <= 0x9F) return {};  // C1 controls
+  return {length, code};
 }
 
-std::string escaped(std::string_view text) {
+// Whether gnuplot's PNG can draw the character: DejaVu Sans (what Debian's fontconfig gives it) has
+// Latin, Greek, Cyrillic and the general punctuation ("…"). A character no installed font has is
+// not left out: fontconfig falls back to the last font it has (Debian's glyphicons, say), whose
+// glyph covers the whole chart.
+bool drawable(uint32_t code) {
+  return code < 0x0530 || (code >= 0x1E00 && code < 0x2070) || (code >= 0x20A0 && code < 0x20D0);
+}
+
+// text with what is not printable UTF-8 (and, for a chart, not drawable) as C escapes.
+std::string escaped(std::string_view text, bool for_chart) {
   std::string out;
   for (size_t i = 0; i < text.size();) {
-    if (const size_t n = printable_utf8_at(text, i); n > 0) {
-      out.append(text.substr(i, n));
-      i += n;
+    const Utf8Char c = printable_utf8_at(text, i);
+    if (c.length > 0 && (!for_chart || drawable(c.code))) {
+      out.append(text.substr(i, c.length));
+      i += c.length;
       continue;
     }
-    const auto c = static_cast<unsigned char>(text[i++]);
-    if (c == '\n') {
+    if (c.length > 0) {
+      out += c.code <= 0xFFFF ? fmt::format("\\u{:04x}", c.code) : fmt::format("\\U{:08x}", c.code);
+      i += c.length;
+      continue;
+    }
+    const auto byte = static_cast<unsigned char>(text[i++]);
+    if (byte == '\n') {
       out += "\\n";
-    } else if (c == '\t') {
+    } else if (byte == '\t') {
       out += "\\t";
     } else {
-      out += fmt::format("\\x{:02x}", c);
+      out += fmt::format("\\x{:02x}", byte);
     }
   }
   return out;
@@ -257,7 +278,7 @@ ChartScript chart_script(std::span<const ChartRun> runs, const ChartOptions& opt
 }
 
 std::string chart_label(std::string_view name) {
-  std::string label = escaped(name);
+  std::string label = escaped(name, /*for_chart=*/false);
   if (label.size() <= kMaxLabelBytes) return label;
   size_t cut = label.size() - (kMaxLabelBytes - 3);  // "…" takes 3 bytes
   while (cut < label.size() && (static_cast<unsigned char>(label[cut]) & 0xC0) == 0x80) ++cut;
@@ -266,7 +287,7 @@ std::string chart_label(std::string_view name) {
 
 std::string gnuplot_string(std::string_view text) {
   std::string out = "'";
-  for (const char c : escaped(text)) {
+  for (const char c : escaped(text, /*for_chart=*/true)) {
     out += c;
     if (c == '\'') out += '\'';
   }

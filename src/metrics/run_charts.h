@@ -48,7 +48,8 @@ ChartScript chart_script(std::span<const ChartRun> runs, const ChartOptions& opt
 std::string chart_label(std::string_view name);
 // text as a gnuplot string literal: single-quoted, the one quoting in which only a doubled quote
 // is special, with control characters escaped as chart_label does, so nothing in it can end the
-// command it is part of.
+// command it is part of, and the characters outside Latin, Greek, Cyrillic and the general
+// punctuation (what DejaVu Sans, gnuplot's font on Debian, draws) as \uXXXX or \UXXXXXXXX.
 std::string gnuplot_string(std::string_view text);
 
 }  // namespace dtrain

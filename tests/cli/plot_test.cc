@@ -292,9 +292,33 @@ TEST_F(PlotCommand, NamesWithQuotesNewlinesAndUnicodePlotAndRunNothing) {
   ASSERT_FALSE(loss["series"].empty()) << loss.dump();
   const std::string title = loss["series"][0]["title"];
   EXPECT_TRUE(title.starts_with("…")) << title;
-  EXPECT_TRUE(title.ends_with("é🚀' w l\\nsystem('touch \"$PLOT_TEST_MARKER\"')\\nprint 'x"))
+  // The rocket, which no font of the machine has, as its C escape.
+  EXPECT_TRUE(
+      title.ends_with("é\\U0001f680' w l\\nsystem('touch \"$PLOT_TEST_MARKER\"')\\nprint 'x"))
       << title;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 5) << "one line each:\n" << r.out;
+}
+
+TEST_F(PlotCommand, CharactersNoFontHasAreEscapedInTheChartsNotDrawnOverThem) {
+  TempDir work;
+  const std::string name = "运行 🚀";  // CJK, which DejaVu lacks, and an emoji
+  fs::copy(local_run(), work / name, fs::copy_options::recursive);
+  const ProcessResult r =
+      run_dtrain({"plot", (work / name).string(), "--output", (work / "out").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr(name + ": 26 records")) << "the report line keeps the name";
+  const nlohmann::json loss = read_chart({"svg", (work / "out/loss.svg").string()});
+  ASSERT_FALSE(loss["series"].empty()) << loss.dump();
+  const std::string title = loss["series"][0]["title"];
+  EXPECT_TRUE(title.ends_with("/\\u8fd0\\u884c \\U0001f680")) << title;
+  const std::string black = "0,0,0";
+  const ProcessResult plain =
+      run_dtrain({"plot", local_run().string(), "--output", (work / "plain").string()});
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  const nlohmann::json named = read_chart({"png", (work / "out/loss.png").string(), black});
+  const nlohmann::json plain_png = read_chart({"png", (work / "plain/loss.png").string(), black});
+  EXPECT_LT(named["pixels"][black].get<int>(), 2 * plain_png["pixels"][black].get<int>())
+      << "plain: " << plain_png.dump();
 }
 
 TEST_F(PlotCommand, WithoutGnuplotItSaysWhichPackageToInstall) {

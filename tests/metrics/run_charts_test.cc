@@ -38,6 +38,12 @@ TEST(RunCharts, AStringEndsOnlyWhereItShouldWhateverTheNameHolds) {
   EXPECT_EQ(gnuplot_string("a\nsystem('x')\r\x1b[2J"), "'a\\nsystem(''x'')\\x0d\\x1b[2J'");
 }
 
+TEST(RunCharts, AChartKeepsWhatItsFontDrawsAndEscapesTheRest) {
+  EXPECT_EQ(gnuplot_string("é ß Ω я … €"), "'é ß Ω я … €'");
+  EXPECT_EQ(gnuplot_string("运行-🚀"), "'\\u8fd0\\u884c-\\U0001f680'");
+  EXPECT_EQ(chart_label("运行-🚀"), "运行-🚀");  // a terminal's report line keeps them
+}
+
 TEST(RunCharts, ALabelKeepsUtf8EscapesWhatIsNotAndKeepsTheEndOfALongName) {
   EXPECT_EQ(chart_label("runs/é-🚀"), "runs/é-🚀");
   EXPECT_EQ(chart_label("bad\xff\xc0\xaf"), "bad\\xff\\xc0\\xaf");  // a stray byte, an overlong '/'
