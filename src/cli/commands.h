@@ -29,6 +29,8 @@ void add_models_command(CLI::App& app, Action& action);
 void add_export_command(CLI::App& app, Action& action);
 void add_predict_command(CLI::App& app, Action& action);
 void add_plot_command(CLI::App& app, Action& action);
+// Also --version on app itself.
+void add_version_command(CLI::App& app, Action& action);
 
 // The command line as main() received it, for the local launcher to pass on to its tasks.
 void set_command_line(int argc, char** argv);

@@ -35,12 +35,15 @@ int main(int argc, char** argv) {
   dtrain::cli::add_export_command(app, action);
   dtrain::cli::add_predict_command(app, action);
   dtrain::cli::add_plot_command(app, action);
+  dtrain::cli::add_version_command(app, action);
   dtrain::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << fmt::format(

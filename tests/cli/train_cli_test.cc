@@ -6,6 +6,8 @@
 #include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
 
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -106,6 +108,44 @@ TEST(TrainCliTest, EvalOfMovingAveragesACheckpointLacksNamesTheFile) {
   ProcessResult raw = run_dtrain({"eval", "--checkpoint", file});
   ASSERT_EQ(raw.exit_code, 0) << raw.err;
   EXPECT_THAT(raw.out, Not(HasSubstr("(moving average)")));
+}
+
+// The version CMakeLists.txt's project() declares, read from the file itself.
+std::string declared_version() {
+  std::ifstream file(std::string(DTRAIN_SOURCE_DIR) + "/CMakeLists.txt");
+  std::stringstream text;
+  text << file.rdbuf();
+  std::smatch match;
+  const std::string cmake = text.str();
+  if (!std::regex_search(cmake, match, std::regex(R"(project\(dtrain VERSION ([0-9.]+))")))
+    return "";
+  return match[1];
+}
+
+// The source's commit as git itself says it; "" where there is no git or no checkout.
+std::string source_commit() {
+  try {
+    ProcessResult head =
+        run_command({"git", "-C", DTRAIN_SOURCE_DIR, "rev-parse", "--short=12", "HEAD"});
+    if (head.exit_code != 0 || head.out.empty()) return "";
+    return head.out.substr(0, head.out.find('\n'));
+  } catch (const std::runtime_error&) {
+    return "";  // git is not installed
+  }
+}
+
+TEST(TrainCliTest, VersionSaysTheProjectVersionAndTheCommitOfTheSource) {
+  const std::string version = declared_version();
+  ASSERT_FALSE(version.empty());
+  const std::string commit = source_commit();
+  const std::string expected =
+      "dtrain " + version + (commit.empty() ? "" : " (commit " + commit + ")") + "\n";
+  for (const char* spelling : {"--version", "version"}) {
+    ProcessResult r = run_dtrain({spelling});
+    EXPECT_EQ(r.exit_code, 0) << spelling << ": " << r.err;
+    EXPECT_EQ(r.out, expected) << spelling;
+    EXPECT_EQ(r.err, "") << spelling;
+  }
 }
 
 struct BadFlag {
