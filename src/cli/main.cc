@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "plan/flag_parser.h"
 
 namespace {
 
@@ -46,9 +47,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << fmt::format(
-        "dtrain: error: {} (see dtrain {} --help)\n", e.what(),
-        app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name());
+    const CLI::App* command = app.get_subcommands().empty() ? &app : app.get_subcommands()[0];
+    std::cerr << fmt::format("dtrain: error: {} (see dtrain {}--help)\n",
+                             dtrain::parse_error_message(*command, e),
+                             command == &app ? "" : command->get_name() + " ");
     return 2;
   }
   try {

@@ -6,11 +6,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <variant>
+#include <vector>
 
 #include "base/error.h"
 #include "plan/data_flags.h"
 #include "plan/flags.h"
+#include "plan/name_suggestion.h"
 
 namespace dtrain {
 namespace {
@@ -26,7 +30,47 @@ CLI::Option* add_field(CLI::App* cmd, const FlagSpec& flag, T& field) {
   return cmd->add_option(name, field, help);
 }
 
+// cmd's flags as typed ("--learning_rate"), but those --help leaves out.
+std::vector<std::string> declared_flags(const CLI::App& cmd) {
+  std::vector<std::string> names;
+  for (const CLI::Option* option : cmd.get_options()) {
+    if (option->get_group().empty()) continue;
+    for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
+  }
+  return names;
+}
+
+std::vector<std::string> declared_subcommands(const CLI::App& cmd) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : cmd.get_subcommands([](const CLI::App*) { return true; }))
+    names.push_back(sub->get_name());
+  return names;
+}
+
+std::string did_you_mean(const std::optional<std::string>& suggestion) {
+  return suggestion ? fmt::format("; did you mean {}?", *suggestion) : "";
+}
+
 }  // namespace
+
+std::string parse_error_message(const CLI::App& cmd, const CLI::ParseError& error) {
+  const std::vector<std::string> extras = cmd.remaining();
+  // A word first where a command was due: the command, mistyped ("dtrain trian --model ...").
+  const std::vector<std::string> commands = declared_subcommands(cmd);
+  if (!extras.empty() && !extras.front().starts_with("-") && !commands.empty() &&
+      cmd.get_subcommands().empty()) {
+    return fmt::format("{}: no such command{}", extras.front(),
+                       did_you_mean(closest_name(extras.front(), commands)));
+  }
+  const auto flag = std::find_if(extras.begin(), extras.end(),
+                                 [](const std::string& arg) { return arg.starts_with("-"); });
+  if (flag != extras.end()) {
+    const std::string name = flag->substr(0, flag->find('='));
+    return fmt::format("{}: no such flag{}", name,
+                       did_you_mean(closest_name(name, declared_flags(cmd))));
+  }
+  return error.what();
+}
 
 void add_flag_options(CLI::App* cmd, FlagValues* values) {
   for (const FlagSpec& flag : flag_table()) {
@@ -76,7 +120,7 @@ RunPlan plan_from_arguments(Command command, const std::vector<std::string>& arg
   try {
     app.parse(reversed);
   } catch (const CLI::ParseError& error) {
-    throw UsageError(error.what());
+    throw UsageError(parse_error_message(app, error));
   }
   return make_plan(command, flags, given_flags(app), arguments);
 }

@@ -20,6 +20,12 @@ void add_flag_options(CLI::App* cmd, FlagValues* values);
 // The table's flags given on cmd's command line, each with its value as typed.
 std::map<std::string, std::string, std::less<>> given_flags(const CLI::App& cmd);
 
+// The message for error, thrown while parsing cmd's command line (cmd: a subcommand that was
+// chosen, or the app itself): for a flag or subcommand nobody declared, it names it and, where a
+// declared one is close (plan/name_suggestion.h), asks whether that was meant:
+// "--lr: no such flag; did you mean --learning_rate?". Otherwise CLI11's own words.
+std::string parse_error_message(const CLI::App& cmd, const CLI::ParseError& error);
+
 // The plan of `dtrain <command>` with these arguments ("--batch_size", "50", ...): parsed as the
 // command line is, then make_plan. Throws UsageError naming the flag for an unknown flag, a value
 // that does not parse or is not one of its choices, and whatever make_plan refuses.

@@ -195,8 +195,23 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{{"--strategy", "magic"}, "--strategy"},
         BadFlag{{"--batch_size", "0"}, "--batch_size 0"},
         BadFlag{{"--towers", "2"}, "--strategy towers"},
-        BadFlag{{"--no_such_flag"}, "--no_such_flag"}),
+        BadFlag{{"--no_such_flag"}, "--no_such_flag: no such flag (see dtrain train --help)"},
+        // An unknown flag close to a known one asks whether that was meant.
+        BadFlag{{"--lr", "0.1"}, "--lr: no such flag; did you mean --learning_rate?"},
+        BadFlag{{"--train-steps=5"}, "--train-steps: no such flag; did you mean --train_steps?"},
+        BadFlag{{"--batch-size", "10"}, "did you mean --batch_size?"}),
     flag_case_name);
+
+TEST(TrainCliTest, AMistypedCommandAsksWhetherTheNearestWasMeant) {
+  ProcessResult r = run_dtrain({"trian", "--model", "softmax"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err,
+            "dtrain: error: trian: no such command; did you mean train? (see dtrain --help)\n");
+  // Eval's own flags are the ones it suggests from.
+  ProcessResult eval = run_dtrain({"eval", "--checkpiont", "x"});
+  EXPECT_EQ(eval.exit_code, 2) << eval.err;
+  EXPECT_THAT(eval.err, HasSubstr("--checkpiont: no such flag; did you mean --checkpoint?"));
+}
 
 }  // namespace
 }  // namespace dtrain::testing
