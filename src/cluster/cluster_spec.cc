@@ -19,6 +19,7 @@
 #include <unordered_map>
 
 #include "base/error.h"
+#include "base/json_error.h"
 
 namespace dtrain {
 namespace {
@@ -201,12 +202,8 @@ json parse_json(std::string_view text, std::string_view source) {
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    // Not only parse_error: a number too large for a double ("1e999") is an out_of_range. e.what()
-    // is "[json.exception.parse_error.101] parse error at line 1, column 12: ..."; the bracketed id
-    // means nothing to a user.
-    std::string_view what = e.what();
-    if (size_t pos = what.find("] "); pos != std::string_view::npos) what.remove_prefix(pos + 2);
-    throw UsageError(fmt::format("{}: not valid JSON: {}", source, what));
+    // Not only parse_error: a number too large for a double ("1e999") is an out_of_range.
+    throw UsageError(fmt::format("{}: not valid JSON: {}", source, describe_json_error(text, e)));
   }
 }
 

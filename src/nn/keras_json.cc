@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "base/json_depth.h"
+#include "base/json_error.h"
 #include "nn/keras_options.h"
 
 namespace dtrain {
@@ -206,11 +207,16 @@ const std::vector<KerasPreset>& keras_presets() {
 ModelSpec read_keras_json(std::string_view text, const std::string& source_name) {
   // Before parsing: every later copy, comparison and message of a value recurses once per level.
   if (const std::optional<size_t> at = find_json_nesting_beyond(text, kMaxJsonNesting)) {
-    throw UsageError(fmt::format("{}: byte {}: arrays and objects nest deeper than {} levels",
-                                 source_name, *at, kMaxJsonNesting));
+    throw UsageError(fmt::format("{}: {}: arrays and objects nest deeper than {} levels",
+                                 source_name, describe_position(text, *at), kMaxJsonNesting));
   }
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) throw UsageError(fmt::format("{}: is not valid JSON", source_name));
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {
+    throw UsageError(
+        fmt::format("{}: not valid JSON: {}", source_name, describe_json_error(text, e)));
+  }
   return read_keras_json(doc, source_name);
 }
 

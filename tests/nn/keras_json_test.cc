@@ -4,6 +4,7 @@
 #include "nn/keras_json.h"
 
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -576,6 +577,42 @@ std::string sequential_of_nested_arrays(int depth) {
          std::string(depth, ']') + "}";
 }
 
+// A syntax error is named by its line and column in the file, where an editor finds it.
+TEST(KerasJson, InvalidJsonIsNamedByItsLineAndColumn) {
+  using ::testing::HasSubstr;
+  using ::testing::Not;
+  const std::string text =
+      "{\"class_name\": \"Sequential\",\n"
+      "  \"config\": {\"layers\": [\n"
+      "    {\"class_name\": \"Dense\", \"config\": {\"units\": 10,}}\n"
+      "  ]}}\n";
+  // The '}' after "10," where a key should be.
+  const size_t line_start = text.find("    {");
+  const size_t column = text.find(",}") + 1 - line_start + 1;
+  try {
+    read_keras_json(text, "bad.json");
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(),
+                HasSubstr(fmt::format("bad.json: not valid JSON: line 3, column {}: ", column)));
+    EXPECT_THAT(e.what(), HasSubstr("unexpected '}'"));
+    EXPECT_THAT(e.what(), Not(HasSubstr("json.exception")));
+  }
+}
+
+// A column counts characters: "é" is two bytes of UTF-8 and one column.
+TEST(KerasJson, AColumnCountsCharactersNotBytes) {
+  using ::testing::HasSubstr;
+  const std::string text = "{\"name\": \"\xc3\xa9\", ]";
+  try {
+    read_keras_json(text, "utf8.json");
+    FAIL();
+  } catch (const UsageError& e) {
+    // {"name": "é", ] -- the ']' is the 15th character and the 16th byte.
+    EXPECT_THAT(e.what(), HasSubstr("utf8.json: not valid JSON: line 1, column 15: "));
+  }
+}
+
 TEST(KerasJson, TextNestedDeeperThanTheLimitIsRefusedBeforeParsing) {
   const std::string deep = sequential_of_nested_arrays(1'000'000);
   try {
@@ -584,8 +621,9 @@ TEST(KerasJson, TextNestedDeeperThanTheLimitIsRefusedBeforeParsing) {
   } catch (const UsageError& e) {
     // The object around the arrays is the first level, so the 64th '[' passes the limit.
     EXPECT_EQ(std::string(e.what()),
-              fmt::format("deep.json: byte {}: arrays and objects nest deeper than {} levels",
-                          deep.find('[') + kMaxJsonNesting - 1, kMaxJsonNesting));
+              fmt::format("deep.json: line 1, column {}: arrays and objects nest deeper than {} "
+                          "levels",
+                          deep.find('[') + kMaxJsonNesting, kMaxJsonNesting));
   }
   const std::string shallow = sequential_of_nested_arrays(kMaxJsonNesting - 1);
   EXPECT_THROW(read_keras_json(shallow, "shallow.json"), UsageError);  // parsed, then refused
