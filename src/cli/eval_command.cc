@@ -19,7 +19,7 @@ void add_weights_flags(CLI::App* cmd, const std::shared_ptr<CheckpointWeights>& 
       verb + " the moving-average weights (default: whichever the training run evaluated)");
   cmd->add_flag_callback(
          "--raw_weights", [weights] { *weights = CheckpointWeights::kRaw; },
-         verb + " the raw weights, not their moving average")
+         verb + " the raw weights, not their moving average (not with --moving_average)")
       ->excludes(average_flag);
 }
 

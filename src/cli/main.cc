@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/help_format.h"
 #include "plan/flag_parser.h"
 
 namespace {
@@ -26,6 +28,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "dtrain: distributed neural-network training (parameter servers, all-reduce, towers)"};
   app.require_subcommand(1);
+  app.formatter(std::make_shared<dtrain::cli::HelpFormatter>());
   dtrain::cli::Action action;
   dtrain::cli::add_train_command(app, action);
   dtrain::cli::add_eval_command(app, action);

@@ -75,7 +75,11 @@ std::string parse_error_message(const CLI::App& cmd, const CLI::ParseError& erro
 void add_flag_options(CLI::App* cmd, FlagValues* values) {
   for (const FlagSpec& flag : flag_table()) {
     if (std::holds_alternative<std::monostate>(flag.field)) {
+      // The data flags, declared together, go under their row's heading together.
+      const size_t before = cmd->get_options().size();
       add_data_option_flags(cmd, &values->data_options);
+      const std::vector<CLI::Option*> options = cmd->get_options();
+      for (size_t i = before; i < options.size(); ++i) options[i]->group(std::string(flag.topic));
       continue;
     }
     CLI::Option* option = std::visit(
@@ -92,7 +96,7 @@ void add_flag_options(CLI::App* cmd, FlagValues* values) {
       option->check(
           CLI::IsMember(std::vector<std::string>(flag.choices.begin(), flag.choices.end())));
     if (flag.delimiter != 0) option->delimiter(flag.delimiter);
-    if (flag.hidden) option->group("");
+    option->group(flag.hidden ? std::string() : std::string(flag.topic));
   }
 }
 

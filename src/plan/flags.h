@@ -66,7 +66,8 @@ nlohmann::json recorded_member(const TrainConfig& config) {
 }
 
 struct FlagSpec {
-  std::string_view name{};  // "--fusion_bytes"
+  std::string_view name{};   // "--fusion_bytes"
+  std::string_view topic{};  // --help's heading over it, one of help_topics(); none when hidden
   FlagField field{};
   std::string_view help{};
   // A model's JSON may default it, under its name without "--" (plan/recipes.h):
@@ -94,6 +95,9 @@ struct FlagSpec {
 
 // Every flag, in --help's order.
 std::span<const FlagSpec> flag_table();
+// --help's headings, in its order: what the model is, the data, the training, ... Every row that
+// --help shows names one.
+std::span<const std::string_view> help_topics();
 // The row of `name`; nullptr when there is none.
 const FlagSpec* find_flag(std::string_view name);
 

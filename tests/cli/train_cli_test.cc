@@ -5,10 +5,13 @@
 
 #include <cctype>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
+#include <variant>
 
+#include "plan/flags.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 
@@ -146,6 +149,56 @@ TEST(TrainCliTest, VersionSaysTheProjectVersionAndTheCommitOfTheSource) {
     EXPECT_EQ(r.out, expected) << spelling;
     EXPECT_EQ(r.err, "") << spelling;
   }
+}
+
+// --help's flags, each with the headings it appears under: a heading is an unindented line ending
+// in ':', a flag a line "  --name ...".
+std::map<std::string, std::vector<std::string>> help_headings(const std::string& help) {
+  std::map<std::string, std::vector<std::string>> headings;
+  std::string heading;
+  std::istringstream lines(help);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.front() != ' ' && line.back() == ':') {
+      heading = line.substr(0, line.size() - 1);
+    } else if (line.starts_with("  --")) {
+      headings[line.substr(2, line.find(' ', 2) - 2)].push_back(heading);
+    }
+  }
+  return headings;
+}
+
+TEST(TrainCliTest, HelpShowsEveryFlagOnceUnderItsTopicWithoutCli11Internals) {
+  const std::vector<std::string> data_flags = {"--data_format",   "--compression",
+                                               "--image_feature", "--label_feature",
+                                               "--label_column",  "--feature_scale"};
+  for (const char* command : {"train", "task"}) {
+    ProcessResult r = run_dtrain({command, "--help"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char* internal : {"ENUM:", "{false}", "Excludes:", "->", " OR "})
+      EXPECT_THAT(r.out, Not(HasSubstr(internal))) << command;
+    const auto headings = help_headings(r.out);
+    for (const FlagSpec& flag : flag_table()) {
+      const std::string name(flag.name);
+      if (flag.hidden) {
+        EXPECT_EQ(headings.count(name), 0u) << name;
+        continue;
+      }
+      const bool data = std::holds_alternative<std::monostate>(flag.field);
+      for (const std::string& shown : data ? data_flags : std::vector<std::string>{name}) {
+        ASSERT_EQ(headings.count(shown), 1u) << command << " --help lacks " << shown;
+        EXPECT_EQ(headings.at(shown), std::vector<std::string>{std::string(flag.topic)})
+            << command << " " << shown;
+      }
+    }
+  }
+}
+
+TEST(TrainCliTest, EvalHelpSaysWhichFlagsExcludeEachOtherInWords) {
+  ProcessResult r = run_dtrain({"eval", "--help"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("(not with --moving_average)"));
+  for (const char* internal : {"ENUM:", "{false}", "Excludes:", "->", " OR "})
+    EXPECT_THAT(r.out, Not(HasSubstr(internal)));
 }
 
 struct BadFlag {

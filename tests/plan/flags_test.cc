@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "base/error.h"
@@ -32,6 +33,23 @@ std::string usage_error_of(F&& f) {
 std::string refusal_under(StrategyKind strategy, const std::vector<std::string>& args) {
   const RunPlan plan = plan_of(args);
   return usage_error_of([&] { refuse_flags_foreign_to(plan, strategy); });
+}
+
+TEST(FlagTable, EachRowThatHelpShowsHasOneOfItsTopicsAndHiddenOnesNone) {
+  const std::span<const std::string_view> topics = help_topics();
+  for (const FlagSpec& flag : flag_table()) {
+    if (flag.hidden) {
+      EXPECT_TRUE(flag.topic.empty()) << flag.name;
+    } else {
+      EXPECT_NE(std::find(topics.begin(), topics.end(), flag.topic), topics.end()) << flag.name;
+    }
+  }
+  // Every heading heads something.
+  for (const std::string_view topic : topics) {
+    EXPECT_TRUE(std::any_of(flag_table().begin(), flag_table().end(), [&](const FlagSpec& flag) {
+      return flag.topic == topic;
+    })) << topic;
+  }
 }
 
 TEST(FlagTable, EachFlagHasOneRowAndItsOwnField) {
