@@ -61,6 +61,7 @@ struct FlagValues {
   bool eval_each_epoch = false;
   bool progress = true;
   bool progress_through_launcher = false;
+  bool local_task = false;  // started by the local launcher, which has said what it decided
   std::vector<int64_t> inject_nonfinite_at;
   int step_delay_ms = 0;
   std::string record_examples;

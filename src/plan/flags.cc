@@ -337,6 +337,9 @@ std::vector<FlagSpec> make_table() {
        .field = &F::progress_through_launcher,
        .is_switch = true,
        .hidden = true},
+      // The local launcher's word to its tasks: it has said where each runs, settled --train_dir's
+      // checkpoint for them and judged --threads, so they say none of that again.
+      {.name = "--local_task", .field = &F::local_task, .is_switch = true, .hidden = true},
       {.name = "--inject_nonfinite_at",
        .topic = kFaultInjection,
        .field = &F::inject_nonfinite_at,

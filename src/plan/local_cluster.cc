@@ -66,7 +66,7 @@ int launch_local_cluster(const RunPlan& plan, const RunEnvironment& environment,
   const std::string ps_hosts = hosts(0, ps);
   const std::string worker_hosts = hosts(ps, f.workers);
   // The user's flags, less those that choose the launch, go to every task.
-  std::vector<std::string> common = {"task"};
+  std::vector<std::string> common = {"task", "--local_task"};
   for (std::string& arg : task_arguments(plan.arguments)) common.push_back(std::move(arg));
   // This process settled --train_dir's checkpoint once for the cluster; a task restarted later
   // must resume from what the run saved since, never wipe it again.

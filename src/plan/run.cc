@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "base/cpu.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "cluster/bind_address.h"
@@ -357,6 +358,24 @@ JoiningWorker joining_async_worker(const RunPlan& plan, const RunEnvironment& en
   return joiner;
 }
 
+// --threads given above the cores this process may use, said once, by whoever decided it: the run
+// itself, the local launcher for all its workers (its tasks then say nothing), or a task started by
+// hand. Not an error: the products are split as asked, and the threads take turns on the cores.
+void say_threads_beyond_cores(const RunPlan& plan, int workers, const std::string& who,
+                              std::ostream& out) {
+  if (!plan.has("--threads") || plan.flags.local_task) return;
+  const int cores = available_cores();
+  const int threads = plan.config.threads * workers;
+  if (threads <= cores) return;
+  fmt::print(out,
+             "{}: --threads {}{} is more than the {} core(s) this process may use: each matrix "
+             "product is split {} ways as asked, and the {} threads take turns on the cores\n",
+             who, plan.config.threads,
+             workers > 1 ? fmt::format(" for each of {} workers", workers) : "", cores,
+             plan.config.threads, threads);
+  out << std::flush;
+}
+
 // This process is one task of a cluster: its flags, TF_CONFIG, a --cluster file or a launcher's
 // ranks (`launched`) say where, `source` which.
 int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, bool launched,
@@ -395,10 +414,13 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
           "the checkpoints it should recover from; empty the --train_dir before starting the "
           "cluster instead (dtrain train --overwrite does that for a cluster on this machine)");
     }
-    settle_checkpoint(config, plan.resume, name, out);
+    const bool settled = plan.flags.local_task && plan.resume == ResumeMode::kResume;
+    settle_checkpoint(config, settled ? ResumeMode::kLauncherSettled : plan.resume, name, out);
   }
-  // Its first line says where its place came from (a launcher's ranks have said so already).
-  std::string place = launched
+  say_threads_beyond_cores(plan, 1, name, out);
+  // Its first line says where its place came from (a launcher's ranks, and the local launcher
+  // for its tasks, have said so already).
+  std::string place = launched || plan.flags.local_task
                           ? ""
                           : fmt::format("{}: {} of {}, from {}\n", name, cluster.task.to_string(),
                                         cluster.cluster.to_string(), source);
@@ -505,9 +527,11 @@ int run_plan(const RunPlan& plan, const RunEnvironment& environment, std::ostrea
       expand_data_paths(config.test_data);
     }
     if (!config.train_dir.empty()) settle_checkpoint(config, plan.resume, "dtrain train", out);
+    say_threads_beyond_cores(plan, plan.flags.workers, "dtrain train", out);
     return launch_local_cluster(plan, environment, out);
   }
   if (!config.train_dir.empty()) settle_checkpoint(config, plan.resume, "dtrain train", out);
+  say_threads_beyond_cores(plan, 1, "dtrain train", out);
   const std::shared_ptr<const StopRequest> stop =
       handle_signals(environment, config, "dtrain train");
   config.stop = stop.get();

@@ -105,6 +105,7 @@ void settle_checkpoint(const TrainConfig& config, ResumeMode mode, const std::st
     out << std::flush;
     return;
   }
+  const bool resume = mode == ResumeMode::kResume || mode == ResumeMode::kLauncherSettled;
   const std::optional<FoundCheckpoint> found = find_checkpoint(config);
   if (!found) {
     if (mode == ResumeMode::kResume) {
@@ -115,7 +116,7 @@ void settle_checkpoint(const TrainConfig& config, ResumeMode mode, const std::st
   }
   const bool resumable = std::all_of(found->changes.begin(), found->changes.end(),
                                      [](const SettingChange& c) { return c.resumable; });
-  if (!found->changes.empty() && (mode != ResumeMode::kResume || !resumable)) {
+  if (!found->changes.empty() && (!resume || !resumable)) {
     throw UsageError(fmt::format(
         "--train_dir {}: holds a checkpoint of step {} trained with other settings: {}; {}",
         config.train_dir.string(), found->step, describe_changes(found->changes),
@@ -126,7 +127,7 @@ void settle_checkpoint(const TrainConfig& config, ResumeMode mode, const std::st
   }
   // A task its launcher told to resume says so only when something changed: the restore line
   // follows anyway.
-  if (mode == ResumeMode::kResume && found->changes.empty()) return;
+  if (resume && found->changes.empty()) return;
   fmt::print(out, "{}: found {} (global step {}): resuming from it{}\n", who, found->path.string(),
              found->step,
              found->changes.empty()

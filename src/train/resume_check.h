@@ -36,7 +36,10 @@ std::optional<FoundCheckpoint> find_checkpoint(const TrainConfig& config);
 // "--learning_rate 0.5 (now 0.1), --batch_size 100 (now 50)".
 std::string describe_changes(const std::vector<SettingChange>& changes);
 
-enum class ResumeMode { kDefault, kResume, kOverwrite };
+// kLauncherSettled: as kResume, in a task whose launcher has settled the checkpoint for the whole
+// cluster and passed --resume on, so that a task restarted later goes on from what the run saved
+// since: without a checkpoint it says nothing (the user gave no --resume to this task).
+enum class ResumeMode { kDefault, kResume, kOverwrite, kLauncherSettled };
 
 // Applies the rule above and says what it does on `out`: resumes (printing where from), refuses
 // with a UsageError naming the changed flags, or, for kOverwrite, deletes the checkpoints (those in

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <variant>
 
+#include "base/cpu.h"
 #include "plan/flags.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -199,6 +200,47 @@ TEST(TrainCliTest, EvalHelpSaysWhichFlagsExcludeEachOtherInWords) {
   EXPECT_THAT(r.out, HasSubstr("(not with --moving_average)"));
   for (const char* internal : {"ENUM:", "{false}", "Excludes:", "->", " OR "})
     EXPECT_THAT(r.out, Not(HasSubstr(internal)));
+}
+
+TEST(TrainCliTest, ThreadsBeyondTheCoresAreSaidOnce) {
+  const std::string threads = std::to_string(available_cores() + 1);
+  ProcessResult r = run_dtrain({"train", "--model", "softmax", "--train_steps", "2", "--threads",
+                                threads, "--log_every", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_lines_containing(r.out, "--threads " + threads + " is more than the "), 1)
+      << r.out;
+  // Within the cores: not a word.
+  ProcessResult within = run_dtrain(
+      {"train", "--model", "softmax", "--train_steps", "2", "--threads", "1", "--log_every", "0"});
+  ASSERT_EQ(within.exit_code, 0) << within.err;
+  EXPECT_THAT(within.out, Not(HasSubstr("is more than the")));
+}
+
+// The local launcher's tasks say nothing of what the launcher decided for them: their places
+// (the launcher names every task's), a --resume the user never gave, or --threads beyond the
+// cores (the launcher says it once, for all the workers).
+TEST(TrainCliTest, ALocalClustersTasksSayNothingTheUserDidNotAskAbout) {
+  TempDir dir;
+  const std::string threads = std::to_string(available_cores());
+  ProcessResult r = run_dtrain({"train", "--model", "softmax", "--strategy", "async", "--ps", "1",
+                                "--workers", "2", "--train_steps", "4", "--threads", threads,
+                                "--train_dir", dir.path().string(), "--log_every", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string all = r.out + r.err;
+  EXPECT_THAT(all, Not(HasSubstr("--resume"))) << all;
+  EXPECT_THAT(all, Not(HasSubstr("--ps_hosts"))) << all;
+  EXPECT_THAT(all, Not(HasSubstr("--worker_hosts"))) << all;
+  EXPECT_EQ(count_lines_containing(all, "--threads " + threads + " for each of 2 workers is more"),
+            1)
+      << all;
+  // Said where the user did give --resume, once, by the launcher.
+  TempDir fresh;
+  ProcessResult resumed =
+      run_dtrain({"train", "--model", "softmax", "--strategy", "async", "--train_steps", "4",
+                  "--train_dir", fresh.path().string(), "--resume", "--log_every", "0"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(count_lines_containing(resumed.out + resumed.err, "--resume: no checkpoint"), 1)
+      << resumed.out << resumed.err;
 }
 
 struct BadFlag {
