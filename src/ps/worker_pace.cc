@@ -20,8 +20,9 @@ void WorkerPace::pushed(int worker, Clock::time_point now, Clock::time_point sin
   std::lock_guard lock(mutex_);
   const Clock::time_point last = std::exchange(last_[w], now);
   if (last == Clock::time_point{}) return;
-  // A sync step applied before this worker's last push was not the one it waited for.
-  const Clock::time_point began = since > last ? since : last;
+  // A sync step applied before this worker's last push was not the one it waited for; one applied
+  // after this push was stamped (a backup worker's gradient, late for it) took none of its time.
+  const Clock::time_point began = std::min(since > last ? since : last, now);
   const double seconds = std::chrono::duration<double>(now - began).count();
   totals_[w].seconds += seconds;
   ++totals_[w].steps;
@@ -53,6 +54,23 @@ void WorkerPace::end_round() {
 std::vector<WorkerPace::Totals> WorkerPace::totals() const {
   std::lock_guard lock(mutex_);
   return totals_;
+}
+
+std::string mean_step_times_ms(std::span<const WorkerPace::Totals> now,
+                               std::span<const WorkerPace::Totals> before) {
+  std::string line;
+  for (size_t w = 0; w < now.size(); ++w) {
+    WorkerPace::Totals since = now[w];
+    if (w < before.size() && before[w].steps <= now[w].steps) {
+      since.steps -= before[w].steps;
+      since.seconds -= before[w].seconds;
+    }
+    if (since.steps == 0) continue;  // a worker that has not pushed since (or ever)
+    // Rounding of the running sums can leave a hair below zero: "-0.00" says nothing true.
+    const double ms = std::max(0.0, since.seconds / since.steps * 1e3);
+    line += fmt::format("{} worker{} {:.2f}", line.empty() ? "" : ",", w, ms);
+  }
+  return line;
 }
 
 }  // namespace dtrain

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,5 +52,12 @@ class WorkerPace {
   std::vector<int> workers_;             // guarded by mutex_: whose times_ they are
   StragglerWatch stragglers_{"its own part of a step, as ps0 sees it"};
 };
+
+// The progress line's part for each worker between two readings of the totals, `before` and
+// `now`: " worker0 1.20, worker1 11.40", each worker's mean own step time in ms since `before`,
+// never negative; a worker with no step since is left out, and one whose totals went back (ps0
+// restarted and counts afresh) counts from zero. "" when no worker stepped.
+std::string mean_step_times_ms(std::span<const WorkerPace::Totals> now,
+                               std::span<const WorkerPace::Totals> before);
 
 }  // namespace dtrain

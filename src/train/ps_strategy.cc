@@ -176,16 +176,11 @@ std::vector<std::pair<std::string, double>> PsStrategy::run_scalars() {
 // Every worker's mean own step time since the chief's last line, as ps0 saw it (ps/worker_pace.h).
 std::vector<std::string> PsStrategy::progress_lines() {
   if (!chief_) return {};
-  const std::vector<ps_protocol::DoneReply::WorkerSteps> paces = client_->counters().worker_steps;
-  paces_seen_.resize(paces.size());
-  std::string line;
-  for (size_t w = 0; w < paces.size(); ++w) {
-    const uint32_t steps = paces[w].steps - paces_seen_[w].steps;
-    if (steps == 0) continue;  // a worker that has not pushed since (or ever): nothing to say
-    line += fmt::format("{} worker{} {:.2f}", line.empty() ? "" : ",", w,
-                        (paces[w].seconds - paces_seen_[w].seconds) / steps * 1e3);
-  }
-  paces_seen_ = paces;
+  std::vector<WorkerPace::Totals> paces;
+  for (const ps_protocol::DoneReply::WorkerSteps& pace : client_->counters().worker_steps)
+    paces.push_back({.seconds = pace.seconds, .steps = pace.steps});
+  const std::string line = mean_step_times_ms(paces, paces_seen_);
+  paces_seen_ = std::move(paces);
   if (line.empty()) return {};
   return {"own step time at ps0 (ms, mean since the last line):" + line};
 }

@@ -12,6 +12,7 @@
 #include "ps/partition.h"
 #include "ps/ps_client.h"
 #include "ps/ps_protocol.h"
+#include "ps/worker_pace.h"
 #include "train/ps_cluster_config.h"
 #include "train/strategy.h"
 #include "train/train_config.h"
@@ -128,7 +129,7 @@ class PsStrategy final : public Strategy {
   std::vector<std::pair<int64_t, double>> worker_counts_;  // not yet taken
   StepPhases phases_;
   // ps0's totals of each worker's steps at the chief's last progress line.
-  std::vector<ps_protocol::DoneReply::WorkerSteps> paces_seen_;
+  std::vector<WorkerPace::Totals> paces_seen_;
 };
 
 }  // namespace dtrain
