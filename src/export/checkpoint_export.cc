@@ -16,6 +16,14 @@ std::string shape_text(const Shape& shape) {
   return text + "]";
 }
 
+// What the graph's output is: a binary head keeps its sigmoid (export/onnx_graph.h).
+bool outputs_probability(const OnnxGraph& graph) { return graph.output.name == "probability"; }
+
+std::string output_meaning(const OnnxGraph& graph) {
+  return outputs_probability(graph) ? "the probability of class 1, from the head's sigmoid"
+                                    : "logits; softmax gives the class probabilities";
+}
+
 OnnxModelInfo model_info(const CheckpointModel& loaded, const OnnxGraph& graph,
                          const std::optional<FeatureScale>& scale) {
   const Checkpoint& ckpt = loaded.checkpoint;
@@ -37,9 +45,9 @@ OnnxModelInfo model_info(const CheckpointModel& loaded, const OnnxGraph& graph,
   OnnxModelInfo info;
   info.doc_string = fmt::format(
       "dtrain model {} at global step {} ({} weights). Input {}: {}, images NHWC as Keras has "
-      "them. Output {}: logits; softmax gives the class probabilities.",
+      "them. Output {}: {}.",
       ckpt.model, ckpt.global_step, loaded.moving_average ? "moving-average" : "raw",
-      shape_text(graph.input.shape), input, shape_text(graph.output.shape));
+      shape_text(graph.input.shape), input, shape_text(graph.output.shape), output_meaning(graph));
   info.metadata = {
       {"dtrain_model", ckpt.model},
       {"global_step", std::to_string(ckpt.global_step)},
@@ -64,10 +72,11 @@ std::string export_onnx(const CheckpointModel& loaded, const std::filesystem::pa
   const OnnxGraph graph = build_onnx_graph(loaded.spec, loaded.params, scale);
   write_onnx_model(output, graph, model_info(loaded, graph, scale));
   return fmt::format(
-      "wrote {}: model {} at global step {}{}, input {} -> logits {}, {} nodes, opset {}",
+      "wrote {}: model {} at global step {}{}, input {} -> {} {}, {} nodes, opset {}",
       output.string(), loaded.checkpoint.model, loaded.checkpoint.global_step,
       loaded.moving_average ? " (moving average)" : "", shape_text(graph.input.shape),
-      shape_text(graph.output.shape), graph.nodes.size(), kOnnxOpset);
+      outputs_probability(graph) ? "probability" : "logits", shape_text(graph.output.shape),
+      graph.nodes.size(), kOnnxOpset);
 }
 
 }  // namespace dtrain

@@ -144,5 +144,32 @@ TEST(UserData, PredictReadsFeaturesWithoutALabelColumnAndPrintsNoLabelOrAccuracy
               AllOf(HasSubstr("30 records"), HasSubstr("no labels"), Not(HasSubstr("accuracy"))));
 }
 
+// A binary head (Dense(1, sigmoid)) exports with its sigmoid, and the export says so: its output is
+// the probability, not logits.
+TEST(UserData, TheExportOfASigmoidHeadSaysItOutputsTheProbability) {
+  TempDir work;
+  std::filesystem::create_directories(work / "data");
+  std::string rows = "label,f0,f1,f2,f3\n";
+  for (int i = 0; i < 40; ++i) rows += fmt::format("{},{},{},7,0\n", i % 2, 40 + 150 * (i % 2), i);
+  write_bytes(work / "data" / "train.csv", rows);
+  write_bytes(work / "data" / "test.csv", rows);
+  write_bytes(work / "data" / "model.json", R"({"class_name": "Sequential", "config": {"name":
+    "binary", "layers": [{"class_name": "InputLayer", "config": {"batch_input_shape": [null, 4],
+    "name": "in"}}, {"class_name": "Dense", "config": {"name": "out", "units": 1,
+    "activation": "sigmoid"}}]}})");
+  const ProcessResult trained =
+      run_dtrain_in(work / "data", {"train", "--model", "model.json", "--train_data", "train.csv",
+                                    "--test_data", "test.csv", "--feature_scale", "1/255",
+                                    "--train_steps", "5", "--batch_size", "10", "--log_every", "0",
+                                    "--threads", "1", "--train_dir", (work / "run").string()});
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  const std::string model = (work / "model.onnx").string();
+  const ProcessResult exported =
+      run_dtrain({"export", "--checkpoint", (work / "run").string(), "--output", model});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_THAT(exported.out, HasSubstr("input [batch,4] -> probability [batch,1]"));
+  EXPECT_THAT(exported.out, Not(HasSubstr("logits")));
+}
+
 }  // namespace
 }  // namespace dtrain::testing
