@@ -58,10 +58,11 @@ void PsClient::reconnect(Lane& lane, const std::string& why,
   const bool restarted = lane.instance != instance_before;
   const int64_t back_to = restarted && lane.restored_step >= 0 ? lane.restored_step : step;
   if (back_to < before) {
+    const int64_t lost = before - back_to;
     report(fmt::format(
-        "ps{} is back after {:.1f} s, restored at global step {}: the {} steps after that are "
+        "ps{} is back after {:.1f} s, restored at global step {}: the {} step{} after that {} "
         "lost",
-        lane.ps, seconds, back_to, before - back_to));
+        lane.ps, seconds, back_to, lost, lost == 1 ? "" : "s", lost == 1 ? "is" : "are"));
   } else {
     report(fmt::format("reconnected to ps{} after {:.1f} s", lane.ps, seconds));
   }

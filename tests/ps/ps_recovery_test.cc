@@ -161,8 +161,8 @@ TEST(PsRecovery, APsThatCameBackEmptyIsReseededFromTheChiefsCopyWhileTheOthersWa
                                  "lost")));
   EXPECT_EQ(chief.global_step(), 4);
   // The other worker lost its own step 4: the ps went back to step 3.
-  EXPECT_THAT(other_lines, Contains(HasSubstr("restored at global step 3: the 1 steps after that "
-                                              "are lost")));
+  EXPECT_THAT(other_lines, Contains(HasSubstr("restored at global step 3: the 1 step after that "
+                                              "is lost")));
   // What the chief pushed at step 4 went onto its copy: 0.5 - 4 x 0.1 by SGD.
   for (size_t v = 0; v < chief_params.count(); ++v) {
     for (const float value : chief_params.values(v)) ASSERT_FLOAT_EQ(value, 0.1f) << v;
