@@ -5,14 +5,12 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <optional>
 #include <thread>
 
 #include "base/error.h"
-#include "base/resident_memory.h"
 #include "ckpt/checkpoint_manager.h"
 #include "metrics/log_cadence.h"
 #include "metrics/metrics_endpoint.h"
@@ -23,6 +21,8 @@
 #include "optim/lr_schedule.h"
 #include "tensor/blas.h"
 #include "train/examples_record.h"
+#include "train/histogram_snapshots.h"
+#include "train/run_report.h"
 #include "train/run_steering.h"
 #include "train/run_table.h"
 
@@ -156,10 +156,7 @@ class TrainingLoop {
                            .prefix = prefix()});
   }
 
-  // "worker=1: " for a worker of a cluster, nothing for a local run.
-  std::string prefix() const {
-    return place_.distributed ? fmt::format("worker={}: ", place_.name_index()) : std::string();
-  }
+  std::string prefix() const { return line_prefix(place_); }
   // How restore lines name this process.
   std::string who() const {
     return place_.distributed ? fmt::format("worker{}", place_.name_index()) : std::string();
@@ -377,28 +374,9 @@ class TrainingLoop {
     return true;
   }
 
-  // Copies taken here, between steps; the sink's thread bins them while training goes on. The
-  // copies go into the previous record's buffers once the sink is done with them, so a summary
-  // step costs a copy and no page faults.
   void write_histograms() {
-    const ParamSet& params = state_.params();
-    const GradSet& grads = state_.grads();
-    if (!histogram_buffers_ || histogram_buffers_.use_count() > 1) {
-      histogram_buffers_ = std::make_shared<std::vector<NamedValues>>();
-      for (size_t i = 0; i < params.count(); ++i)
-        histogram_buffers_->push_back({params.spec(i).name, {}});
-      for (size_t i = 0; i < grads.count(); ++i)
-        histogram_buffers_->push_back({"gradients_on_average/" + grads.spec(i).name, {}});
-    }
-    // Reading a use count of 1 the sink's thread left when it dropped its reference (a release),
-    // then this fence: what that thread did with the buffers happens before the writes below.
-    std::atomic_thread_fence(std::memory_order_acquire);
-    std::vector<NamedValues>& tensors = *histogram_buffers_;
-    for (size_t i = 0; i < params.count(); ++i)
-      tensors[i].values.assign(params.values(i).begin(), params.values(i).end());
-    for (size_t i = 0; i < grads.count(); ++i)
-      tensors[params.count() + i].values.assign(grads.values(i).begin(), grads.values(i).end());
-    run_log_.write({.step = state_.step, .histograms = histogram_buffers_});
+    run_log_.write({.step = state_.step,
+                    .histograms = histograms_taken_.take(state_.params(), state_.grads())});
   }
 
   // An epoch of global steps has passed since the last epoch record: the chief's record of it
@@ -585,7 +563,7 @@ class TrainingLoop {
     }
     run_log_.close();
     worker_log_.close();
-    print_closing_lines(first_step);
+    print_closing_lines(out_, strategy_, run_end(first_step));
     return result_;
   }
 
@@ -598,56 +576,20 @@ class TrainingLoop {
     result_.final_loss = loss_;
     run_log_.close();
     worker_log_.close();
-    if (strategy_.left_job()) {
-      fmt::print(out_, "{}left the job at global step {} after {} steps ({}); the others go on\n",
-                 prefix(), state_.step, local_steps_, signal_name(result_.halt_signal));
-      out_ << std::flush;
-      result_.halt_signal = 0;  // a clean leave, not a failure
-      return result_;
-    }
-    std::string kept;
-    if (checkpoints_) {
-      kept = fmt::format(
-          "; checkpoint of step {} written to {}: a restart with the same "
-          "--train_dir resumes from it",
-          state_.step, c_.train_dir.string());
-    } else if (place_.chief) {
-      kept = "; nothing was saved (no --train_dir): a restart starts over";
-    }
-    fmt::print(out_, "{}stopped by {} at global step {} after {} steps{}\n", prefix(),
-               signal_name(result_.halt_signal), state_.step, local_steps_, kept);
-    out_ << std::flush;
+    const bool left = strategy_.left_job();
+    print_stopped_line(out_, run_end(0), left,
+                       checkpoints_ ? std::optional(c_.train_dir) : std::nullopt);
+    if (left) result_.halt_signal = 0;  // a clean leave, not a failure
     return result_;
   }
 
-  void print_closing_lines(int64_t first_step) {
-    const std::string counters = strategy_.counters();
-    if (place_.distributed) {
-      fmt::print(out_, "worker={}: test accuracy = {:.4f}\n", place_.name_index(),
-                 result_.test_accuracy);
-      fmt::print(out_,
-                 "worker={}: training elapsed time: {:.3f} s ({} local steps, {:.1f} "
-                 "examples/sec{})\n",
-                 place_.name_index(), result_.train_seconds, local_steps_,
-                 result_.examples_per_second, counters.empty() ? "" : "; " + counters);
-      fmt::print(out_, "worker={}: peak resident memory {}\n", place_.name_index(),
-                 format_peak_resident());
-    } else {
-      fmt::print(out_, "test accuracy = {:.4f}\n", result_.test_accuracy);
-      fmt::print(out_, "Training elapsed time: {:.3f} s ({} steps, {:.1f} examples/sec)\n",
-                 result_.train_seconds, local_steps_, result_.examples_per_second);
-      fmt::print(out_, "Peak resident memory: {}\n", format_peak_resident());
-    }
-    strategy_.print_summary(out_, RunFigures{.first_step = first_step,
-                                             .last_step = state_.step,
-                                             .local_steps = local_steps_,
-                                             .train_seconds = result_.train_seconds,
-                                             .batch_size = c_.batch_size,
-                                             .test_accuracy = result_.test_accuracy});
-    // The chief judges the target; a ps worker may end its steps before it hears the verdict.
-    if (place_.chief && c_.target_accuracy && !result_.seconds_to_target)
-      fmt::print(out_, "{}target accuracy {} not reached\n", prefix(), *c_.target_accuracy);
-    out_ << std::flush;
+  RunEnd run_end(int64_t first_step) const {
+    return RunEnd{.place = place_,
+                  .result = &result_,
+                  .first_step = first_step,
+                  .local_steps = local_steps_,
+                  .batch_size = c_.batch_size,
+                  .target_accuracy = c_.target_accuracy};
   }
 
   const TrainConfig& c_;
@@ -674,7 +616,7 @@ class TrainingLoop {
   bool histograms_ = false;         // the chief's, with --summary_steps
 
   int64_t next_histograms_ = 0;
-  std::shared_ptr<std::vector<NamedValues>> histogram_buffers_;
+  HistogramSnapshots histograms_taken_;
   int64_t step_at_last_log_ = 0;
   std::optional<LogCadence> log_cadence_;  // from the first step
 
