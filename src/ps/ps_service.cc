@@ -238,6 +238,8 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
   const auto fingerprint = r.get<uint64_t>();
   const auto worker = r.get<int32_t>();
   if (fingerprint != fingerprint_) {
+    roster_.refused(worker, connection.address(),
+                    "had another model or partition than this ps task");
     throw Error(fmt::format(
         "{} has another model or partition than this ps task (fingerprint {:016x}, ours "
         "{:016x}): start every task with the same --model, --hidden_units, --placement, "

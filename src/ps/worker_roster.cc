@@ -151,6 +151,7 @@ void WorkerRoster::connected(int worker, const std::string& address) {
   std::lock_guard lock(mutex_);
   WorkerState& w = workers_[static_cast<size_t>(worker)];
   w.address = address;
+  w.refusal.reset();
   if ((w.lost_since || w.failure) && !w.away) {
     spdlog::info("ps{}: worker {} is back", options_.ps, worker);
   }
@@ -245,6 +246,8 @@ void WorkerRoster::report_waits() const {
               .count();
       waits.push_back(fmt::format("worker {} (lost from {}; {:.0f} s left)", worker, w.address,
                                   std::max(0.0, left)));
+    } else if (w.refusal) {
+      waits.push_back(fmt::format("worker {} (refused: {})", worker, *w.refusal));
     } else {
       waits.push_back(fmt::format("worker {} (not connected yet)", worker));
     }
@@ -331,6 +334,14 @@ void WorkerRoster::check_absent_workers() {
         "without it",
         options_.ps, worker, timeout_s);
   }
+}
+
+void WorkerRoster::refused(int worker, const std::string& address, std::string why) {
+  std::lock_guard lock(mutex_);
+  if (worker < 0 || static_cast<size_t>(worker) >= workers_.size()) return;
+  WorkerState& w = workers_[static_cast<size_t>(worker)];
+  w.address = address;
+  w.refusal = fmt::format("its hello from {} {}", address, why);
 }
 
 void WorkerRoster::failed(int worker, std::string why) {

@@ -28,6 +28,10 @@ class WorkerRoster {
   // One of its connections ended; with the last one, the worker is lost until it comes back or
   // worker_timeout_ms passes.
   void disconnected(int worker);
+  // Its hello was refused (another model, say), from `address`, for `why`: the waits name that
+  // instead of "not connected yet", until it connects as it should. Out-of-range workers are
+  // ignored (the refusal itself names them).
+  void refused(int worker, const std::string& address, std::string why);
   // It said it failed (kWorkerFailed), with why: given up at once.
   void failed(int worker, std::string why);
   // It reported the end of training.
@@ -63,6 +67,7 @@ class WorkerRoster {
     std::optional<std::chrono::steady_clock::time_point> lost_since;
     std::optional<std::string> failure;  // why it said it failed (kWorkerFailed)
     std::string address;                 // of its last connection
+    std::optional<std::string> refusal;  // why its last hello was refused, until one is taken
     // An elastic job: it is out of the job (since `left`, why), until it connects again.
     bool away = false;
     bool stopping = false;  // said it stops before the end

@@ -248,5 +248,47 @@ TEST(PsRecovery, APsSaysWhichWorkersItStillWaitsForAndForHowLong) {
                   "[0-9]+ s left\\), worker 1 \\(not connected yet\\)$"));
 }
 
+// A worker of another model is refused at its hello; the ps's waits then say so, with where it
+// came from, not that the worker has not connected yet.
+TEST(PsRecovery, AWorkerItRefusedIsNamedAsRefusedInItsWaitsNotAsNotConnectedYet) {
+  StopRequest stop;
+  const auto sink = std::make_shared<StopAtLine>("still waiting for", stop);
+  const auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
+  std::string refusal;
+  {
+    const PartitionMap map = one_ps_map();
+    PsServiceOptions options = service_options(map, 1);
+    options.wait_report_interval_ms = 50;
+    options.stop = &stop;
+    PsService ps(options);
+    const std::vector<ParamSpec> other = {ParamSpec{"w", {16, 12}}, ParamSpec{"b", {12}}};
+    const ParamSet params(other);
+    const PartitionMap other_map =
+        make_partition(params, 1, Placement::kBalanced, 64 * 1024, 1 << 20);
+    PsClientOptions client = client_options(ps.port(), 0, nullptr);
+    client.connection.connect_timeout_ms = 2'000;
+    try {
+      PsClient worker(params, other_map, client);
+    } catch (const Error& error) {
+      refusal = error.what();
+    }
+    auto run = std::async(std::launch::async, [&] { ps.run(); });
+    if (run.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+      stop.request(SIGTERM);
+      run.get();
+      spdlog::set_default_logger(previous);
+      FAIL() << "the ps never said whom it waits for";
+    }
+    run.get();
+  }
+  spdlog::set_default_logger(previous);
+  EXPECT_THAT(refusal, HasSubstr("another model or partition"));
+  EXPECT_THAT(sink->line(), ::testing::ContainsRegex(
+                                "^ps0: still waiting for worker 0 \\(refused: its hello from "
+                                "127\\.0\\.0\\.1:[0-9]+ had another model or partition than "
+                                "this ps task\\)$"));
+}
+
 }  // namespace
 }  // namespace dtrain
