@@ -227,14 +227,17 @@ InProcessResult run_plan_in_process(const RunPlan& plan, const InMemoryData& dat
     check_flags(plan, CheckWhen::kUnderItsStrategies, plan.strategy, plan.flags.workers);
   }
   const TrainingInput input(data.train, data.validation, data.test);
+  RunPlan planned = plan;  // with the global batch its checkpoints record
+  planned.config.global_batch =
+      global_batch_of(plan, plan.strategy, is_distributed(plan.strategy) ? plan.flags.workers : 1);
   switch (plan.strategy) {
     case StrategyKind::kAllreduce:
-      return run_allreduce(plan, input, out);
+      return run_allreduce(planned, input, out);
     case StrategyKind::kAsync:
     case StrategyKind::kSync:
-      return run_ps(plan, plan.strategy, input, out);
+      return run_ps(planned, plan.strategy, input, out);
     default:
-      return run_local(plan, input, out);
+      return run_local(planned, input, out);
   }
 }
 

@@ -16,7 +16,14 @@ namespace dtrain {
 namespace {
 
 // What the flags imply or what several flags make together, recorded whole.
-constexpr std::array<Recorded, 4> kNotFlags = {{
+constexpr std::array<Recorded, 5> kNotFlags = {{
+    // --batch_size × the workers a step averages (train/train_config.h): another worker count
+    // under all-reduce or sync is another recipe, with other steps per epoch. Null when unknown,
+    // and then not compared.
+    {"global_batch",
+     [](const TrainConfig& c) -> nlohmann::json {
+       return c.global_batch > 0 ? nlohmann::json(c.global_batch) : nlohmann::json();
+     }},
     // The model's whole architecture (Keras JSON), so that any checkpoint rebuilds its model. The
     // resume check compares it by itself (train/resume_check.h).
     {"model_spec",
@@ -71,7 +78,13 @@ const SettingsRecord& settings_record() {
       if (flag.recorded.value != nullptr)
         out.push_back({flag.recorded.key, flag.name, flag.recorded.rule});
     }
-    for (const Recorded& recorded : kNotFlags) out.push_back({recorded.key, {}, recorded.rule});
+    for (const Recorded& recorded : kNotFlags) {
+      // The one a user can change between runs, named by the flags that make it.
+      const std::string_view shown = recorded.key == "global_batch"
+                                         ? "the global batch (--batch_size × workers per step)"
+                                         : "";
+      out.push_back({recorded.key, shown, recorded.rule});
+    }
     return out;
   }();
   static const SettingsRecord record{recorded_settings, keys};

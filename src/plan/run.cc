@@ -405,6 +405,12 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
                           launched ? std::span<const std::string_view>(kRendezvousFlags)
                                    : std::span<const std::string_view>());
   check_flags(plan, CheckWhen::kUnderItsStrategies, kind);
+  // An elastic member's cluster is the view it joins, not the job's configured size: its global
+  // batch stays unknown (not compared) rather than wrong.
+  if (plan.flags.min_workers == 0 && member_name.empty() && !claimed) {
+    config.global_batch =
+        global_batch_of(plan, kind, static_cast<int>(training_workers(cluster.cluster).size()));
+  }
   const std::string name =
       member_name.empty() ? fmt::format("{}{}", cluster.task.job, cluster.task.index) : member_name;
   if (!config.train_dir.empty()) {
@@ -526,10 +532,13 @@ int run_plan(const RunPlan& plan, const RunEnvironment& environment, std::ostrea
       expand_data_paths(config.train_data);
       expand_data_paths(config.test_data);
     }
+    if (plan.flags.min_workers == 0)
+      config.global_batch = global_batch_of(plan, plan.strategy, plan.flags.workers);
     if (!config.train_dir.empty()) settle_checkpoint(config, plan.resume, "dtrain train", out);
     say_threads_beyond_cores(plan, plan.flags.workers, "dtrain train", out);
     return launch_local_cluster(plan, environment, out);
   }
+  config.global_batch = global_batch_of(plan, plan.strategy, 1);
   if (!config.train_dir.empty()) settle_checkpoint(config, plan.resume, "dtrain train", out);
   say_threads_beyond_cores(plan, 1, "dtrain train", out);
   const std::shared_ptr<const StopRequest> stop =

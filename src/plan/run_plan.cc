@@ -133,4 +133,17 @@ void validate_train_config(const TrainConfig& config) {
   check_flags(plan, CheckWhen::kAlways, plan.strategy);
 }
 
+int global_batch_of(const RunPlan& plan, StrategyKind kind, int workers) {
+  const int batch = plan.config.batch_size;
+  switch (kind) {
+    case StrategyKind::kAllreduce:
+      return batch * workers;
+    case StrategyKind::kSync:
+      return batch *
+             (plan.flags.replicas_to_aggregate > 0 ? plan.flags.replicas_to_aggregate : workers);
+    default:
+      return batch;
+  }
+}
+
 }  // namespace dtrain

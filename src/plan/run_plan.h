@@ -42,6 +42,11 @@ RunPlan make_plan(Command command, const FlagValues& flags,
                   std::map<std::string, std::string, std::less<>> given,
                   std::vector<std::string> arguments = {});
 
+// The examples one global step trains on under `kind` with `workers` training workers
+// (TrainConfig::global_batch): --batch_size times every worker under allreduce, times
+// --replicas_to_aggregate (0: every worker) under sync, and one batch otherwise.
+int global_batch_of(const RunPlan& plan, StrategyKind kind, int workers);
+
 // The checks of plan/flags.h that hold under any strategy, on these settings alone. Throws
 // UsageError naming the first flag out of range.
 void validate_train_config(const TrainConfig& config);

@@ -50,6 +50,7 @@ void compare(const json& before, const json& now, std::span<const RecordedKey> k
     if ((known != nullptr && known->rule == ResumeRule::kNotCompared) || !before.contains(key))
       continue;
     const json& old = before[key];
+    if (old.is_null() || value.is_null()) continue;  // unknown on one side: nothing to compare
     if (value.is_object()) {
       if (old.is_object()) compare(old, value, keys, path, changes);
       continue;
@@ -59,6 +60,21 @@ void compare(const json& before, const json& now, std::span<const RecordedKey> k
     changes.push_back({named ? std::string(known->flag) : "--" + key, shown(old), shown(value),
                        known == nullptr || known->rule != ResumeRule::kNotResumable});
   }
+}
+
+// A global batch that changed only because --batch_size did (the same workers per step) says
+// nothing the --batch_size change does not.
+void drop_implied_global_batch(const json& before, const json& now,
+                               std::vector<SettingChange>& changes) {
+  const auto workers_per_step = [](const json& settings) {
+    const json& global = settings.value("global_batch", json());
+    const json& batch = settings.value("batch_size", json());
+    return global.is_number_integer() && batch.is_number_integer() && batch.get<int64_t>() > 0
+               ? global.get<int64_t>() / batch.get<int64_t>()
+               : int64_t{-1};
+  };
+  if (workers_per_step(before) < 0 || workers_per_step(before) != workers_per_step(now)) return;
+  std::erase_if(changes, [](const SettingChange& c) { return c.flag.starts_with("the global"); });
 }
 
 }  // namespace
@@ -72,6 +88,7 @@ std::optional<FoundCheckpoint> find_checkpoint(const TrainConfig& config) {
   if (recorded.is_object() && config.recorder != nullptr) {
     const json now = train_config_json(config);
     compare(recorded, now, config.recorder->keys, "", found.changes);
+    drop_implied_global_batch(recorded, now, found.changes);
     // Same name, another architecture: a user's JSON file edited between runs.
     if (found.changes.empty() && recorded.contains("model_spec") &&
         architecture(recorded["model_spec"]) != architecture(now["model_spec"])) {

@@ -51,6 +51,11 @@ struct TrainConfig {
   ModelConfig model;
   OptimizerConfig optimizer;
   int batch_size = 100;
+  // The examples one global step trains on: batch_size times the workers whose batches a step
+  // averages (all-reduce: every worker; sync: replicas_to_aggregate; local, towers and async: one
+  // batch). The run plan sets it; checkpoints record it, so that resuming with another worker
+  // count, and so other steps per epoch, is refused or said (train/resume_check.h). 0: unknown.
+  int global_batch = 0;
   float learning_rate = 0.8f;
   // The schedule's formulas are in optim/lr_schedule.h.
   LrDecay lr_schedule = LrDecay::kExponential;

@@ -29,7 +29,7 @@ class TrainDirTest : public ::testing::Test {
     for (int i = 0; i < 60; ++i) csv << i % 3 << ",1," << i % 5 << ",0," << i % 3 << "\n";
   }
 
-  ProcessResult train(const std::vector<std::string>& extra) {
+  ProcessResult train(const std::vector<std::string>& extra, const std::string& batch = "10") {
     const std::string data = (dir_.path() / "data.csv").string();
     std::vector<std::string> args = {"train",
                                      "--model",
@@ -41,7 +41,7 @@ class TrainDirTest : public ::testing::Test {
                                      "--train_dir",
                                      (dir_.path() / "run").string(),
                                      "--batch_size",
-                                     "10",
+                                     batch,
                                      "--log_every",
                                      "0",
                                      "--summary_steps",
@@ -80,6 +80,34 @@ TEST_F(TrainDirTest, ASecondRunSaysWhatItFoundAndRefusesOtherSettingsUnlessTold)
   ASSERT_EQ(afresh.exit_code, 0) << all_output(afresh);
   EXPECT_THAT(afresh.out, HasSubstr("--overwrite: removed "));
   EXPECT_THAT(afresh.out, HasSubstr("(4 steps,"));
+}
+
+// Two all-reduce workers train on 20 examples a step (3 steps an epoch of 60); a local run on 10
+// (6 steps an epoch). Resuming one's checkpoint with the other is another recipe: refused by name,
+// said with --resume. The same --batch_size with the same workers per step resumes without a word.
+TEST_F(TrainDirTest, AnotherWorkerCountIsAnotherGlobalBatchRefusedUnlessResumed) {
+  const ProcessResult two =
+      train({"--strategy", "allreduce", "--workers", "2", "--train_steps", "3"});
+  ASSERT_EQ(two.exit_code, 0) << all_output(two);
+
+  const ProcessResult local = train({"--strategy", "local", "--train_steps", "6"});
+  EXPECT_EQ(local.exit_code, 2) << all_output(local);
+  EXPECT_THAT(local.err, HasSubstr("holds a checkpoint of step 3 trained with other settings: the "
+                                   "global batch (--batch_size × workers per step) 20 (now 10); "
+                                   "pass --resume"));
+
+  const ProcessResult resumed = train({"--strategy", "local", "--train_steps", "6", "--resume"});
+  ASSERT_EQ(resumed.exit_code, 0) << all_output(resumed);
+  EXPECT_THAT(resumed.out, HasSubstr("resuming from it with changed settings: the global batch "
+                                     "(--batch_size × workers per step) 20 (now 10)"));
+  EXPECT_THAT(resumed.out, HasSubstr("(3 steps,"));
+}
+
+TEST_F(TrainDirTest, ABatchSizeChangeIsNamedOnceNotAgainAsTheGlobalBatch) {
+  ASSERT_EQ(train({"--train_steps", "3"}).exit_code, 0);
+  const ProcessResult changed = train({"--train_steps", "6"}, "5");
+  EXPECT_EQ(changed.exit_code, 2) << all_output(changed);
+  EXPECT_THAT(changed.err, HasSubstr("other settings: --batch_size 10 (now 5); pass --resume"));
 }
 
 }  // namespace

@@ -101,7 +101,12 @@ TEST(RecordedSettings, AreByteForByteWhatTheHandWrittenFunctionRecorded) {
   const TempDir dir;
   for (const TrainConfig& c : configs(dir)) {
     ASSERT_EQ(c.recorder, &settings_record()) << c.model.name;
-    EXPECT_EQ(train_config_json(c).dump(), hand_written_config_json(c).dump()) << c.model.name;
+    // What came after it: the global batch (null while unknown, as in these configs; a
+    // checkpoint without it is not compared on it, train/resume_check.cc).
+    nlohmann::json recorded = train_config_json(c);
+    EXPECT_TRUE(recorded.at("global_batch").is_null()) << c.model.name;
+    recorded.erase("global_batch");
+    EXPECT_EQ(recorded.dump(), hand_written_config_json(c).dump()) << c.model.name;
   }
 }
 
