@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/failure_text.h"
 #include "cli/help_format.h"
 #include "plan/flag_parser.h"
 
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
     print_error(e.what());
     return 2;
   } catch (const std::exception& e) {
-    print_error(e.what());
+    print_error(dtrain::cli::failure_text(e).c_str());
     return 1;
   }
 }

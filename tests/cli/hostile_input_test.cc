@@ -244,6 +244,21 @@ TEST(HostileInputTest, AModelOverTheProcesssAddressSpaceLimitIsRefusedNamingTheL
   }
 }
 
+// Under an address-space limit too low for the threads training starts (`ulimit -v 500000`), the
+// run ends with one line that says a thread could not start and what the limit leaves, not with
+// the system's bare "Resource temporarily unavailable".
+TEST(HostileInputTest, AThreadTheAddressSpaceLimitLeavesNoRoomForIsNamedWithTheLimit) {
+  if (const auto why = address_limits_unavailable()) GTEST_SKIP() << *why;
+  const MeasuredRun run =
+      run_measured({"train", "--train_steps", "1", "--data_dir", mnist_dir().string()},
+                   under_rlimit("as", uint64_t{500'000} * 1024));
+  EXPECT_EQ(run.result.exit_code, 1) << run.result.err;
+  EXPECT_THAT(run.result.err, ::testing::HasSubstr("dtrain: error: could not start a thread ("));
+  EXPECT_THAT(run.result.err,
+              ::testing::ContainsRegex("this process may still map under its address-space "
+                                       "limit of 488\\.3 MiB \\(RLIMIT_AS, ulimit -v\\)"));
+}
+
 // `bytes` as one gzip member.
 std::string gzip_member(std::string_view bytes) {
   return deflated(bytes, 16 + MAX_WBITS, Z_BEST_COMPRESSION);
