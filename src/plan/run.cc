@@ -53,14 +53,7 @@ int train_with(const TrainConfig& config, const std::string& name, const Strateg
   }
   try {
     const TrainResult result = run_training_loop(config, input, state, *built.strategy, out);
-    if (result.halt_signal != 0) return 128 + result.halt_signal;
-    // Beside the test accuracy the chief reported: why it may be low although the loss is not.
-    if (built.strategy->place().chief) {
-      for (const std::string& warning :
-           state.model().statistics_warnings(state.eval_params(), state.step))
-        spdlog::warn("{}: {}", name, warning);
-    }
-    return 0;
+    return result.halt_signal != 0 ? 128 + result.halt_signal : 0;
   } catch (const JobEnded& ended) {
     return came_too_late(ended);
   } catch (const StopRequested& stopped) {

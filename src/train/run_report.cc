@@ -45,6 +45,10 @@ void print_closing_lines(std::ostream& out, const Strategy& strategy, const RunE
   // The chief judges the target; a ps worker may end its steps before it hears the verdict.
   if (place.chief && end.target_accuracy && !result.seconds_to_target)
     fmt::print(out, "{}target accuracy {} not reached\n", line_prefix(place), *end.target_accuracy);
+  if (place.chief) {
+    for (const std::string& warning : end.warnings)
+      fmt::print(out, "{}warning: {}\n", line_prefix(place), warning);
+  }
   out << std::flush;
 }
 

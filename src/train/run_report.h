@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <optional>
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "train/strategy.h"
 #include "train/train_config.h"
@@ -21,10 +23,13 @@ struct RunEnd {
   int64_t local_steps = 0;              // steps this process ran
   int batch_size = 0;                   // per worker
   std::optional<double> target_accuracy;
+  // Why the test accuracy may be low although the loss is not (Layer::statistics_warning): said
+  // by the chief, after its figures, on every way a run is started (the CLI, Python's fit).
+  std::vector<std::string> warnings;
 };
 
 // The closing lines of a run that reached its end: accuracy, time, memory, the strategy's summary
-// and, for the chief of a run with a target it did not reach, that it was not reached.
+// and, for the chief, a target it did not reach and each of end.warnings ("warning: ...").
 void print_closing_lines(std::ostream& out, const Strategy& strategy, const RunEnd& end);
 
 // The line of a run a signal stopped: where, and what a restart resumes from (the checkpoint in

@@ -563,7 +563,10 @@ class TrainingLoop {
     }
     run_log_.close();
     worker_log_.close();
-    print_closing_lines(out_, strategy_, run_end(first_step));
+    RunEnd end = run_end(first_step);
+    if (place_.chief)
+      end.warnings = state_.model().statistics_warnings(state_.eval_params(), state_.step);
+    print_closing_lines(out_, strategy_, end);
     return result_;
   }
 
@@ -589,7 +592,8 @@ class TrainingLoop {
                   .first_step = first_step,
                   .local_steps = local_steps_,
                   .batch_size = c_.batch_size,
-                  .target_accuracy = c_.target_accuracy};
+                  .target_accuracy = c_.target_accuracy,
+                  .warnings = {}};
   }
 
   const TrainConfig& c_;

@@ -20,6 +20,7 @@
 #include "ckpt/param_set_checkpoint.h"
 #include "plan/recipes.h"
 #include "plan/run_plan.h"
+#include "support/plan_args.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "train/run_control.h"
@@ -29,6 +30,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // MNIST-shaped examples whose class is decided by one pixel, so a few steps of softmax learn it.
 Dataset separable_dataset(int64_t n, uint64_t seed) {
@@ -519,6 +521,33 @@ TEST_F(TrainingLoopTest, EpochsBeyondWhatARunCountsAreRefusedNamingTheFlag) {
     EXPECT_THAT(e.what(), HasSubstr("--epochs 1e+30"));
   }
   EXPECT_TRUE(strategy.calls.empty());
+}
+
+// A BatchNormalization model after a few steps still evaluates on moving statistics near their
+// start: the chief's closing lines say so, in the loop, so that every way of starting a run
+// (the CLI, Python's fit) shows it; a worker that is not the chief says nothing of it.
+TEST_F(TrainingLoopTest, TheChiefSaysAfterItsFiguresThatTheMovingStatisticsHaveNotSettled) {
+  const std::filesystem::path model = dir_.path() / "bn.json";
+  std::ofstream(model) << R"({"class_name": "Sequential", "config": {"layers": [
+      {"class_name": "Dense", "config": {"units": 8, "batch_input_shape": [null, 784]}},
+      {"class_name": "BatchNormalization", "config": {"momentum": 0.99}},
+      {"class_name": "Dense", "config": {"units": 10, "activation": "softmax"}}]}})";
+  config_.model = testing::plan_of({"--model", model.string()}).config.model;
+  config_.train_steps = 5;
+  FakeStrategy chief;
+  run(chief);
+  EXPECT_THAT(log_.str(), HasSubstr("warning: batch_norm"));
+  EXPECT_THAT(log_.str(), HasSubstr("moving_variance"));
+  EXPECT_LT(log_.str().find("test accuracy"), log_.str().find("warning: batch_norm"));
+
+  log_.str("");
+  FakeStrategy worker;
+  worker.place_.chief = false;
+  worker.place_.distributed = true;
+  worker.place_.rank = 1;
+  worker.place_.workers = 2;
+  run(worker);
+  EXPECT_THAT(log_.str(), Not(HasSubstr("warning:")));
 }
 
 }  // namespace
