@@ -86,6 +86,8 @@ configure() {
 
 if [[ "$mode" == train ]]; then
   install_missing "${TRAIN_PACKAGES[@]}" "${TAG_PACKAGES[@]}"
+  # uPlot, which the binary embeds for the live page of --metrics_port: before configuring.
+  scripts/fetch_uplot.sh
   # Without the suite and the benchmarks configured, their packages are not needed either.
   configure "$build_dir" -DCMAKE_BUILD_TYPE:STRING=Release -DDTRAIN_SANITIZE:BOOL=OFF \
     -DDTRAIN_BUILD_TESTS:BOOL=OFF -DDTRAIN_BUILD_BENCH:BOOL=OFF
@@ -96,6 +98,7 @@ if [[ "$mode" == train ]]; then
 fi
 
 install_missing "${TRAIN_PACKAGES[@]}" "${TAG_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
+scripts/fetch_uplot.sh
 
 # The fuzz targets (docs/testing.md, "Fuzzing"): libFuzzer needs clang, so they are a build of
 # their own, a few library sources and nine small programs, registered as tests of the sanitizer
