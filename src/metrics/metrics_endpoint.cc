@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "comm/transport_counters.h"
+#include "metrics/page_assets.h"
 
 namespace dtrain {
 
@@ -95,7 +96,7 @@ class TransportCollector final : public prometheus::Collectable {
 };
 
 MetricsEndpoint::MetricsEndpoint(const std::string& host, int port, const std::string& task)
-    : host_(host), task_(task), registry_(std::make_shared<prometheus::Registry>()) {
+    : host_(host), task_(task), registry_(std::make_shared<prometheus::Registry>()), board_(task) {
   collectors_ = {registry_, std::make_shared<ProcessCollector>(task),
                  std::make_shared<TransportCollector>(task)};
   try {
@@ -123,7 +124,17 @@ HttpResponse MetricsEndpoint::answer(std::string_view path) const {
   if (path == "/metrics") {
     return {.content_type = "text/plain; version=0.0.4; charset=utf-8", .body = page()};
   }
-  return {.status = 404, .body = "not found: this task serves /metrics\n"};
+  return live_page(path);
+}
+
+HttpResponse MetricsEndpoint::live_page(std::string_view path) const {
+  if (path == "/api/run") return {.content_type = "application/json", .body = board_.json()};
+  for (const PageAsset& asset : page_assets()) {
+    if (asset.path == path)
+      return {.content_type = std::string(asset.content_type), .body = std::string(asset.body)};
+  }
+  return {.status = 404,
+          .body = "not found: this task serves /metrics, its live page at / and /api/run\n"};
 }
 
 // Read at each scrape, outside the lock: a collector takes its own locks.

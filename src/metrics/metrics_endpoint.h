@@ -1,7 +1,9 @@
 // --metrics_port: a task's metrics served in Prometheus's text exposition format at
 // http://HOST:PORT/metrics, made by prometheus-cpp (Debian prometheus-cpp-dev) and served by
 // metrics/http_server.h, with what a monitoring system expects of any process beside dtrain's own:
-// its resident memory and threads; and what its connections moved and refused, by peer.
+// its resident memory and threads; and what its connections moved and refused, by peer. At / it
+// serves a live page of the run (metrics/run_board.h, drawn by uPlot, metrics/page_assets.h) and
+// at /api/run the page's JSON.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "metrics/http_server.h"
+#include "metrics/run_board.h"
 
 namespace prometheus {
 class Collectable;
@@ -38,14 +41,20 @@ class MetricsEndpoint {
   // go before what the collector reads).
   void add(std::shared_ptr<prometheus::Collectable> collector);
   const std::string& task() const { return task_; }
+  // What the live page at / shows: fed by the training loop (metrics/training_metrics.h, the
+  // chief's run log), read at each GET /api/run.
+  RunBoard& board() { return board_; }
 
  private:
   HttpResponse answer(std::string_view path) const;
   std::string page() const;  // /metrics
+  // / and its files, /api/run; 404 for a path that is none of them.
+  HttpResponse live_page(std::string_view path) const;
 
   std::string host_;
   std::string task_;
   std::shared_ptr<prometheus::Registry> registry_;
+  RunBoard board_;
   mutable std::mutex mutex_;
   std::vector<std::shared_ptr<prometheus::Collectable>> collectors_;  // guarded by mutex_
   std::unique_ptr<HttpServer> server_;  // last: its threads read everything above

@@ -18,6 +18,7 @@ std::vector<std::string> StragglerWatch::observe(std::span<const float> seconds,
                                                  const std::function<std::string(int)>& name) {
   if (seconds.size() != slow_for_.size()) reset(seconds.size());
   std::vector<std::string> lines;
+  just_named_.clear();
   if (seconds.empty()) return lines;
   sorted_.assign(seconds.begin(), seconds.end());
   const size_t middle = sorted_.size() / 2;
@@ -35,9 +36,19 @@ std::vector<std::string> StragglerWatch::observe(std::span<const float> seconds,
         "({:.1f} ms against {:.1f} ms, {:.1f}x, at the last)",
         name(static_cast<int>(rank)), measure_, kRatio, kSteps, seconds[rank] * 1e3, median * 1e3,
         median > 0 ? seconds[rank] / median : 0.0));
+    just_named_.emplace_back(static_cast<int>(rank), lines.back());
   }
   ++steps_;
   return lines;
+}
+
+WorkerTimes StragglerWatch::times(std::span<const float> seconds,
+                                  const std::function<std::string(int)>& name) const {
+  WorkerTimes times;
+  for (size_t rank = 0; rank < seconds.size(); ++rank)
+    times.workers.push_back({.name = name(static_cast<int>(rank)), .step_seconds = seconds[rank]});
+  for (const auto& [rank, line] : just_named_) times.stragglers.emplace_back(name(rank), line);
+  return times;
 }
 
 std::string StragglerWatch::take_summary(const std::function<std::string(int)>& name) {

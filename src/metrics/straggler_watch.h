@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "metrics/run_board.h"
+
 namespace dtrain {
 
 class StragglerWatch {
@@ -33,6 +35,10 @@ class StragglerWatch {
   // "own step time (ms, mean of 20 steps): worker0 1.2, worker1 11.4, worker2 1.1": each
   // worker's mean since the last call, which starts the next interval; "" if no step came.
   std::string take_summary(const std::function<std::string(int)>& name);
+  // The step last observed, for the live page (metrics/run_board.h): each worker's own seconds
+  // (`seconds`, as given to observe), and the stragglers named then with their lines.
+  WorkerTimes times(std::span<const float> seconds,
+                    const std::function<std::string(int)>& name) const;
 
  private:
   void reset(size_t workers);
@@ -42,7 +48,8 @@ class StragglerWatch {
   std::vector<double> totals_;  // own seconds since the last summary, by rank
   int64_t steps_ = 0;           // steps since the last summary
   std::string measure_;
-  std::vector<float> sorted_;  // scratch for the median
+  std::vector<float> sorted_;                            // scratch for the median
+  std::vector<std::pair<int, std::string>> just_named_;  // rank, line: by the last observe()
 };
 
 }  // namespace dtrain

@@ -71,6 +71,7 @@ void TrainingMetrics::step(int64_t global_step, int64_t local_step, int examples
   examples_.Increment(examples);
   loss_.Set(loss);
   step_seconds_.Observe(seconds);
+  endpoint_.board().own_step(global_step, seconds);
 }
 
 void TrainingMetrics::phases(double compute, double communicate, double apply) {

@@ -23,7 +23,7 @@ class TrainingMetrics {
   explicit TrainingMetrics(MetricsEndpoint& endpoint);
 
   // After each step: its global and local step, the examples this worker took, its loss, and its
-  // time from the batch's fetch to the update's end.
+  // time from the batch's fetch to the update's end (also the live page's, metrics/run_board.h).
   void step(int64_t global_step, int64_t local_step, int examples, double loss, double seconds);
   // The step's phases (negative: not one of this strategy's): compute, communicate, apply.
   void phases(double compute, double communicate, double apply);

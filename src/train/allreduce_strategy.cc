@@ -355,11 +355,12 @@ void AllreduceStrategy::halt_vote(int own_signal) {
   own_since_ = std::chrono::steady_clock::now();
   if (!chief()) return;
   const auto name = [this](int rank) { return name_of(rank); };
-  for (const std::string& line :
-       stragglers_.observe(std::span(halt_votes_).subspan(kHaltSignals.size()), name)) {
+  const std::span<const float> own = std::span(halt_votes_).subspan(kHaltSignals.size());
+  for (const std::string& line : stragglers_.observe(own, name)) {
     fmt::print(out_, "{}: {}\n", this->name(), line);
     out_ << std::flush;
   }
+  if (worker_times_) worker_times_(stragglers_.times(own, name));
 }
 
 std::vector<std::string> AllreduceStrategy::progress_lines() {

@@ -116,6 +116,9 @@ class AllreduceStrategy final : public Strategy {
   void time_collectives(std::function<void(int, size_t, double)> observe) override {
     bucket_seconds_ = std::move(observe);
   }
+  void watch_workers(std::function<void(const WorkerTimes&)> observe) override {
+    worker_times_ = std::move(observe);
+  }
 
  private:
   // The workers of the ring: the cluster's, or an elastic job's current view's once it has one.
@@ -167,6 +170,7 @@ class AllreduceStrategy final : public Strategy {
   StragglerWatch stragglers_{"its own part of a step (outside the collectives)"};  // the chief's
   StepPhases phases_;
   std::function<void(int, size_t, double)> bucket_seconds_;
+  std::function<void(const WorkerTimes&)> worker_times_;  // the chief's, after each step
   uint64_t fingerprint_ = 0;
   int64_t total_steps_ = 0;
   std::unique_ptr<RingConnector> connector_;    // until start() has joined the ring

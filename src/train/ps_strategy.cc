@@ -4,12 +4,14 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 
 #include "base/crc32c.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "metrics/run_board.h"
 #include "tensor/ops.h"
 #include "train/fault_injection.h"
 
@@ -180,6 +182,19 @@ std::vector<std::string> PsStrategy::progress_lines() {
   for (const ps_protocol::DoneReply::WorkerSteps& pace : client_->counters().worker_steps)
     paces.push_back({.seconds = pace.seconds, .steps = pace.steps});
   const std::string line = mean_step_times_ms(paces, paces_seen_);
+  if (worker_times_) {
+    WorkerTimes times;  // a worker that has not pushed since: -1, a member with no step to tell
+    for (size_t w = 0; w < paces.size(); ++w) {
+      // Counted afresh where ps0 restarted and its totals went back, as the line counts them.
+      const bool since_seen = w < paces_seen_.size() && paces_seen_[w].steps <= paces[w].steps;
+      const uint32_t steps = paces[w].steps - (since_seen ? paces_seen_[w].steps : 0);
+      const double seconds = paces[w].seconds - (since_seen ? paces_seen_[w].seconds : 0);
+      times.workers.push_back({.name = fmt::format("worker{}", w),
+                               .step_seconds = steps == 0 ? -1 : std::max(0.0, seconds / steps),
+                               .steps = paces[w].steps});
+    }
+    worker_times_(times);
+  }
   paces_seen_ = std::move(paces);
   if (line.empty()) return {};
   return {"own step time at ps0 (ms, mean since the last line):" + line};

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -78,6 +79,9 @@ class PsStrategy final : public Strategy {
   // One round trip to every ps task per step line.
   std::vector<std::pair<std::string, double>> run_scalars() override;
   std::vector<std::string> progress_lines() override;
+  void watch_workers(std::function<void(const WorkerTimes&)> observe) override {
+    worker_times_ = std::move(observe);
+  }
 
   StepPhases last_phases() const override { return phases_; }
   std::string counters() const override;
@@ -130,6 +134,7 @@ class PsStrategy final : public Strategy {
   StepPhases phases_;
   // ps0's totals of each worker's steps at the chief's last progress line.
   std::vector<WorkerPace::Totals> paces_seen_;
+  std::function<void(const WorkerTimes&)> worker_times_;  // the chief's, at each step line
 };
 
 }  // namespace dtrain

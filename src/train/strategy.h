@@ -21,6 +21,8 @@
 
 namespace dtrain {
 
+struct WorkerTimes;  // metrics/run_board.h
+
 // Where this process stands among the workers of its run.
 struct WorkerPlace {
   int rank = 0;
@@ -145,6 +147,9 @@ class Strategy {
   virtual StepPhases last_phases() const { return {}; }
   // Lines the chief adds after each step line: what it knows of every worker's steps.
   virtual std::vector<std::string> progress_lines() { return {}; }
+  // The chief hands `observe` what it learns of every worker's steps, when it learns it: their
+  // own step times and the stragglers it names (the live page's, metrics/run_board.h).
+  virtual void watch_workers(std::function<void(const WorkerTimes&)> /*observe*/) {}
   // What the closing line adds after the throughput ("3 rounds with a stale gradient, ...").
   virtual std::string counters() const { return ""; }
   // Lines after the closing line (the chief's aggregate, a replica's checksum).

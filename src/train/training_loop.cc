@@ -13,15 +13,14 @@
 #include "base/error.h"
 #include "ckpt/checkpoint_manager.h"
 #include "metrics/log_cadence.h"
-#include "metrics/metrics_endpoint.h"
 #include "metrics/progress_bar.h"
 #include "metrics/run_log.h"
 #include "metrics/tensorboard_sink.h"
-#include "metrics/training_metrics.h"
 #include "optim/lr_schedule.h"
 #include "tensor/blas.h"
 #include "train/examples_record.h"
 #include "train/histogram_snapshots.h"
+#include "train/loop_metrics.h"
 #include "train/run_report.h"
 #include "train/run_steering.h"
 #include "train/run_table.h"
@@ -223,19 +222,13 @@ class TrainingLoop {
     }
   }
 
-  // --metrics_port: served from here on, for the run's whole length.
+  // --metrics_port: served from here on, for the run's whole length; the chief's run log feeds
+  // its live page.
   void open_metrics_endpoint() {
     if (c_.metrics_port < 0) return;
-    const std::string task =
-        place_.distributed ? fmt::format("worker{}", place_.name_index()) : "local";
-    metrics_endpoint_.emplace(c_.metrics_host, c_.metrics_port, task);
-    training_metrics_.emplace(*metrics_endpoint_);
-    training_metrics_->workers(place_.workers);
-    strategy_.time_collectives([this](int bucket, size_t bytes, double seconds) {
-      training_metrics_->collective(bucket, bytes, seconds);
-    });
-    fmt::print(out_, "{}metrics at {}\n", prefix(), metrics_endpoint_->url());
-    out_ << std::flush;
+    metrics_ = std::make_unique<LoopMetrics>(c_, place_, strategy_, out_, prefix());
+    training_metrics_ = &metrics_->training();
+    if (place_.chief) run_log_.add_sink(metrics_->board_sink());
   }
 
   void open_examples_record() {
@@ -628,8 +621,8 @@ class TrainingLoop {
   int64_t local_steps_ = 0;
   int64_t epoch_ = 0;  // of the last batch
   float loss_ = 0;
-  std::optional<MetricsEndpoint> metrics_endpoint_;
-  std::optional<TrainingMetrics> training_metrics_;
+  std::unique_ptr<LoopMetrics> metrics_;         // --metrics_port
+  TrainingMetrics* training_metrics_ = nullptr;  // its series
   int64_t next_eval_ = 0;
   // Early stopping: the weights of the lowest validation loss so far, on every worker that hears
   // of it (the chief; under all-reduce, every replica).

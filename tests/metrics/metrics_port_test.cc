@@ -51,6 +51,14 @@ std::string http(const std::string& method, const std::string& target,
                      extra);
 }
 
+// Every path the port serves besides /metrics, and the Content-Type it is served with.
+std::vector<std::pair<std::string, std::string>> page_paths() {
+  return {{"/uplot.js", "text/javascript; charset=utf-8"},
+          {"/uplot.css", "text/css; charset=utf-8"},
+          {"/uplot-license.txt", "text/plain; charset=utf-8"},
+          {"/api/run", "application/json"}};
+}
+
 std::vector<RequestShape> request_shapes() {
   std::vector<RequestShape> shapes;
   for (const char* method : {"GET", "HEAD"})
@@ -87,6 +95,13 @@ std::vector<RequestShape> request_shapes() {
        {"POST"},
        {413}});
   shapes.push_back({"GET with a query", http("GET", "/metrics?x=1&y"), {"GET"}, {200}});
+  // The live page's files and /api/run: read by either method, refused by any other.
+  for (const auto& [path, type] : page_paths()) {
+    for (const char* method : {"GET", "HEAD"})
+      shapes.push_back({fmt::format("{} {}", method, path), http(method, path), {method}, {200}});
+    for (const char* method : {"POST", "PUT", "DELETE", "OPTIONS"})
+      shapes.push_back({fmt::format("{} {}", method, path), http(method, path), {method}, {405}});
+  }
   for (const char* path : {"/", "/favicon.ico", "//metrics", "/metrics/../../etc/passwd", "/%00",
                            "/%zz", "*", "/metrics#x", "/\xc3\xa9", "/api/../metrics/"}) {
     shapes.push_back({fmt::format("GET {}", path), http("GET", path), {"GET"}, {404}});
@@ -189,6 +204,18 @@ TEST(MetricsPort, EveryMethodAndPathIsAnsweredAndTheTaskTrainsOnToItsEnd) {
     for (const nlohmann::json& answer : got["answers"]) {
       if (answer["status"] == 405) {
         EXPECT_EQ(answer["allow"], "GET, HEAD") << shapes[i].name;
+      }
+      // Every answer the server makes (the library's own 4xx aside) is what its type says, and
+      // the page it is part of loads nothing from elsewhere.
+      if (answer["status"] == 200 || answer["status"] == 404 || answer["status"] == 405) {
+        EXPECT_EQ(answer["nosniff"], "nosniff") << shapes[i].name;
+        EXPECT_EQ(answer["csp"], "default-src 'self'; frame-ancestors 'none'") << shapes[i].name;
+        EXPECT_NE(answer["content_type"], "") << shapes[i].name;
+      }
+    }
+    for (const auto& [path, type] : page_paths()) {
+      if (shapes[i].statuses == std::vector<int>{200} && shapes[i].name.ends_with(" " + path)) {
+        EXPECT_EQ(got["answers"][0]["content_type"], type) << shapes[i].name;
       }
     }
   }

@@ -5,7 +5,8 @@ Usage: http_requests.py HOST PORT REQUESTS.json
 REQUESTS.json: [{"name": ..., "send": <the bytes, as a Latin-1 string>,
                  "methods": [the method of each request it holds, in order]}, ...]
 Prints one JSON object per request, in order: {"name", "answers": [{"status", "version",
-"body_bytes", "allow"}, ...], "error": why the answers stopped short, or ""}. The requests go out
+"body_bytes", "allow", "content_type", "nosniff", "csp"}, ...], "error": why the answers stopped
+short, or ""}. The requests go out
 eight at a time, each on its own connection: one that the server leaves to its idle timeout does
 not hold the others up.
 """
@@ -55,6 +56,9 @@ def exchange(host, port, request):
                 "version": response.version,
                 "body_bytes": len(body),
                 "allow": response.getheader("Allow", ""),
+                "content_type": response.getheader("Content-Type", ""),
+                "nosniff": response.getheader("X-Content-Type-Options", ""),
+                "csp": response.getheader("Content-Security-Policy", ""),
             })
     return result
 
