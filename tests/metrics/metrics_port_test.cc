@@ -53,7 +53,10 @@ std::string http(const std::string& method, const std::string& target,
 
 // Every path the port serves besides /metrics, and the Content-Type it is served with.
 std::vector<std::pair<std::string, std::string>> page_paths() {
-  return {{"/uplot.js", "text/javascript; charset=utf-8"},
+  return {{"/", "text/html; charset=utf-8"},
+          {"/page.js", "text/javascript; charset=utf-8"},
+          {"/page.css", "text/css; charset=utf-8"},
+          {"/uplot.js", "text/javascript; charset=utf-8"},
           {"/uplot.css", "text/css; charset=utf-8"},
           {"/uplot-license.txt", "text/plain; charset=utf-8"},
           {"/api/run", "application/json"}};
@@ -95,15 +98,15 @@ std::vector<RequestShape> request_shapes() {
        {"POST"},
        {413}});
   shapes.push_back({"GET with a query", http("GET", "/metrics?x=1&y"), {"GET"}, {200}});
-  // The live page's files and /api/run: read by either method, refused by any other.
+  // The live page and its files, /api/run: read by either method, refused by any other.
   for (const auto& [path, type] : page_paths()) {
     for (const char* method : {"GET", "HEAD"})
       shapes.push_back({fmt::format("{} {}", method, path), http(method, path), {method}, {200}});
     for (const char* method : {"POST", "PUT", "DELETE", "OPTIONS"})
       shapes.push_back({fmt::format("{} {}", method, path), http(method, path), {method}, {405}});
   }
-  for (const char* path : {"/", "/favicon.ico", "//metrics", "/metrics/../../etc/passwd", "/%00",
-                           "/%zz", "*", "/metrics#x", "/\xc3\xa9", "/api/../metrics/"}) {
+  for (const char* path : {"/index.html", "/favicon.ico", "//metrics", "/metrics/../../etc/passwd",
+                           "/%00", "/%zz", "*", "/metrics#x", "/\xc3\xa9", "/api/../metrics/"}) {
     shapes.push_back({fmt::format("GET {}", path), http("GET", path), {"GET"}, {404}});
   }
   std::string long_path(1 + (1 << 20), 'a');
