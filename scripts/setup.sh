@@ -41,7 +41,7 @@ fi
 # What the suite needs beyond that (docs/development.md says what each is for).
 readonly TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   iproute2 nftables procps python3-protobuf python3-crcmod dataset-fashion-mnist python3-onnx
-  python3-yaml openmpi-bin slurm-wlm munge libtorch-dev python3-torch prometheus)
+  python3-yaml openmpi-bin slurm-wlm munge libtorch-dev python3-torch prometheus chromium)
 
 install_missing() {
   local missing=() pkg

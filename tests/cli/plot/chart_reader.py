@@ -5,7 +5,8 @@ through Python's json, by the rules docs/training.md states for the plot.
 
   chart_reader.py svg FILE              {"width", "height", "series": [{"title", "legend",
                                          "points": [[x, y], ...], "marks"}]}
-  chart_reader.py png FILE [R,G,B ...]  {"width", "height", "pixels": {"R,G,B": count}}
+  chart_reader.py png FILE [R,G,B ...]  {"width", "height", "pixels": {"R,G,B": count},
+                                         "columns": {"R,G,B": columns that have the colour}}
   chart_reader.py jsonl FILE SCALAR     {"points": [[step, value], ...]}
 
 Exit code 1 and one line on stderr when a file is not what it should be (a PNG chunk whose CRC
@@ -95,6 +96,7 @@ def png_pixels(path, colours):
         raise Invalid(f"{path}: {len(raw)} bytes of image data for {width}x{height}")
     palette = next((body for kind, body in chunks if kind == b"PLTE"), b"")
     wanted = {tuple(int(v) for v in c.split(",")): 0 for c in colours}
+    columns = {colour: set() for colour in wanted}
     previous = bytearray(stride)
     for row in range(height):
         start = row * (1 + stride)
@@ -113,9 +115,11 @@ def png_pixels(path, colours):
                     rgb = tuple(pixel[:3]) if channels >= 3 else (pixel[0],) * 3
                 if rgb in wanted:
                     wanted[rgb] += 1
+                    columns[rgb].add(x)
         previous = line
     return {"width": width, "height": height,
-            "pixels": {",".join(map(str, k)): v for k, v in wanted.items()}}
+            "pixels": {",".join(map(str, k)): v for k, v in wanted.items()},
+            "columns": {",".join(map(str, k)): len(v) for k, v in columns.items()}}
 
 
 def refuse_constant(name):
