@@ -221,4 +221,24 @@ uint64_t partition_fingerprint(const ParamSet& layout, const PartitionMap& map) 
   return hash;
 }
 
+void check_map_matches(const std::vector<ParamSpec>& specs, const PartitionMap& map) {
+  for (size_t i = 0; i < map.shards.size(); ++i) {
+    const Shard& shard = map.shards[i];
+    bool ok = shard.tensor < specs.size() && shard.begin <= shard.end;
+    if (ok) {
+      const Shape& shape = specs[shard.tensor].shape;
+      const size_t rows = shape.empty() || shape[0] == 0 ? 1 : static_cast<size_t>(shape[0]);
+      const size_t row_size = static_cast<size_t>(num_elements(shape)) / rows;
+      ok = shard.row_begin <= shard.row_end && shard.row_end <= rows &&
+           shard.size() == (shard.row_end - shard.row_begin) * row_size;
+    }
+    if (!ok) {
+      throw Error(fmt::format(
+          "partition map does not match the model: shard {} (variable {}, rows {}..{}) is not "
+          "a row range of a variable of {} given",
+          i, shard.tensor, shard.row_begin, shard.row_end, specs.size()));
+    }
+  }
+}
+
 }  // namespace dtrain

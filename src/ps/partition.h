@@ -69,4 +69,8 @@ PartitionMap make_partition(const ParamSet& layout, int num_ps, Placement placem
 // which the ps reports at the first hello instead of corrupting anything.
 uint64_t partition_fingerprint(const ParamSet& layout, const PartitionMap& map);
 
+// Throws Error naming the first shard that is not a row range of a variable of `specs`: a map of
+// another model would make every push land in the wrong place.
+void check_map_matches(const std::vector<ParamSpec>& specs, const PartitionMap& map);
+
 }  // namespace dtrain

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cmath>
 
 #include "base/error.h"
@@ -22,42 +21,6 @@ constexpr size_t kMaxSlots = 2;  // Adam's m and v
 constexpr int64_t kNoStep = INT64_MIN;
 
 size_t round_up(size_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
-
-// Whether a pushed gradient holds only finite numbers: a NaN or an infinity is a float whose
-// exponent bits are all set. Integer tests, so that the compiler vectorises the loop; a sum of
-// floats (tensor/ops.h's all_finite) is a chain it may not reorder, one add after another, which
-// on a ps fed through memory was a fifth of a push's time.
-bool finite_gradient(std::span<const float> grad) {
-  constexpr uint32_t kExponent = 0x7f800000;
-  uint32_t non_finite = 0;
-  for (const float v : grad) {
-    const auto bits = std::bit_cast<uint32_t>(v);
-    non_finite |= static_cast<uint32_t>((bits & kExponent) == kExponent);
-  }
-  return non_finite == 0;
-}
-
-// The map's offsets come from a ParamSet of some layout; a map of another model would make every
-// push land in the wrong place, so its shards are checked against the specs once, here.
-void check_map_matches(const std::vector<ParamSpec>& specs, const PartitionMap& map) {
-  for (size_t i = 0; i < map.shards.size(); ++i) {
-    const Shard& shard = map.shards[i];
-    bool ok = shard.tensor < specs.size() && shard.begin <= shard.end;
-    if (ok) {
-      const Shape& shape = specs[shard.tensor].shape;
-      const size_t rows = shape.empty() || shape[0] == 0 ? 1 : static_cast<size_t>(shape[0]);
-      const size_t row_size = static_cast<size_t>(num_elements(shape)) / rows;
-      ok = shard.row_begin <= shard.row_end && shard.row_end <= rows &&
-           shard.size() == (shard.row_end - shard.row_begin) * row_size;
-    }
-    if (!ok) {
-      throw Error(fmt::format(
-          "partition map does not match the model: shard {} (variable {}, rows {}..{}) is not "
-          "a row range of a variable of {} given",
-          i, shard.tensor, shard.row_begin, shard.row_end, specs.size()));
-    }
-  }
-}
 
 }  // namespace
 
@@ -84,22 +47,6 @@ struct ShardStore::LocalShard {
   ShardCounters counters;                 // counters.step unused: see step
 };
 
-std::string_view outcome_name(PushResult::Outcome outcome) {
-  switch (outcome) {
-    case PushResult::Outcome::kApplied:
-      return "applied";
-    case PushResult::Outcome::kAccepted:
-      return "accepted";
-    case PushResult::Outcome::kDuplicate:
-      return "duplicate";
-    case PushResult::Outcome::kStale:
-      return "stale";
-    case PushResult::Outcome::kRejected:
-      return "rejected";
-  }
-  return "unknown";
-}
-
 ShardStore::ShardStore(const std::vector<ParamSpec>& specs, const PartitionMap& map, int ps,
                        const OptimizerConfig& optimizer, const SyncOptions& sync)
     : ps_(ps),
@@ -111,7 +58,7 @@ ShardStore::ShardStore(const std::vector<ParamSpec>& specs, const PartitionMap& 
     throw UsageError(
         fmt::format("--task_index {}: the partition map has ps tasks 0..{}", ps, map.num_ps() - 1));
   }
-  check_map_matches(specs, map);
+  check_map_matches(specs, map);  // once, here: every offset below comes from the map
   slot_suffixes_ = make_optimizer(optimizer, {})->slot_suffixes();
   if (slot_suffixes_.size() > kMaxSlots)
     throw Error(fmt::format("optimizer {}: more slots than the ps store keeps", optimizer.name));
@@ -147,8 +94,6 @@ ShardStore::LocalShard& ShardStore::local(size_t shard) const {
   }
   return local_[local_of_[shard]];
 }
-
-bool usable_learning_rate(float lr) { return std::isfinite(lr) && lr >= 0; }
 
 namespace {
 

@@ -19,6 +19,7 @@
 #include "nn/param_set.h"
 #include "optim/optimizer.h"
 #include "ps/partition.h"
+#include "ps/push_result.h"
 #include "ps/sync_options.h"
 #include "ps/worker_count.h"
 #include "tensor/aligned.h"
@@ -30,30 +31,6 @@ namespace dtrain {
 inline constexpr uint64_t kMaxSequenceAhead = 1024;
 inline constexpr uint64_t kMaxSequence = uint64_t{1} << 62;
 
-// The answer to a push. Every expected outcome is a value; only a broken request throws.
-struct PushResult {
-  enum class Outcome {
-    kApplied,    // async: applied. sync: it was the R-th, so the step was applied and advanced
-    kAccepted,   // sync: counted towards the current step, which advances when R have arrived
-    kDuplicate,  // already handled (a retried sequence), or the worker's second gradient this step
-    kStale,      // sync: not computed at the shard's current step: dropped and counted
-    kRejected,   // the gradient holds a NaN or an infinity: dropped and counted, never applied
-  };
-  Outcome outcome;
-  int64_t step;  // the shard's step after this push
-};
-std::string_view outcome_name(PushResult::Outcome outcome);
-
-// One shard's state and history since the store was constructed.
-struct ShardCounters {
-  int64_t step = 0;           // the shard's step: its initial step plus the updates applied since
-  int64_t applied = 0;        // optimizer updates (async: pushes; sync: completed steps)
-  int64_t accepted = 0;       // sync: fresh gradients counted towards a step
-  int64_t duplicates = 0;     // pushes acknowledged without effect
-  int64_t stale_dropped = 0;  // sync: gradients computed at another step
-  int64_t rejected = 0;       // gradients with a NaN or an infinity, dropped
-};
-
 // Shards are named by their index into PartitionMap::shards, the same on every task. Every call
 // that takes one REQUIRES that this task holds it (see shards()); a broken request — a shard held
 // elsewhere, a span of the wrong length, a worker id out of range, a push or read before the shard
@@ -63,9 +40,6 @@ struct ShardCounters {
 // mutex, so pushes to different shards run in parallel; a second mutex guards the count of
 // initialised shards. No call ever holds two of these locks, so there is no lock order to keep.
 // Waits on condition variables always carry a deadline.
-// What a push's learning rate must be to be applied: finite and not negative. A push with another
-// is rejected and counted as a non-finite gradient is: a NaN would poison every value it touches.
-bool usable_learning_rate(float lr);
 
 class ShardStore {
  public:
