@@ -113,6 +113,34 @@ void check_optimizer(const RunPlan& p, int) {
             optimizer_names().end(),
         fmt::format("--optimizer {}: unknown; choose one of {}", name,
                     fmt::join(optimizer_names(), ", ")));
+  // A hyper-parameter of another optimizer would be ignored without a word.
+  struct Owner {
+    std::string_view flag;
+    std::vector<std::string_view> optimizers;
+  };
+  static const std::vector<Owner> owners = {
+      {"--momentum", {"momentum", "sgd", "rmsprop"}},
+      {"--nesterov", {"momentum", "sgd"}},
+      {"--beta_1", {"adam", "adamw", "nadam"}},
+      {"--beta_2", {"adam", "adamw", "nadam"}},
+      {"--epsilon", {"adam", "adamw", "nadam", "rmsprop", "adagrad"}},
+      {"--rho", {"rmsprop"}},
+      {"--centered", {"rmsprop"}},
+      {"--initial_accumulator_value", {"adagrad"}},
+  };
+  for (const Owner& owner : owners) {
+    if (!p.has(owner.flag) || std::find(owner.optimizers.begin(), owner.optimizers.end(), name) !=
+                                  owner.optimizers.end()) {
+      continue;
+    }
+    throw UsageError(fmt::format("{}{}{}: means nothing to --optimizer {}; it is a setting of {}",
+                                 owner.flag, p.text_of(owner.flag).empty() ? "" : " ",
+                                 p.text_of(owner.flag), name, fmt::join(owner.optimizers, ", ")));
+  }
+  const OptimizerConfig& o = p.config.optimizer;
+  check(!o.use_nesterov || name == "momentum" || optimizer_defaults(o).momentum > 0,
+        "--nesterov: sgd's Nesterov momentum needs --momentum above 0");
+  check_optimizer_config(o);
 }
 
 void check_moving_average_decay(const RunPlan& p, int) {

@@ -1,12 +1,14 @@
 // The flag table's rows: per flag its name, heading, field, help, strategies, check and record
 // (plan/flags.h says what each means). Split from flags.cc, which keeps the refusals and checks
 // derived from the rows.
+#include <algorithm>
 #include <filesystem>
 
 #include "comm/transport.h"
 #include "data/data_files.h"
 #include "plan/flag_checks.h"
 #include "plan/flags.h"
+#include "plan/optimizer_flags.h"
 #include "plan/run_plan.h"
 
 namespace dtrain {
@@ -57,7 +59,7 @@ constexpr std::string_view kHelpTopics[] = {kModel,
 
 std::vector<FlagSpec> make_table() {
   using F = FlagValues;
-  return {
+  std::vector<FlagSpec> table = {
       {.name = "--model",
        .topic = kModel,
        .field = &F::model,
@@ -146,7 +148,9 @@ std::vector<FlagSpec> make_table() {
       {.name = "--optimizer",
        .topic = kTraining,
        .field = &F::optimizer,
-       .help = "sgd | momentum | adam (default: the model's recipe)",
+       .help = "sgd | momentum | adam | rmsprop | adamw | adagrad | nadam (default: the model's "
+               "recipe); sgd, momentum, adam: TensorFlow's rules, the others and sgd with "
+               "--momentum: Keras 3's (docs/training.md)",
        .recipe = true,
        .check = check_optimizer,
        .recorded = {"optimizer",
@@ -592,6 +596,14 @@ std::vector<FlagSpec> make_table() {
        .strategies = kClusterStrategies,
        .check = check_tcp_congestion},
   };
+  // The optimizer's hyper-parameters (plan/optimizer_flags.h), in --help after --optimizer, under
+  // its heading.
+  const auto after = std::find_if(table.begin(), table.end(),
+                                  [](const FlagSpec& f) { return f.name == "--optimizer"; });
+  std::vector<FlagSpec> optimizer = optimizer_rows();
+  for (FlagSpec& row : optimizer) row.topic = kTraining;
+  table.insert(after + 1, optimizer.begin(), optimizer.end());
+  return table;
 }
 
 }  // namespace

@@ -34,6 +34,18 @@ struct FlagValues {
   float moving_average_decay = 0;
   float l2 = 0;
   std::string optimizer = "adam";
+  // The optimizer's hyper-parameters. Those whose default depends on the optimizer (momentum,
+  // epsilon, weight decay) are read only when given; the others default as OptimizerConfig does.
+  float momentum = 0;
+  bool nesterov = false;
+  float beta_1 = OptimizerConfig{}.beta1;
+  float beta_2 = OptimizerConfig{}.beta2;
+  float epsilon = 0;
+  float rho = OptimizerConfig{}.rho;
+  bool centered = false;
+  float initial_accumulator_value = OptimizerConfig{}.initial_accumulator_value;
+  float weight_decay = 0;
+  float clipnorm = 0, global_clipnorm = 0, clipvalue = 0;  // 0: off
   int64_t train_steps = 0;
   double epochs = 10;
   std::string data_dir;

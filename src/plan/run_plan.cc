@@ -43,6 +43,24 @@ void apply_schedule(const RunPlan& p, TrainConfig& c) {
   c.lr_warmup_steps = f.lr_warmup_steps;
 }
 
+// The optimizer's hyper-parameter flags. Momentum, epsilon and weight decay default by optimizer
+// (optimizer_defaults), so they are set only when given; the others have one default.
+void apply_optimizer_flags(const RunPlan& p, OptimizerConfig& o) {
+  const FlagValues& f = p.flags;
+  if (p.has("--momentum")) o.momentum = f.momentum;
+  if (p.has("--epsilon")) o.epsilon = f.epsilon;
+  if (p.has("--weight_decay")) o.weight_decay = f.weight_decay;
+  o.use_nesterov = f.nesterov;
+  o.beta1 = f.beta_1;
+  o.beta2 = f.beta_2;
+  o.rho = f.rho;
+  o.centered = f.centered;
+  o.initial_accumulator_value = f.initial_accumulator_value;
+  o.clipnorm = f.clipnorm;
+  o.global_clipnorm = f.global_clipnorm;
+  o.clipvalue = f.clipvalue;
+}
+
 // The flags, with the model's recipe (plan/recipes.h) in place of those that were not given.
 TrainConfig config_of(const RunPlan& p) {
   TrainConfig c;
@@ -54,6 +72,7 @@ TrainConfig config_of(const RunPlan& p) {
   FlagValues f = p.flags;
   apply_recipe(*c.model.source, source, f, given);
   set_recipe_settings(f, c);
+  apply_optimizer_flags(p, c.optimizer);
   c.model.hidden_units = f.hidden_units;
   if (p.has("--l2")) c.model.l2 = f.l2;
   apply_schedule(p, c);

@@ -17,7 +17,7 @@ namespace {
 constexpr size_t kNotHeld = SIZE_MAX;
 // Each shard starts on its own cache line, so two shard locks never guard one line between them.
 constexpr size_t kAlignFloats = 16;
-constexpr size_t kMaxSlots = 2;  // Adam's m and v
+constexpr size_t kMaxSlots = Optimizer::kMaxSlots;
 constexpr int64_t kNoStep = INT64_MIN;
 
 size_t round_up(size_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
@@ -80,12 +80,38 @@ ShardStore::ShardStore(const std::vector<ParamSpec>& specs, const PartitionMap& 
     offset += round_up(s.size);
   }
   local_values_ = offset;
+  if (make_optimizer(optimizer, {})->clips()) {
+    refuse_clipping_of_parts(specs, map, optimizer);
+    clipped_.assign(local_values_, 0.0f);
+  }
   values_.assign(local_values_, 0.0f);
   slots_.assign(local_values_ * slot_suffixes_.size(), 0.0f);
   if (sync_replicas_) accumulator_.assign(local_values_, 0.0f);
 }
 
 ShardStore::~ShardStore() = default;
+
+void ShardStore::refuse_clipping_of_parts(const std::vector<ParamSpec>& specs,
+                                          const PartitionMap& map, const OptimizerConfig& o) const {
+  if (o.global_clipnorm > 0) {
+    throw UsageError(fmt::format(
+        "--global_clipnorm {}: a ps task holds its own shards only, and the global norm needs "
+        "every variable's gradient in one place; use --clipnorm or --clipvalue, or --strategy "
+        "allreduce",
+        o.global_clipnorm));
+  }
+  if (o.clipnorm <= 0) return;
+  for (const size_t index : shards_) {
+    const Shard& shard = map.shards[index];
+    const ParamSpec& spec = specs[shard.tensor];
+    const size_t rows = spec.shape.empty() || spec.shape[0] == 0 ? 1 : size_t(spec.shape[0]);
+    if (shard.row_begin == 0 && shard.row_end == rows) continue;
+    throw UsageError(fmt::format(
+        "--clipnorm {}: variable {} ({} bytes) is cut into shards (rows {}..{} of {} in one), and "
+        "its norm needs the whole of it in one place; use --clipvalue, or --strategy allreduce",
+        o.clipnorm, spec.name, num_elements(spec.shape) * 4, shard.row_begin, shard.row_end, rows));
+  }
+}
 
 ShardStore::LocalShard& ShardStore::local(size_t shard) const {
   if (shard >= local_of_.size() || local_of_[shard] == kNotHeld) {
@@ -150,6 +176,13 @@ void ShardStore::apply(LocalShard& s, std::span<const float> grad, float lr) {
   if (s.assigned) {
     assign_deltas({values_.data() + s.offset, s.size}, grad);
   } else {
+    if (!clipped_.empty()) {
+      // Keras clips the gradient the update uses: here the push (async) or the step's average.
+      float* copy = clipped_.data() + s.offset;
+      std::copy(grad.begin(), grad.end(), copy);
+      s.optimizer->clip_range({copy, s.size});
+      grad = {copy, s.size};
+    }
     s.optimizer->apply_range(
         {values_.data() + s.offset, s.size}, grad,
         std::span<const std::span<float>>(slot_ranges.data(), slot_suffixes_.size()), lr, s.step);
@@ -181,7 +214,7 @@ void ShardStore::initialize(size_t shard, std::span<const float> values, int64_t
     for (size_t k = 0; k < slot_suffixes_.size(); ++k) {
       float* dst = slots_.data() + k * local_values_ + s.offset;
       if (slots.empty()) {
-        std::fill(dst, dst + s.size, 0.0f);
+        std::fill(dst, dst + s.size, s.optimizer->slot_initial_value(k));
       } else {
         std::copy(slots[k].begin(), slots[k].end(), dst);
       }

@@ -46,7 +46,8 @@ class ShardStore {
   using Deadline = std::chrono::steady_clock::time_point;
 
   // REQUIRES: map was made for the layout of `specs`; 0 <= ps < map.num_ps();
-  // optimizer.name is sgd, momentum or adam; sync.total_num_replicas >= 1 and
+  // optimizer.name is one of optimizer_names(), clipping not by a global norm, nor by a norm of
+  // a variable cut into shards; sync.total_num_replicas >= 1 and
   // 0 <= sync.replicas_to_aggregate <= total_num_replicas. Otherwise throws UsageError naming the
   // flag, or Error for a map of another layout.
   // Allocates everything the store will ever need: values, slots and the sync accumulator for
@@ -181,6 +182,10 @@ class ShardStore {
   // REQUIRES: s.mutex held. Throws Error for a sequence far beyond `next` (see push_async).
   void check_sequence(const LocalShard& s, int worker, uint64_t sequence, uint64_t next) const;
   void apply(LocalShard& s, std::span<const float> grad, float lr);
+  // A clipping optimizer's refusals: a global norm, or a per-variable norm of a variable cut into
+  // shards (Optimizer::clip_range needs the whole variable).
+  void refuse_clipping_of_parts(const std::vector<ParamSpec>& specs, const PartitionMap& map,
+                                const OptimizerConfig& optimizer) const;
   void read_to(size_t shard, void (*call)(const void*, std::span<const float>, int64_t),
                const void* out) const;
   void apply_step(LocalShard& s);
@@ -201,6 +206,7 @@ class ShardStore {
   FloatBuffer values_;
   FloatBuffer slots_;        // slot k of a shard at k * local_values_ + offset
   FloatBuffer accumulator_;  // sync only: the sum of the current step's gradients
+  FloatBuffer clipped_;      // a clipping optimizer's copy of the gradient being applied
   size_t local_values_ = 0;
 
   std::atomic<bool> finished_ = false;

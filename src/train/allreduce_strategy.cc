@@ -55,11 +55,19 @@ nlohmann::json agreed_settings(const TrainConfig& c, const AllreduceClusterConfi
       {"layout", shapes},
       {"l2", model.l2()},
       {"optimizer",
-       {{"momentum", o.momentum},
+       {{"name", o.name},
+        {"momentum", optimizer_defaults(o).momentum},
         {"nesterov", o.use_nesterov},
         {"beta1", o.beta1},
         {"beta2", o.beta2},
-        {"epsilon", o.epsilon}}},
+        {"epsilon", optimizer_defaults(o).epsilon},
+        {"rho", o.rho},
+        {"centered", o.centered},
+        {"initial_accumulator_value", o.initial_accumulator_value},
+        {"weight_decay", optimizer_defaults(o).weight_decay},
+        {"clipnorm", o.clipnorm},
+        {"global_clipnorm", o.global_clipnorm},
+        {"clipvalue", o.clipvalue}}},
       {"lr_staircase", c.lr_staircase},
       {"total_steps", total_steps},
       {"eval_every", c.eval_every},
@@ -278,6 +286,8 @@ float AllreduceStrategy::step(TrainingState& state, GradientComputer& computer, 
     ++state.step;
     return loss;
   }
+  // Keras clips the aggregated gradient: here the average, the same bits on every rank.
+  state.optimizer().clip(state.grads());
   // The update and the moving average in one pass, a cache-sized chunk at a time: the average
   // reads each chunk of new parameters while it is still in cache.
   const size_t values = state.params().flat().size();

@@ -27,8 +27,17 @@ float LocalStrategy::step(TrainingState& state, GradientComputer& computer, cons
   state_ = &state;
   lr_ = lr;
   at_ = state.step;
+  Optimizer& optimizer = state.optimizer();
+  if (optimizer.clips()) {
+    // A clipped norm needs the whole gradient, summed over the towers, before any update.
+    const float loss = computer.compute(state.params(), batch, state.grads());
+    optimizer.clip(state.grads());
+    state.apply(lr, at_, 0, state.params().flat().size());
+    state.step = at_ + 1;
+    return loss;
+  }
   const float loss =
-      state.optimizer().plain_sgd() && computer.towers() == 1 && !keep_gradient
+      optimizer.plain_sgd() && computer.towers() == 1 && !keep_gradient
           ? computer.sgd_step(state.params(), batch, state.grads(), lr, nullptr,
                               state.moving_average() != nullptr ? &average_update_ : nullptr)
           : computer.compute(state.params(), batch, state.grads(), nullptr, &update_);

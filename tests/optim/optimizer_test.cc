@@ -115,10 +115,10 @@ TEST(OptimizerTest, AdamMatchesTensorFlowUpdateWithEpsilonHat) {
 
 TEST(OptimizerTest, UnknownOptimizerIsAUsageErrorListingTheChoices) {
   try {
-    make_optimizer({.name = "rmsprop"}, two_tensors());
+    make_optimizer({.name = "lion"}, two_tensors());
     FAIL() << "expected UsageError";
   } catch (const UsageError& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("--optimizer rmsprop"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("--optimizer lion"));
     EXPECT_THAT(e.what(), ::testing::HasSubstr("adam"));
   }
 }

@@ -24,9 +24,25 @@ namespace dtrain::testing {
 namespace {
 
 // train_config_json as it was written by hand before the flag table recorded its rows (at
-// d375f3b), kept as the reference of the format.
+// d375f3b), kept as the reference of the format; "optimizer_config" came with the optimizers'
+// hyper-parameter flags (an older checkpoint lacks it, and the resume check skips what it lacks).
 nlohmann::json hand_written_config_json(const TrainConfig& c) {
+  const OptimizerConfig& o = c.optimizer;
+  const EffectiveOptimizer e = optimizer_defaults(o);
   return {{"model", c.model.name},
+          {"optimizer_config",
+           {{"momentum", e.momentum},
+            {"nesterov", o.use_nesterov},
+            {"beta_1", o.beta1},
+            {"beta_2", o.beta2},
+            {"epsilon", e.epsilon},
+            {"rho", o.rho},
+            {"centered", o.centered},
+            {"initial_accumulator_value", o.initial_accumulator_value},
+            {"weight_decay", e.weight_decay},
+            {"clipnorm", o.clipnorm},
+            {"global_clipnorm", o.global_clipnorm},
+            {"clipvalue", o.clipvalue}}},
           {"model_spec", nlohmann::json::parse(model_spec_json(c.model).dump())},
           {"hidden_units", c.model.hidden_units},
           {"optimizer", c.optimizer.name},

@@ -287,13 +287,12 @@ TEST(ShardStoreTest, SyncRetryOfACountedPushIsADuplicateNotStale) {
 
 // Pushes the same gradients through per-shard stores on 2 ps tasks and through Optimizer::apply
 // on the whole arena; values and every slot must agree shard by shard.
-void expect_stores_match_optimizer(const std::string& optimizer_name) {
-  SCOPED_TRACE(optimizer_name);
+void expect_stores_match_optimizer(const OptimizerConfig& config) {
+  SCOPED_TRACE(config.name);
   const std::vector<ParamSpec> specs = {ParamSpec{"w", {40, 30}}, ParamSpec{"b", {30}}};
   ParamSet params(specs), grads(specs);
   const PartitionMap map = make_partition(params, 2, Placement::kBalanced, 1024);
   ASSERT_GT(map.shards.size(), 2u);  // w is split between the tasks
-  const OptimizerConfig config{.name = optimizer_name};
   auto reference = make_optimizer(config, specs);
   for (size_t i = 0; i < params.flat().size(); ++i)
     params.flat()[i] = 0.01f * static_cast<float>(i % 97);
@@ -309,7 +308,11 @@ void expect_stores_match_optimizer(const std::string& optimizer_name) {
   for (int64_t step = 0; step < 4; ++step) {
     for (size_t i = 0; i < grads.flat().size(); ++i)
       grads.flat()[i] = 0.1f * static_cast<float>((i * (step + 3)) % 13) - 0.6f;
-    reference->apply(params, grads, 0.05f, step);
+    // The ps clips what it applies; the reference clips the whole gradient first.
+    GradSet clipped(specs);
+    clipped.copy_from(grads);
+    reference->clip(clipped);
+    reference->apply(params, clipped, 0.05f, step);
     for (size_t i = 0; i < map.shards.size(); ++i) {
       const Shard& shard = map.shards[i];
       const PushResult result =
@@ -337,8 +340,39 @@ void expect_stores_match_optimizer(const std::string& optimizer_name) {
 }
 
 TEST(ShardStoreTest, AdamAndMomentumSlotsArePerShardAndMatchOptimizerApply) {
-  expect_stores_match_optimizer("momentum");
-  expect_stores_match_optimizer("adam");
+  expect_stores_match_optimizer({.name = "momentum"});
+  expect_stores_match_optimizer({.name = "adam"});
+}
+
+// Adagrad's accumulators start at initial_accumulator_value on the ps too, when the chief sends
+// no slots; clipping by value and weight decay act on each push as on the whole arena.
+TEST(ShardStoreTest, EveryOptimizerWithItsSlotsClippingAndDecayMatchesOptimizerApply) {
+  for (const std::string& name : optimizer_names()) expect_stores_match_optimizer({.name = name});
+  expect_stores_match_optimizer({.name = "rmsprop", .momentum = 0.5f, .centered = true});
+  expect_stores_match_optimizer({.name = "sgd", .momentum = 0.9f, .use_nesterov = true});
+  expect_stores_match_optimizer({.name = "adam", .weight_decay = 0.1f, .clipvalue = 0.2f});
+}
+
+// A norm needs the whole of what it measures, which a ps task does not hold.
+TEST(ShardStoreTest, ClippingByANormOfMoreThanAShardIsRefusedNamingTheFlag) {
+  const std::vector<ParamSpec> specs = {ParamSpec{"w", {40, 30}}, ParamSpec{"b", {30}}};
+  const PartitionMap map = make_partition(ParamSet(specs), 2, Placement::kBalanced, 1024);
+  const auto refusal = [&](const OptimizerConfig& config) -> std::string {
+    try {
+      ShardStore store(specs, map, 0, config, {.total_num_replicas = 1});
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_THAT(refusal({.name = "sgd", .global_clipnorm = 1.0f}),
+              ::testing::StartsWith("--global_clipnorm 1: a ps task holds its own shards only"));
+  EXPECT_THAT(refusal({.name = "sgd", .clipnorm = 1.0f}),
+              ::testing::StartsWith("--clipnorm 1: variable w (4800 bytes) is cut into shards"));
+  // Whole variables clip on the ps.
+  const auto whole = small_specs();
+  EXPECT_NO_THROW(ShardStore(whole, one_ps_map(whole), 0, {.name = "sgd", .clipnorm = 1.0f},
+                             {.total_num_replicas = 1}));
 }
 
 TEST(ShardStoreTest, WaitStepPastReturnsOnTimeoutWithoutHanging) {
@@ -434,7 +468,7 @@ TEST(ShardStoreTest, ReplicasToAggregateAboveWorkersIsAUsageError) {
   EXPECT_THROW(ShardStore(specs, one_ps_map(specs), 0, {}, sync_options(2, 3)), UsageError);
   EXPECT_THROW(ShardStore(specs, one_ps_map(specs), 1, {}, {.total_num_replicas = 1}), UsageError);
   EXPECT_THROW(
-      ShardStore(specs, one_ps_map(specs), 0, {.name = "adagrad"}, {.total_num_replicas = 1}),
+      ShardStore(specs, one_ps_map(specs), 0, {.name = "adadelta"}, {.total_num_replicas = 1}),
       UsageError);
 }
 

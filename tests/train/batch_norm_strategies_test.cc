@@ -276,6 +276,11 @@ struct MatrixRecipe {
 std::vector<MatrixRecipe> matrix_recipes() {
   std::vector<MatrixRecipe> all;
   for (const std::string& name : optimizer_names()) all.push_back({name, {}});
+  // Clipping acts on the aggregated gradient under every strategy, on trainable weights only;
+  // the bounds are below this model's gradients, so each one clips.
+  all.push_back({"adam", {"--clipnorm", "0.05"}});
+  all.push_back({"sgd", {"--clipvalue", "0.01", "--momentum", "0.9", "--nesterov"}});
+  all.push_back({"rmsprop", {"--momentum", "0.5", "--centered", "--weight_decay", "0.1"}});
   return all;
 }
 
