@@ -316,10 +316,12 @@ void read_dtrain(const json& level, const std::string& source_name, ModelSpec& s
 ModelSpec read_sequential(const nlohmann::json& input, const std::string& source_name) {
   const json* doc = &input;
   std::string loss = compiled_loss(*doc, source_name);
+  std::optional<CompiledOptimizer> optimizer = read_compiled_optimizer(*doc, source_name);
   for (const char* wrapper : {"modelTopology", "model_config"}) {
     if (doc->is_object() && doc->contains(wrapper)) {
       doc = &(*doc)[wrapper];
       if (loss.empty()) loss = compiled_loss(*doc, source_name);
+      if (!optimizer) optimizer = read_compiled_optimizer(*doc, source_name);
     }
   }
   if (!doc->is_object() || !doc->contains("class_name"))
@@ -375,6 +377,7 @@ ModelSpec read_sequential(const nlohmann::json& input, const std::string& source
     throw UsageError(fmt::format("{}: the model has no layers", source_name));
   spec.input_shape = *input_shape;
   spec.loss = std::move(loss);
+  spec.optimizer = std::move(optimizer);
   read_dtrain(input, source_name, spec);
   return spec;
 }

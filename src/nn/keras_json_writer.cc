@@ -182,6 +182,7 @@ nlohmann::ordered_json to_keras_json(const ModelSpec& spec) {
       {{"name", spec.name}, {"trainable", true}, {"dtype", "float32"}, {"layers", layers}});
   model["build_config"] = {{"input_shape", shape_json(spec.input_shape)}};
   if (!spec.loss.empty()) model["compile_config"] = {{"loss", spec.loss}};
+  if (spec.optimizer) model["compile_config"]["optimizer"] = keras_optimizer_json(*spec.optimizer);
   ordered_json dtrain = ordered_json::object();
   if (spec.defaults.is_object() && !spec.defaults.empty())
     dtrain["defaults"] = ordered_json::parse(spec.defaults.dump());

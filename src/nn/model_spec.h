@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nn/conv2d.h"
+#include "nn/keras_optimizer.h"
 #include "nn/model.h"
 #include "nn/param_set.h"
 
@@ -97,6 +98,9 @@ struct ModelSpec {
   // The run plan reads them (plan/recipes.h); here they are only carried.
   nlohmann::json defaults = nlohmann::json::object();
   std::optional<HiddenUnitsLayer> hidden_units = std::nullopt;  // none: --hidden_units is refused
+  // The optimizer the file was compiled with (nn/keras_optimizer.h), which the run plan honours
+  // unless --optimizer says otherwise; none: the recipe's, then the flags' defaults.
+  std::optional<CompiledOptimizer> optimizer = std::nullopt;
 
   bool operator==(const ModelSpec&) const = default;
 };

@@ -118,6 +118,62 @@ void set_recipe_settings(const FlagValues& f, TrainConfig& c) {
   c.epochs = f.epochs;
 }
 
+namespace {
+
+// One setting of a compiled optimizer onto the config: its key is the flag's name without "--".
+void set_compiled(const std::string& key, const nlohmann::json& value, TrainConfig& c) {
+  OptimizerConfig& o = c.optimizer;
+  if (key == "nesterov") o.use_nesterov = value.get<bool>();
+  if (key == "centered") o.centered = value.get<bool>();
+  if (value.is_boolean()) return;
+  const auto number = value.get<float>();
+  if (key == "learning_rate") c.learning_rate = number;
+  if (key == "momentum") o.momentum = number;
+  if (key == "beta_1") o.beta1 = number;
+  if (key == "beta_2") o.beta2 = number;
+  if (key == "epsilon") o.epsilon = number;
+  if (key == "rho") o.rho = number;
+  if (key == "initial_accumulator_value") o.initial_accumulator_value = number;
+  if (key == "weight_decay") o.weight_decay = number;
+  if (key == "clipnorm") o.clipnorm = number;
+  if (key == "clipvalue") o.clipvalue = number;
+  if (key == "global_clipnorm") o.global_clipnorm = number;
+}
+
+}  // namespace
+
+void apply_compiled_optimizer(const ModelSpec& spec, const std::string& source,
+                              const std::function<bool(std::string_view flag)>& given,
+                              TrainConfig& c) {
+  if (!spec.optimizer) return;
+  const CompiledOptimizer& compiled = *spec.optimizer;
+  const std::string name = compiled.settings.at("optimizer").get<std::string>();
+  if (spec.defaults.is_object() && spec.defaults.contains("optimizer") &&
+      spec.defaults["optimizer"] != name) {
+    throw UsageError(fmt::format("{}: dtrain defaults optimizer {} and {} ({}) disagree; keep one",
+                                 source, spec.defaults["optimizer"].dump(), compiled.origin, name));
+  }
+  if (given("--optimizer")) {
+    c.optimizer_note = fmt::format("not {}'s {} ({}): --optimizer {} is given", source,
+                                   compiled.origin, name, c.optimizer.name);
+    return;
+  }
+  std::vector<std::string> settings, flags;
+  for (const auto& [key, value] : compiled.settings.items()) {
+    if (key == "optimizer") continue;
+    if (given("--" + key)) {
+      flags.push_back("--" + key);
+      continue;
+    }
+    set_compiled(key, value, c);
+    settings.push_back(fmt::format("{} {}", key, value.dump()));
+  }
+  c.optimizer.name = name;
+  c.optimizer_note =
+      fmt::format("as {}'s {}: {}{}", source, compiled.origin, fmt::join(settings, ", "),
+                  flags.empty() ? "" : fmt::format(" ({} given)", fmt::join(flags, ", ")));
+}
+
 void check_recipe(const ModelSpec& spec, const std::string& source, const TrainConfig& config,
                   const std::function<bool(std::string_view flag)>& given) {
   if (!spec.defaults.is_object()) return;
@@ -150,6 +206,7 @@ TrainConfig recipe_for(const std::string& model) {
   FlagValues flags;
   apply_recipe(*c.model.source, source, flags, none_given);
   set_recipe_settings(flags, c);
+  apply_compiled_optimizer(*c.model.source, source, none_given, c);
   check_recipe(*c.model.source, source, c, none_given);
   return c;
 }

@@ -35,4 +35,12 @@ void check_recipe(const ModelSpec& spec, const std::string& source, const TrainC
 // or IoError of resolve_model(), and those of apply_recipe and check_recipe.
 TrainConfig recipe_for(const std::string& model);
 
+// The optimizer a model file was compiled with (ModelSpec::optimizer), onto config: its name and
+// settings, each but those a flag gives (`given`); nothing of it when --optimizer is given, whose
+// optimizer it is not. Either way config.optimizer_note says so, naming the file. Throws
+// UsageError when the file's "dtrain" defaults name another optimizer.
+void apply_compiled_optimizer(const ModelSpec& spec, const std::string& source,
+                              const std::function<bool(std::string_view flag)>& given,
+                              TrainConfig& config);
+
 }  // namespace dtrain

@@ -73,6 +73,7 @@ TrainConfig config_of(const RunPlan& p) {
   apply_recipe(*c.model.source, source, f, given);
   set_recipe_settings(f, c);
   apply_optimizer_flags(p, c.optimizer);
+  apply_compiled_optimizer(*c.model.source, source, given, c);
   c.model.hidden_units = f.hidden_units;
   if (p.has("--l2")) c.model.l2 = f.l2;
   apply_schedule(p, c);

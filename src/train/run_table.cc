@@ -17,6 +17,7 @@ void print_run_table(std::ostream& out, const RunTable& t) {
   fmt::print(
       out, "  optimizer    {}, learning rate {}{}\n", t.optimizer, t.schedule.describe(),
       c.moving_average_decay > 0 ? fmt::format(", moving average {}", c.moving_average_decay) : "");
+  if (!c.optimizer_note.empty()) fmt::print(out, "               {}\n", c.optimizer_note);
   fmt::print(out, "  batch        {}{} ({} global steps per epoch), {} steps\n", c.batch_size,
              t.place.workers > 1 ? fmt::format(" per worker × {}", t.place.workers) : "",
              t.steps_per_epoch, t.total_steps);

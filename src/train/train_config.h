@@ -50,6 +50,9 @@ struct SettingsRecord {
 struct TrainConfig {
   ModelConfig model;
   OptimizerConfig optimizer;
+  // Where the optimizer came from when a model file compiled one (plan/recipes.h): the run
+  // table's line under the optimizer's; empty otherwise.
+  std::string optimizer_note;
   int batch_size = 100;
   // The examples one global step trains on: batch_size times the workers whose batches a step
   // averages (all-reduce: every worker; sync: replicas_to_aggregate; local, towers and async: one

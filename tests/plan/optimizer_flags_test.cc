@@ -1,5 +1,5 @@
 // The optimizer's flags in the run plan: the hyper-parameters of the optimizer chosen, refused for
-// another.
+// another; and a model file's compiled optimizer, honoured or set aside by --optimizer, said so.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -47,6 +47,38 @@ TEST(OptimizerFlags, AnotherOptimizersSettingOrTwoClippingsAreRefusedByName) {
               ::testing::HasSubstr("--clipnorm 1 and --clipvalue 2: choose one way to clip"));
   EXPECT_THAT(refusal({"--model", "softmax", "--optimizer", "rmsprop", "--rho", "1"}),
               ::testing::HasSubstr("--rho 1: must be in [0, 1)"));
+}
+
+constexpr const char* kCompiled = R"({"class_name": "Sequential", "config": {"name": "m",
+  "layers": [{"class_name": "InputLayer", "config": {"batch_input_shape": [null, 784]}},
+  {"class_name": "Dense", "config": {"name": "out", "units": 10, "activation": "softmax"}}]},
+  "training_config": {"loss": "sparse_categorical_crossentropy", "optimizer_config": {
+  "class_name": "RMSprop", "config": {"name": "RMSprop", "learning_rate": 0.01, "rho": 0.8,
+  "momentum": 0.0, "epsilon": 1e-07, "centered": false}}}})";
+
+// The bug this replaces: a training_config naming RMSprop trained on Adam, without a word.
+TEST(OptimizerFlags, AModelFilesCompiledOptimizerIsHonouredAndAFlagOverItIsSaid) {
+  testing::TempDir work;
+  testing::write_bytes(work / "m.json", kCompiled);
+  const std::string model = (work / "m.json").string();
+  const RunPlan honoured = plan_of({"--model", model});
+  EXPECT_EQ(honoured.config.optimizer.name, "rmsprop");
+  EXPECT_FLOAT_EQ(honoured.config.optimizer.rho, 0.8f);
+  EXPECT_FLOAT_EQ(honoured.config.learning_rate, 0.01f);
+  EXPECT_THAT(honoured.config.optimizer_note,
+              ::testing::HasSubstr("m.json's training_config optimizer_config RMSprop: "));
+  EXPECT_THAT(honoured.config.optimizer_note, ::testing::HasSubstr("learning_rate 0.01"));
+  const RunPlan rate = plan_of({"--model", model, "--learning_rate", "0.1"});
+  EXPECT_EQ(rate.config.optimizer.name, "rmsprop");
+  EXPECT_FLOAT_EQ(rate.config.learning_rate, 0.1f);
+  EXPECT_THAT(rate.config.optimizer_note, ::testing::HasSubstr("(--learning_rate given)"));
+  const RunPlan replaced = plan_of({"--model", model, "--optimizer", "adam"});
+  EXPECT_EQ(replaced.config.optimizer.name, "adam");
+  EXPECT_FLOAT_EQ(replaced.config.optimizer.rho, OptimizerConfig{}.rho);
+  EXPECT_THAT(replaced.config.optimizer_note, ::testing::StartsWith("not "));
+  EXPECT_THAT(replaced.config.optimizer_note,
+              ::testing::HasSubstr("m.json's training_config optimizer_config RMSprop (rmsprop): "
+                                   "--optimizer adam is given"));
 }
 
 }  // namespace
