@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "ps/shard_clipping.h"
 #include "tensor/ops.h"
 
 namespace dtrain {
@@ -81,7 +82,7 @@ ShardStore::ShardStore(const std::vector<ParamSpec>& specs, const PartitionMap& 
   }
   local_values_ = offset;
   if (make_optimizer(optimizer, {})->clips()) {
-    refuse_clipping_of_parts(specs, map, optimizer);
+    refuse_clipping_across_shards(specs, map, shards_, optimizer);
     clipped_.assign(local_values_, 0.0f);
   }
   values_.assign(local_values_, 0.0f);
@@ -90,28 +91,6 @@ ShardStore::ShardStore(const std::vector<ParamSpec>& specs, const PartitionMap& 
 }
 
 ShardStore::~ShardStore() = default;
-
-void ShardStore::refuse_clipping_of_parts(const std::vector<ParamSpec>& specs,
-                                          const PartitionMap& map, const OptimizerConfig& o) const {
-  if (o.global_clipnorm > 0) {
-    throw UsageError(fmt::format(
-        "--global_clipnorm {}: a ps task holds its own shards only, and the global norm needs "
-        "every variable's gradient in one place; use --clipnorm or --clipvalue, or --strategy "
-        "allreduce",
-        o.global_clipnorm));
-  }
-  if (o.clipnorm <= 0) return;
-  for (const size_t index : shards_) {
-    const Shard& shard = map.shards[index];
-    const ParamSpec& spec = specs[shard.tensor];
-    const size_t rows = spec.shape.empty() || spec.shape[0] == 0 ? 1 : size_t(spec.shape[0]);
-    if (shard.row_begin == 0 && shard.row_end == rows) continue;
-    throw UsageError(fmt::format(
-        "--clipnorm {}: variable {} ({} bytes) is cut into shards (rows {}..{} of {} in one), and "
-        "its norm needs the whole of it in one place; use --clipvalue, or --strategy allreduce",
-        o.clipnorm, spec.name, num_elements(spec.shape) * 4, shard.row_begin, shard.row_end, rows));
-  }
-}
 
 ShardStore::LocalShard& ShardStore::local(size_t shard) const {
   if (shard >= local_of_.size() || local_of_[shard] == kNotHeld) {

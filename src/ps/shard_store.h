@@ -182,10 +182,6 @@ class ShardStore {
   // REQUIRES: s.mutex held. Throws Error for a sequence far beyond `next` (see push_async).
   void check_sequence(const LocalShard& s, int worker, uint64_t sequence, uint64_t next) const;
   void apply(LocalShard& s, std::span<const float> grad, float lr);
-  // A clipping optimizer's refusals: a global norm, or a per-variable norm of a variable cut into
-  // shards (Optimizer::clip_range needs the whole variable).
-  void refuse_clipping_of_parts(const std::vector<ParamSpec>& specs, const PartitionMap& map,
-                                const OptimizerConfig& optimizer) const;
   void read_to(size_t shard, void (*call)(const void*, std::span<const float>, int64_t),
                const void* out) const;
   void apply_step(LocalShard& s);
