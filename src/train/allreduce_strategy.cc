@@ -45,6 +45,9 @@ nlohmann::json agreed_settings(const TrainConfig& c, const AllreduceClusterConfi
                                const TrainingInput& input, int64_t total_steps) {
   nlohmann::json agreed = train_config_json(c);
   agreed.erase("towers");
+  // How many workers a step averages is the ring's own business, and an elastic job changes it;
+  // a joiner started by hand does not know it. Resuming checks it (train/resume_check.h).
+  agreed.erase("global_batch");
   if (agreed.contains("data")) {
     for (const char* path : {"data_dir", "train_data", "test_data"}) agreed["data"].erase(path);
   }
