@@ -1,10 +1,14 @@
 // The settings of one task of a cluster, from its run plan.
 #include "plan/cluster_configs.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
+#include <string_view>
 
 #include "comm/transport.h"
 #include "ps/partition.h"
+#include "train/ps_job_settings.h"
 
 namespace dtrain {
 
@@ -43,7 +47,16 @@ PsClusterConfig ps_config(const RunPlan& plan, StrategyKind kind, ClusterConfig 
   if (c.sync.sync_replicas) c.min_workers = f.min_workers;
   if (!c.sync.sync_replicas) c.max_workers = f.max_workers;
   c.transport = parse_transport(f.transport);
+  if (c.cluster.task.job == kPsJob) c.given_flags = given_job_setting_flags(plan);
   return c;
+}
+
+std::set<std::string> given_job_setting_flags(const RunPlan& plan) {
+  std::set<std::string> given;
+  for (const std::string_view flag : ps_job_setting_flags()) {
+    if (plan.has(fmt::format("--{}", flag))) given.emplace(flag);
+  }
+  return given;
 }
 
 }  // namespace dtrain

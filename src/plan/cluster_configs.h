@@ -3,6 +3,7 @@
 // for ranks in threads of one process (plan/in_process_run.h).
 #pragma once
 
+#include <set>
 #include <string>
 
 #include "plan/run_plan.h"
@@ -17,5 +18,8 @@ AllreduceClusterConfig allreduce_config(const RunPlan& plan, ClusterConfig clust
 // kind: async or sync.
 PsClusterConfig ps_config(const RunPlan& plan, StrategyKind kind, ClusterConfig cluster,
                           std::string secret);
+// A ps task's, from its command line: it learns the rest of what the job trains from the chief
+// unless these name a model (PsClusterConfig::given_flags).
+std::set<std::string> given_job_setting_flags(const RunPlan& plan);
 
 }  // namespace dtrain

@@ -24,6 +24,7 @@
 #include "ps/worker_claim.h"
 #include "train/allreduce_trainer.h"
 #include "train/local_strategy.h"
+#include "train/ps_job_settings.h"
 #include "train/ps_trainer.h"
 #include "train/training_loop.h"
 
@@ -414,7 +415,11 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
           "cluster instead (dtrain train --overwrite does that for a cluster on this machine)");
     }
     const bool settled = plan.flags.local_task && plan.resume == ResumeMode::kResume;
-    settle_checkpoint(config, settled ? ResumeMode::kLauncherSettled : plan.resume, name, out);
+    // A ps that learns what the job trains from the chief has no settings of its own to compare
+    // with the checkpoint's: the chief settles it, and the ps restores what it then finds.
+    const bool learns = cluster.task.job == kPsJob && !names_a_model(given_job_setting_flags(plan));
+    if (!learns)
+      settle_checkpoint(config, settled ? ResumeMode::kLauncherSettled : plan.resume, name, out);
   }
   say_threads_beyond_cores(plan, 1, name, out);
   // Its first line says where its place came from (a launcher's ranks, and the local launcher

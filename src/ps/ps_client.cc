@@ -74,7 +74,30 @@ void PsClient::report_failure(const std::string& why) noexcept {
 
 PsClient::~PsClient() = default;
 
+void PsClient::say_settings(Lane& lane) {
+  if (options_.settings.empty()) return;
+  // A ps that learns them waits for the chief's; the other workers ask until it has heard them.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(options_.connection.connect_timeout_ms);
+  for (bool reported = false;; reported = true) {
+    lane.meta.clear();
+    lane.meta.put(proto::kMaxReadyWaitMs).put_string(options_.settings);
+    lane.connection->send(proto::kSettings, 0, lane.meta.bytes(), {});
+    proto::MetaReader r(lane.expect(proto::kSettingsReply).meta);
+    if (r.get<uint8_t>() != 0) return;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw Error(fmt::format("ps{} has not heard from the chief what the job trains in {} s",
+                              lane.ps, options_.connection.connect_timeout_ms / 1000));
+    }
+    if (!reported) {
+      report(
+          fmt::format("ps{} waits for the chief (worker 0) to say what the job trains", lane.ps));
+    }
+  }
+}
+
 int64_t PsClient::say_hello(Lane& lane) {
+  say_settings(lane);
   lane.meta.clear();
   lane.meta.put(fingerprint_).put(static_cast<int32_t>(worker_));
   lane.connection->send(proto::kHello, 0, lane.meta.bytes(), {});

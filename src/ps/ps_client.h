@@ -121,7 +121,9 @@ class PsClient {
   ps_protocol::DoneReply counters_round(uint16_t reply_type,
                                         const std::function<void(Lane&)>& request);
   void note_reply(int ps, const ps_protocol::ShardReply& reply);
-  // The hello; returns the ps's step. Sends and receives on the calling thread.
+  // kSettings, before the hello (PsClientOptions::settings).
+  void say_settings(Lane& lane);
+  // The settings and the hello; returns the ps's step. Sends and receives on the calling thread.
   int64_t say_hello(Lane& lane);
   // A new connection and hello in place of a lost one, the lane's `losses`-th in this operation;
   // throws TransportError once deadline has passed. A ps that came back without its variables is

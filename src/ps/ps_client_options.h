@@ -18,6 +18,10 @@ struct PsClientOptions {
   // This worker's id, 0..total_num_replicas-1, or -1 for a client that never pushes (a benchmark
   // probe, an evaluator).
   int worker = -1;
+  // What this worker trains (ps/job_settings.h), said to every ps before its hello: a ps started
+  // without them takes the chief's, and refuses a worker whose settings differ from its own.
+  // Empty: not said (a benchmark probe).
+  std::string settings;
   // Told of each lost ps and of its return, one line each (not one per step); may be empty.
   std::function<void(const std::string&)> report;
   // How payloads travel to a ps (comm/transport.h), agreed in each connection's link step: kAuto

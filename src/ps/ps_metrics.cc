@@ -2,6 +2,7 @@
 #include "ps/ps_metrics.h"
 
 #include "ps/ps_service.h"
+#include "ps/task_counters.h"
 
 namespace dtrain {
 namespace {
@@ -22,19 +23,13 @@ prometheus::MetricFamily family(const std::string& task, const std::string& name
 }  // namespace
 
 std::vector<prometheus::MetricFamily> PsMetrics::Collect() const {
-  const ShardStore& store = service_.store();
-  ShardCounters total;
-  for (size_t shard : store.shards()) {
-    const ShardCounters c = store.counters(shard);
-    total.applied += c.applied;
-    total.stale_dropped += c.stale_dropped;
-    total.duplicates += c.duplicates;
-    total.rejected += c.rejected;
-  }
-  const WorkerCount workers = store.workers();
+  // Before the task has learnt from the chief what it serves: nothing applied yet.
+  const ShardStore* store = service_.configured() ? &service_.store() : nullptr;
+  const ShardCounters total = store != nullptr ? task_counters(*store) : ShardCounters{};
+  const WorkerCount workers = store != nullptr ? store->workers() : WorkerCount{};
   using prometheus::MetricType;
   return {family(task_, "dtrain_global_step", "The step of this task's first shard",
-                 MetricType::Gauge, static_cast<double>(store.reported_step())),
+                 MetricType::Gauge, static_cast<double>(total.step)),
           family(task_, "dtrain_ps_updates_applied_total",
                  "Optimizer updates applied to this task's shards (async: pushes; sync: steps)",
                  MetricType::Counter, static_cast<double>(total.applied)),

@@ -5,6 +5,11 @@
 //
 // clang-format off
 //   request                          meta                                tensors         reply
+//   kSettings                        timeout_ms u32, then JSON (text)    -               kSettingsReply
+//     (said before kHello: what the job trains, ps/job_settings.h; a ps started without them takes
+//      them from the chief's and refuses any other worker's that differ, kError naming the setting;
+//      kSettingsReply: agreed u8, 0 when the ps has not heard the chief yet after waiting up to
+//      timeout_ms (at most kMaxReadyWaitMs): ask again)
 //   kHello                           fingerprint u64, worker i32         -               kHelloReply
 //     (worker -1: a client that never pushes; else the worker its handshake's identity names)
 //     (kHelloReply: ps i32, initialized u8, next_sequence u64, step i64 of its first shard,
@@ -78,6 +83,8 @@ inline constexpr uint16_t kCountersReply = 32;
 inline constexpr uint16_t kWorkerFailed = 33;
 inline constexpr uint16_t kClaimWorker = 34;
 inline constexpr uint16_t kClaimReply = 35;
+inline constexpr uint16_t kSettings = 36;
+inline constexpr uint16_t kSettingsReply = 37;
 
 // The types the table above gives tensors (ConnectionOptions::type_carries_tensors): any other
 // that declares some is refused before it is handled. kPushReply carries the values a push asked

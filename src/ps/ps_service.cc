@@ -24,6 +24,7 @@
 #include "base/resident_memory.h"
 #include "ps/ps_protocol.h"
 #include "ps/push_replier.h"
+#include "ps/task_counters.h"
 #include "tensor/aligned.h"
 
 namespace dtrain {
@@ -51,27 +52,8 @@ struct PsService::Scratch {
 };
 
 PsService::PsService(PsServiceOptions options, const PsRestoredState* restored)
-    : options_(std::move(options)),
-      fingerprint_(partition_fingerprint(ParamSet(options_.specs), options_.map)),
-      instance_(random_instance()),
-      store_(std::make_unique<ShardStore>(options_.specs, options_.map, options_.ps,
-                                          options_.optimizer, options_.sync)),
-      roster_(options_, *store_),
-      reply_context_{.store = *store_,
-                     .ps = options_.ps,
-                     .sync_wait_ms = options_.sync_wait_ms,
-                     .stall_warning_ms = options_.stall_warning_ms} {
-  for (size_t shard : store_->shards())
-    max_shard_size_ = std::max(max_shard_size_, store_->shard_size(shard));
-  if (options_.ps == 0 && !store_->shards().empty()) {
-    pace_ = std::make_unique<WorkerPace>(
-        options_.sync.total_num_replicas,
-        [ps = options_.ps](const std::string& line) { spdlog::warn("ps{}: {}", ps, line); });
-  }
-  if (restored != nullptr) {
-    initialize_from(restored->params, restored->slots, restored->step);
-    restored_step_ = restored->step;
-  }
+    : options_(std::move(options)), instance_(random_instance()) {
+  if (!options_.learn) configure(restored);
   ServerOptions server = options_.server;
   server.connection.type_carries_tensors = proto::carries_tensors;
   server.connection.transport = options_.transport;
@@ -85,7 +67,11 @@ PsService::PsService(PsServiceOptions options, const PsRestoredState* restored)
 PsService::~PsService() { server_->stop(); }
 
 void PsService::run() {
-  const std::string failed = roster_.wait();
+  if (!wait_configured()) {
+    server_->stop();
+    return;
+  }
+  const std::string failed = roster_->wait();
   {
     // Bounded: a handler stuck sending to a peer that reads nothing must not hold the exit.
     std::unique_lock lock(requests_mutex_);
@@ -109,15 +95,17 @@ void PsService::initialize_from(const ParamSet& params, const std::vector<ParamS
 }
 
 void PsService::print_summary(std::ostream& out) const {
-  ShardCounters total;
-  for (size_t shard : store_->shards()) {
-    const ShardCounters c = store_->counters(shard);
-    total.applied += c.applied;
-    total.stale_dropped += c.stale_dropped;
-    total.duplicates += c.duplicates;
-    total.rejected += c.rejected;
+  if (!configured()) {
+    const ServerStats s = server_->stats();
+    fmt::print(out,
+               "ps{}: stopped before the chief said what the job trains; {} connections ({} "
+               "rejected, {} failed)\n",
+               options_.ps, s.accepted, s.rejected, s.failed);
+    out << std::flush;
+    return;
   }
-  const int64_t step = store_->shards().empty() ? 0 : store_->reported_step();
+  const ShardCounters total = task_counters(*store_);
+  const int64_t step = total.step;
   const ServerStats s = server_->stats();
   fmt::print(out,
              "ps{}: done at global step {}: {} shard updates applied, {} stale gradients dropped, "
@@ -153,17 +141,18 @@ class PsService::InFlight {
 };
 
 void PsService::serve(Connection& connection) {
-  Scratch scratch(max_shard_size_ * (1 + store_->slot_suffixes().size()));
-  if (options_.sync.sync_replicas) start_replier(connection, scratch);
+  // Sized and given its replier once the task knows what it serves (handle()).
+  Scratch scratch(0);
   // The connection ends only by an exception (its peer closed it, or broke the format); either
   // way a worker that said hello on it is gone from this connection.
   struct Presence {
     PsService& service;
     int& worker;
     ~Presence() {
-      if (worker >= 0) service.roster_.disconnected(worker);
+      if (worker >= 0) service.roster_->disconnected(worker);
     }
   } presence{*this, scratch.worker};
+  bool settled = false;  // scratch sized for the store
   for (;;) {
     const Connection::Incoming in = connection.receive();
     InFlight in_flight(*this);
@@ -171,6 +160,11 @@ void PsService::serve(Connection& connection) {
       // Only pushes queue behind a deferred reply; anything else is answered after those.
       if (scratch.replier != nullptr && in.type != proto::kPush) {
         scratch.replier->drain();
+      }
+      if (!settled && configured()) {
+        scratch.buffer.resize(max_shard_size_ * (1 + store_->slot_suffixes().size()));
+        if (options_.sync.sync_replicas) start_replier(connection, scratch);
+        settled = true;
       }
       handle(connection, in, scratch);
     } catch (const TransportError&) {
@@ -189,6 +183,14 @@ void PsService::serve(Connection& connection) {
 }
 
 void PsService::handle(Connection& connection, const Connection::Incoming& in, Scratch& scratch) {
+  if (in.type == proto::kSettings) return settings(connection, in);
+  if (!configured()) {
+    if (in.tensor_bytes > 0) connection.discard_tensors();
+    throw Error(fmt::format(
+        "{} sent a request of type {} before this task learnt from the chief what the job "
+        "trains (a worker says its settings first)",
+        connection.peer(), in.type));
+  }
   switch (in.type) {
     case proto::kHello:
       return hello(connection, in, scratch);
@@ -238,8 +240,8 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
   const auto fingerprint = r.get<uint64_t>();
   const auto worker = r.get<int32_t>();
   if (fingerprint != fingerprint_) {
-    roster_.refused(worker, connection.address(),
-                    "had another model or partition than this ps task");
+    roster_->refused(worker, connection.address(),
+                     "had another model or partition than this ps task");
     throw Error(fmt::format(
         "{} has another model or partition than this ps task (fingerprint {:016x}, ours "
         "{:016x}): start every task with the same --model, --hidden_units, --placement, "
@@ -261,7 +263,7 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
   }
   if (worker >= 0 && scratch.worker < 0) {
     scratch.worker = worker;
-    roster_.connected(worker, connection.address());
+    roster_->connected(worker, connection.address());
   }
   uint64_t next_sequence = 0;
   if (worker >= 0) {
@@ -282,7 +284,7 @@ void PsService::hello(Connection& connection, const Connection::Incoming& in, Sc
 
 void PsService::start_replier(Connection& connection, Scratch& scratch) {
   if (scratch.replier == nullptr)
-    scratch.replier = &scratch.own_replier.emplace(reply_context_, connection, max_shard_size_);
+    scratch.replier = &scratch.own_replier.emplace(*reply_context_, connection, max_shard_size_);
 }
 
 void PsService::init(Connection& connection, const Connection::Incoming& in, Scratch& scratch) {
@@ -448,21 +450,19 @@ void PsService::apply_push(Connection& connection, uint64_t request_id, const pr
     return;
   }
   // The gradient is spent; its buffer takes the values.
-  send_push_reply(reply_context_, connection, reply, std::span(scratch.buffer).first(size),
+  send_push_reply(*reply_context_, connection, reply, std::span(scratch.buffer).first(size),
                   scratch.meta, {});
 }
 
 void PsService::send_counters(Connection& connection, uint16_t type, uint64_t request_id,
                               Scratch& scratch) {
   proto::DoneReply reply;
-  for (size_t shard : store_->shards()) {
-    const ShardCounters c = store_->counters(shard);
-    reply.applied += c.applied;
-    reply.stale_dropped += c.stale_dropped;
-    reply.duplicates += c.duplicates;
-    reply.rejected += c.rejected;
-  }
-  if (!store_->shards().empty()) reply.step = store_->reported_step();
+  const ShardCounters total = task_counters(*store_);
+  reply.applied = total.applied;
+  reply.stale_dropped = total.stale_dropped;
+  reply.duplicates = total.duplicates;
+  reply.rejected = total.rejected;
+  reply.step = total.step;
   reply.workers = store_->workers();
   if (pace_) {
     for (const WorkerPace::Totals& totals : pace_->totals())
@@ -488,7 +488,7 @@ void PsService::worker_failed(Connection& connection, const Connection::Incoming
   }
   spdlog::error("ps{}: worker {} failed at step {}: {}", options_.ps, worker,
                 store_->reported_step(), why);
-  roster_.failed(worker, why);
+  roster_->failed(worker, why);
 }
 
 void PsService::worker_done(Connection& connection, const Connection::Incoming& in,
@@ -511,22 +511,22 @@ void PsService::worker_done(Connection& connection, const Connection::Incoming& 
     // as lost when its connections close, not done.
     spdlog::info("ps{}: worker {} is stopping before the end of training, at step {}", options_.ps,
                  worker, store_->reported_step());
-    roster_.stopping(worker);
+    roster_->stopping(worker);
     return;
   }
-  roster_.done(worker);
+  roster_->done(worker);
 }
 
 void PsService::claim_worker(Connection& connection, const Connection::Incoming& in,
                              Scratch& scratch) {
   if (options_.ps != 0) throw Error("a worker joins a running job through ps0, not this task");
-  if (!roster_.takes_joiners()) {
+  if (!roster_->takes_joiners()) {
     throw Error(fmt::format(
         "this job takes no joining workers: start its ps tasks with --max_workers above its {} "
         "workers (async only)",
         options_.sync.total_num_replicas));
   }
-  const int worker = roster_.claim(connection.peer_incarnation());
+  const int worker = roster_->claim(connection.peer_incarnation());
   proto::MetaWriter& meta = scratch.meta;
   meta.clear();
   meta.put(static_cast<int32_t>(worker))

@@ -2,7 +2,8 @@
 // thread per worker connection, speaking ps/ps_protocol.h. Unlike TensorFlow's server.join(), it
 // knows when training is over: run() returns once every training worker has reported done
 // (ps/worker_roster.h). In sync mode, and where payloads travel by reference (comm/link_setup.h),
-// each connection also has a replier thread (ps/push_replier.h).
+// each connection also has a replier thread (ps/push_replier.h). A task given LearnSettings listens
+// before it knows what the job trains, and builds its store from what the chief says.
 #pragma once
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -33,18 +35,11 @@
 
 namespace dtrain {
 
-// A checkpoint's values, optimizer slots (one ParamSet per slot, in the store's order) and step:
-// what a restarted ps starts from.
-struct PsRestoredState {
-  ParamSet params;
-  std::vector<ParamSet> slots;
-  int64_t step = 0;
-};
-
 class PsService {
  public:
   // Allocates the store, initialises it from `restored` when given, and starts listening: a
-  // reconnecting worker never finds the shards uninitialised in between. Throws UsageError /
+  // reconnecting worker never finds the shards uninitialised in between. With options.learn, only
+  // listens: the store is built when the chief says the settings. Throws UsageError /
   // TransportError. REQUIRES: restored, if given, has the model's layout.
   explicit PsService(PsServiceOptions options, const PsRestoredState* restored = nullptr);
   ~PsService();
@@ -52,9 +47,12 @@ class PsService {
   PsService& operator=(const PsService&) = delete;
 
   uint16_t port() const { return server_->port(); }
+  // Whether the task knows what it serves: from the start, or since the chief said it.
+  bool configured() const { return configured_.load(std::memory_order_acquire); }
+  // REQUIRES: configured().
   const ShardStore& store() const { return *store_; }
   // Workers with a connection to this task now.
-  int connected_workers() { return roster_.connected_workers(); }
+  int connected_workers() { return configured() ? roster_->connected_workers() : 0; }
   const ServerStats stats() const { return server_->stats(); }
   // Waits until `done(stats())` holds or `timeout` passes; returns whether it held.
   bool wait_for(const std::function<bool(const ServerStats&)>& done,
@@ -79,6 +77,16 @@ class PsService {
  private:
   struct Scratch;  // a connection's buffers, sized once
 
+  // The store, roster and pace for options_ (settled: given, or learnt), then configured().
+  void configure(const PsRestoredState* restored);
+  // kSettings: what the worker trains, compared with this task's (or, from the chief to a task
+  // that learns, taken).
+  void settings(Connection& connection, const Connection::Incoming& in);
+  // From the chief's settings: options_ learnt, the store built. Throws Error naming what the
+  // task cannot take. Called with configure_mutex_ held.
+  void learn(const nlohmann::json& chief);
+  // Until configured() or a stop; says every wait_report_interval_ms that it waits.
+  bool wait_configured();
   void serve(Connection& connection);
   void handle(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
   void hello(Connection& connection, const Connection::Incoming& in, Scratch& scratch);
@@ -108,8 +116,13 @@ class PsService {
   void check_own_worker(const Connection& connection, int worker, const Scratch& scratch,
                         const char* what) const;
 
-  const PsServiceOptions options_;
-  const uint64_t fingerprint_;
+  // Settled once, before configured_ is set (learnt from the chief, or given); read-only after.
+  PsServiceOptions options_;
+  nlohmann::json settings_;  // options_.settings parsed (null: not checked)
+  uint64_t fingerprint_ = 0;
+  std::atomic<bool> configured_ = false;
+  std::mutex configure_mutex_;
+  std::condition_variable configured_changed_;
   const uint64_t instance_;  // kHelloReply's: this process, as opposed to a restarted one
   // The step this process's values started from: a checkpoint's, or the chief's init (a re-seed
   // after a restart without one); -1 before either. Read by every connection's hello.
@@ -121,9 +134,9 @@ class PsService {
   std::mutex init_mutex_;
   // The chief process whose init set the variables (restored ones: none), guarded by init_mutex_.
   std::optional<uint64_t> initialized_by_;
-  WorkerRoster roster_;
+  std::unique_ptr<WorkerRoster> roster_;
   std::unique_ptr<WorkerPace> pace_;  // ps0's
-  const PushReplyContext reply_context_;
+  std::optional<PushReplyContext> reply_context_;
   // Requests received and not yet answered, over every connection: stopping the server closes
   // the connections, so run() first lets these finish.
   class InFlight;

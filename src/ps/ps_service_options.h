@@ -2,6 +2,10 @@
 // its server, and how it treats workers that are lost or a stop (ps/ps_service.h).
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,8 +25,34 @@ enum class WorkerLossPolicy {
   kContinue,  // lower R to the workers left, say so, and go on
 };
 
+struct PsServiceOptions;
+
+// A checkpoint's values, optimizer slots (one ParamSet per slot, in the store's order) and step:
+// what a restarted ps starts from.
+struct PsRestoredState {
+  ParamSet params;
+  std::vector<ParamSet> slots;
+  int64_t step = 0;
+};
+
+// A ps task that does not know what its job trains until the chief says it (a TensorFlow ps
+// started with only the cluster flags): given the chief's settings (ps/job_settings.h), fills
+// in `into`'s specs, map, optimizer, sync, planned_workers, min_workers and settings, and returns
+// what the task restores for them (its --train_dir's newest checkpoint), if anything. Throws
+// Error naming the setting the task cannot take; it then waits for the chief to say others.
+using LearnSettings = std::function<std::optional<PsRestoredState>(const nlohmann::json& chief,
+                                                                   PsServiceOptions& into)>;
+
 struct PsServiceOptions {
   int ps = 0;  // this task's index in the ps job
+  // What the job trains, as every worker says it before its hello (ps/job_settings.h): a worker
+  // whose settings differ is refused, naming the first that does. Empty: not checked. Where
+  // `learn` is set, these and everything up to server are learnt from the chief.
+  std::string settings;
+  LearnSettings learn;
+  // Called once the task knows what it serves (at once, or when it has learnt it), from the
+  // thread that made it so; may be empty.
+  std::function<void(const PsServiceOptions&)> on_configured;
   std::vector<ParamSpec> specs;
   PartitionMap map;
   OptimizerConfig optimizer;

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "cluster/cluster_spec.h"
@@ -51,6 +53,11 @@ struct PsClusterConfig {
   // How gradients and values travel between a worker and a ps of one host (--transport;
   // ps/ps_protocol.h): through memory or over TCP.
   Transport transport = Transport::kAuto;
+  // A ps task's: the flags of ps_job_setting_flags() (train/ps_job_settings.h) its command line
+  // gave, without their dashes. Set, and naming no model, the task takes what the job trains from
+  // the chief, checking these against the chief's; nullopt (a task configured in-process, or
+  // given a model), it serves its own settings and refuses workers with others.
+  std::optional<std::set<std::string>> given_flags;
 };
 
 // The sync options with their defaults resolved against the cluster's training workers, checked

@@ -1,11 +1,13 @@
 // A ps task of the ps strategies (DESIGN.md §5), runnable in any process: its shards, restored
 // from --train_dir's newest checkpoint where there is one, served to the workers until each is
-// done: what run_ps_service runs, and what tests run beside worker threads.
+// done: what run_ps_service runs, and what tests run beside worker threads. A task whose flags
+// name no model (PsClusterConfig::given_flags) learns what it serves from the chief.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <ostream>
+#include <string>
 
 #include "metrics/metrics_endpoint.h"
 #include "ps/ps_service.h"
@@ -32,7 +34,11 @@ class PsTaskServer {
  private:
   const TrainConfig& train_;
   std::ostream& out_;
+  // What it serves, once known: "serving N shards of <model>, sync for W workers".
+  void say_serving(const PsServiceOptions& options);
+
   const int ps_;
+  std::string model_;  // the model's name, once known (from a connection's thread, then fixed)
   std::unique_ptr<PsService> service_;
   // --metrics_port: goes before the service its collector reads.
   std::unique_ptr<MetricsEndpoint> metrics_;
