@@ -66,15 +66,6 @@ using testing::with_flag;
 
 // ---- 1b. payloads through memory ----
 
-// worker -> the CRC32C of the parameters it pulled last, from the workers' closing lines.
-std::map<int, std::string> parameter_crcs(const std::string& out) {
-  std::map<int, std::string> crcs;
-  for (const testing::Match& line :
-       testing::all_matches(out, R"(worker=([0-9]+): parameters crc32c = (0x[0-9A-F]{8}))"))
-    crcs[std::stoi(line[1])] = line[2];
-  return crcs;
-}
-
 // Sync with two workers is exact arithmetic whatever the order the gradients arrive in (a + b is
 // b + a), so the same run over TCP, through memory and in a cluster where some connections go
 // each way must end with the same parameters, to the bit: a value written into a worker's memory
@@ -104,7 +95,7 @@ TEST(PsCluster, PayloadsThroughMemoryTrainBitForBitAsOverTcp) {
         run_dtrain(concat({"train", "--strategy", "sync", "--ps", "2", "--workers", "2"},
                           concat(common, {"--transport", transport, "--tcp_congestion", "reno"})));
     ASSERT_EQ(r.exit_code, 0) << all_output(r);
-    const std::map<int, std::string> crcs = parameter_crcs(r.out);
+    const std::map<int, std::string> crcs = testing::parameter_crcs(r.out);
     ASSERT_EQ(crcs.size(), 2u) << r.out;
     EXPECT_EQ(crcs.at(0), crcs.at(1)) << r.out;
     crc[transport] = crcs.at(0);
@@ -143,7 +134,7 @@ TEST(PsCluster, PayloadsThroughMemoryTrainBitForBitAsOverTcp) {
   EXPECT_THAT(w1.out, HasSubstr("worker=1: transport to ps0: tcp (congestion control reno); ps1: "
                                 "tcp (congestion control reno)\n"));
   for (const ProcessResult* w : {&w0, &w1}) {
-    const std::map<int, std::string> crcs = parameter_crcs(w->out);
+    const std::map<int, std::string> crcs = testing::parameter_crcs(w->out);
     ASSERT_EQ(crcs.size(), 1u) << w->out;
     EXPECT_EQ(crcs.begin()->second, crc["tcp"]) << w->out;
   }
