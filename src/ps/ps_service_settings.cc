@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "base/error.h"
+#include "base/json_depth.h"
 #include "base/log.h"
 #include "ps/job_settings.h"
 #include "ps/ps_protocol.h"
@@ -111,10 +112,15 @@ void PsService::settings(Connection& connection, const Connection::Incoming& in)
   proto::MetaReader r(in.meta);
   const auto timeout_ms = std::min(r.get<uint32_t>(), proto::kMaxReadyWaitMs);
   // The JSON after it, parsed where it lies (never printed: a refusal quotes parsed values).
-  const auto text = in.meta.subspan(sizeof(uint32_t));
-  const nlohmann::json theirs = nlohmann::json::parse(
-      reinterpret_cast<const char*>(text.data()),
-      reinterpret_cast<const char*>(text.data() + text.size()), nullptr, false);
+  const auto bytes = in.meta.subspan(sizeof(uint32_t));
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  // Copying, comparing and freeing a parsed value recurse once per level: a peer's million '['
+  // must not reach the parser.
+  if (const auto at = find_json_nesting_beyond(text, kMaxJsonNesting)) {
+    throw Error(fmt::format("{} sent settings nested deeper than {} levels (at byte {})",
+                            connection.peer(), kMaxJsonNesting, *at));
+  }
+  const nlohmann::json theirs = nlohmann::json::parse(text, nullptr, false);
   if (theirs.is_discarded() || !theirs.is_object()) {
     throw Error(fmt::format("{} sent settings that are not a JSON object", connection.peer()));
   }

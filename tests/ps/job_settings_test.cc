@@ -201,6 +201,10 @@ TEST(PsServiceLearning, BeforeTheChiefSpeaksOnlySettingsAreServedAndBadOnesRefus
   const auto junk = worker1.settings("{\"model\": [1, 2");
   EXPECT_EQ(junk.first, proto::kError);
   EXPECT_THAT(junk.second, HasSubstr("sent settings that are not a JSON object"));
+  // A million levels would overflow the stack of whatever copied or freed the parsed value.
+  const auto deep = worker1.settings(std::string(1'000'000, '['));
+  EXPECT_EQ(deep.first, proto::kError);
+  EXPECT_THAT(deep.second, HasSubstr("sent settings nested deeper than 64 levels (at byte 64)"));
   // A worker's settings do not settle the task, whatever they say: it asks again.
   EXPECT_EQ(worker1.settings(settings_with("adam").dump()).second, "not yet");
   EXPECT_FALSE(service->configured());
