@@ -21,6 +21,7 @@
 #include "cli/byte_size.h"
 #include "cli/commands.h"
 #include "cli/csv_rows.h"
+#include "cluster/free_ports.h"
 #include "cluster/local_launcher.h"
 #include "collective/communicator.h"
 #include "collective/tcp_ring.h"

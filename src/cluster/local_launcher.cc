@@ -3,15 +3,12 @@
 // relays output, notices signals through a self-pipe and reaps children.
 #include "cluster/local_launcher.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -302,34 +299,6 @@ LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const Launch
       signal_running(children, SIGKILL);
   }
   return result;
-}
-
-std::vector<uint16_t> pick_free_ports(int n) {
-  std::vector<int> sockets;
-  std::vector<uint16_t> ports;
-  auto close_all = [&] {
-    for (int s : sockets) close(s);
-  };
-  for (int i = 0; i < n; ++i) {
-    // Every socket stays bound until all are picked, so the ports are distinct.
-    const int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = 0;
-    socklen_t length = sizeof address;
-    if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-        getsockname(s, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-      const std::string reason = std::strerror(errno);
-      if (s >= 0) close(s);
-      close_all();
-      throw IoError(fmt::format("launcher: could not find a free loopback port: {}", reason));
-    }
-    sockets.push_back(s);
-    ports.push_back(ntohs(address.sin_port));
-  }
-  close_all();
-  return ports;
 }
 
 }  // namespace dtrain

@@ -60,8 +60,4 @@ struct LaunchResult {
 LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const LaunchOptions& options,
                                std::ostream& out);
 
-// n distinct loopback ports that were free a moment ago (bound to port 0 and released). Tasks
-// connect with retry, so a port taken in between shows up as a clear error, not a hang.
-std::vector<uint16_t> pick_free_ports(int n);
-
 }  // namespace dtrain

@@ -15,6 +15,7 @@
 #include "base/cpu.h"
 #include "base/error.h"
 #include "cluster/cluster_secret.h"
+#include "cluster/free_ports.h"
 #include "cluster/local_launcher.h"
 #include "collective/memory_ring.h"
 #include "plan/cluster_configs.h"

@@ -12,6 +12,7 @@
 
 #include "base/cpu.h"
 #include "cluster/cluster_secret.h"
+#include "cluster/free_ports.h"
 #include "cluster/local_launcher.h"
 #include "cluster/membership_service.h"
 #include "plan/flags.h"

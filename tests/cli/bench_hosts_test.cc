@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "cluster/local_launcher.h"
+#include "cluster/free_ports.h"
 #include "support/process.h"
 
 namespace dtrain::testing {

@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "cluster/local_launcher.h"
+#include "cluster/free_ports.h"
 #include "support/process.h"
 #include "support/ps_cluster.h"
 #include "support/slurm_cluster.h"

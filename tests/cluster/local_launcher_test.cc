@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cluster/free_ports.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 
@@ -119,6 +120,35 @@ TEST(LocalLauncher, PicksDistinctFreePorts) {
   ASSERT_EQ(ports.size(), 8u);
   EXPECT_EQ(std::set<uint16_t>(ports.begin(), ports.end()).size(), 8u);
   for (uint16_t p : ports) EXPECT_GT(p, 0);
+}
+
+// The kernel hands out ports in its ephemeral range to every connect() and every bind to port 0
+// on the machine; a launcher's port there can be taken before its task binds it.
+TEST(LocalLauncher, PicksPortsOutsideTheEphemeralRange) {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  int high = 0;
+  ASSERT_TRUE(range >> low >> high);
+  const PortBand band = port_band_outside(low, high);
+  ASSERT_LE(band.first, band.last) << "no band outside " << low << "-" << high;
+  for (uint16_t p : pick_free_ports(16)) {
+    EXPECT_TRUE(p < low || p > high) << p << " is in the ephemeral range " << low << "-" << high;
+    EXPECT_GE(p, band.first);
+    EXPECT_LE(p, band.last);
+  }
+}
+
+TEST(LocalLauncher, PortBandAvoidsTheEphemeralRangeAndWellKnownPorts) {
+  EXPECT_EQ(port_band_outside(32768, 60999).first, 16384);  // Linux's default range
+  EXPECT_EQ(port_band_outside(32768, 60999).last, 32767);
+  EXPECT_EQ(port_band_outside(1024, 40000).first, 40001);  // a range from low: above it
+  EXPECT_EQ(port_band_outside(1024, 40000).last, 65535);
+  const PortBand none = port_band_outside(1024, 65000);  // no room either side
+  EXPECT_GT(none.first, none.last);
+  // 616 ports below are too few, so above: 61000 and up.
+  EXPECT_EQ(port_band_outside(17000, 60999).first, 61000);
+  const PortBand narrow = port_band_outside(17000, 65000);  // 616 below, 535 above
+  EXPECT_GT(narrow.first, narrow.last);
 }
 
 }  // namespace

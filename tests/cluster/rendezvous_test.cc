@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "cluster/local_launcher.h"
+#include "cluster/free_ports.h"
 
 namespace dtrain {
 namespace {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "cluster/local_launcher.h"
+#include "cluster/free_ports.h"
 #include "collective/communicator.h"
 #include "collective/reduction_check.h"
 #include "collective/ring_connector.h"

@@ -30,7 +30,6 @@
 
 #include "base/error.h"
 #include "ckpt/checkpoint_manager.h"
-#include "cluster/local_launcher.h"
 #include "comm/connect.h"
 #include "comm/connection.h"
 #include "comm/frame.h"

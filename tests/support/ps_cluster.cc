@@ -11,7 +11,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "cluster/local_launcher.h"
+#include "cluster/free_ports.h"
 #include "support/text_match.h"
 
 namespace dtrain::testing {

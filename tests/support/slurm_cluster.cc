@@ -10,7 +10,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "cluster/local_launcher.h"
+#include "cluster/free_ports.h"
 
 namespace dtrain::testing {
 namespace {

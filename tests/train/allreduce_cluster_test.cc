@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "ckpt/checkpoint_manager.h"
-#include "cluster/local_launcher.h"
 #include "nn/model_zoo.h"
 #include "nn/param_set.h"
 #include "support/checkpoints.h"

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "cluster/local_launcher.h"
+#include "cluster/free_ports.h"
 #include "support/process.h"
 #include "support/ps_cluster.h"
 #include "support/tamper_relay.h"
