@@ -22,7 +22,12 @@ import tempfile
 import warnings
 import weakref
 
-import numpy as np
+# Before numpy and the extension load OpenBLAS, which reads its kernel setting only then.
+from dtrain import _kernels
+
+_kernels.choose_before_loading()
+
+import numpy as np  # noqa: E402  (after the kernel choice, on purpose)
 
 from dtrain import _dtrain
 from dtrain import callbacks as callbacks_module

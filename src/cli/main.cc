@@ -13,6 +13,7 @@
 #include "cli/failure_text.h"
 #include "cli/help_format.h"
 #include "plan/flag_parser.h"
+#include "tensor/blas_kernels.h"
 
 namespace {
 
@@ -26,6 +27,7 @@ void print_error(const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dtrain::choose_blas_kernels(argv);
   CLI::App app{
       "dtrain: distributed neural-network training (parameter servers, all-reduce, towers)"};
   app.require_subcommand(1);

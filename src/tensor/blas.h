@@ -26,8 +26,8 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
 // the cores, and oversubscribing two cores halves throughput.
 void blas_set_threads(int threads);
 int blas_threads();
-// The kernel family BLAS chose for this CPU (e.g. "Haswell" for AVX2, "Cooperlake" for AVX-512),
-// and the OPENBLAS_CORETYPE setting that forced it, if any.
+// The kernel set OpenBLAS runs (e.g. "Haswell" for AVX2, "SkylakeX" for AVX-512), as it chose it
+// or OPENBLAS_CORETYPE forced it (tensor/blas_kernels.h says which and why).
 std::string blas_kernel_name();
 
 }  // namespace dtrain
