@@ -21,6 +21,7 @@ struct TrainBenchConfig {
   double seconds_per_rep = 1.0;
   int reps = 5;
   std::string conv_kernels = "auto";  // auto | onednn | im2col
+  std::string gemm;                   // openblas | onednn; empty: the default library
 };
 
 // Prints the figures and returns the median examples/sec.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "bench/gemm_bench.h"
 #include "bench/train_bench.h"
 #include "cli/bench_allreduce.h"
 #include "cli/bench_ps.h"
@@ -210,6 +211,28 @@ void add_bench_allreduce_command(CLI::App& bench, Action& action) {
   });
 }
 
+void add_bench_gemm_command(CLI::App& bench, Action& action) {
+  auto config = std::make_shared<bench::GemmBenchConfig>();
+  CLI::App* gemm = bench.add_subcommand(
+      "gemm", "The machine's ceiling for a model's matrix products: OpenBLAS against oneDNN");
+  gemm->add_option("--model", config->model, "softmax | mlp | mnist_inference | lenet")
+      ->capture_default_str();
+  gemm->add_option("--hidden_units", config->hidden_units, "Hidden units of the mlp model")
+      ->capture_default_str();
+  gemm->add_option("--batch_size", config->batch_size, "Examples per step")->capture_default_str();
+  gemm->add_option("--threads", config->threads, "Compute threads")->capture_default_str();
+  gemm->add_option("--secs", config->seconds_per_rep, "Seconds per product, library and round")
+      ->capture_default_str();
+  gemm->add_option("--reps", config->reps, "Interleaved rounds (the median is reported)")
+      ->capture_default_str();
+  gemm->callback([config, &action] {
+    action = [config] {
+      bench::run_gemm_bench(*config, std::cout);
+      return 0;
+    };
+  });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, Action& action) {
@@ -242,12 +265,15 @@ void add_bench_command(CLI::App& app, Action& action) {
           "--conv_kernels", config->conv_kernels,
           "Convolutions by auto | onednn | direct | im2col (auto: the fastest for each layer)")
       ->capture_default_str();
+  train->add_option("--gemm", config->gemm,
+                    "Matrix products by onednn | openblas (default: onednn)");
   train->callback([config, &action] {
     action = [config] {
       bench::run_train_bench(*config, std::cout);
       return 0;
     };
   });
+  add_bench_gemm_command(*bench, action);
   add_bench_ps_command(*bench, action);
   add_bench_allreduce_command(*bench, action);
 }

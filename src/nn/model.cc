@@ -12,7 +12,6 @@
 #include "nn/binary_cross_entropy.h"
 #include "nn/softmax_cross_entropy.h"
 #include "tensor/blas.h"
-#include "tensor/blas_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/thread_team.h"
 
@@ -64,7 +63,7 @@ std::string Model::label_rule() const {
 }
 
 std::string Model::kernels() const {
-  std::string text = blas_kernels_line(blas_kernel_name());
+  std::string text = gemm_kernels_line();
   for (const auto& layer : layers_) {
     const std::string chosen = layer->kernels();
     if (chosen.empty()) continue;

@@ -2,7 +2,14 @@
 #include "tensor/blas.h"
 
 #include <cblas.h>
+#include <fmt/format.h>
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
+#include <atomic>
+#include <stdexcept>
+
+#include "tensor/blas_kernels.h"
 #include "tensor/thread_team.h"
 
 extern "C" {
@@ -16,8 +23,29 @@ namespace dtrain {
 
 namespace {
 
+std::atomic<GemmLibrary> library{GemmLibrary::kOneDnn};
+std::atomic<void (*)(const GemmCall&)> observer{nullptr};
+
+void onednn_gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
+                 int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  // oneDNN asks OpenMP how many threads it may use; each of dtrain's threads is one part of a
+  // split already (see conv_onednn.cc), so its answer is 1.
+  thread_local const bool one_thread = [] {
+    omp_set_num_threads(1);
+    return true;
+  }();
+  (void)one_thread;
+  // Row-major, as here; its only failures are arguments gemm()'s callers never pass.
+  dnnl_sgemm(trans_a == Trans::kYes ? 'T' : 'N', trans_b == Trans::kYes ? 'T' : 'N', m, n, k, alpha,
+             a, lda, b, ldb, beta, c, ldc);
+}
+
 void serial_gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
                  int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  if (library.load(std::memory_order_relaxed) == GemmLibrary::kOneDnn) {
+    onednn_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, trans_a == Trans::kYes ? CblasTrans : CblasNoTrans,
               trans_b == Trans::kYes ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
               beta, c, ldc);
@@ -30,6 +58,9 @@ constexpr double kMinParallelFlops = 2e6;
 
 void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc, Split split) {
+  if (auto* watch = observer.load(std::memory_order_relaxed)) {
+    watch({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, split});
+  }
   ThreadTeam* team = ThreadTeam::current();
   if (split == Split::kNone || team == nullptr || team->size() == 1 ||
       2.0 * m * n * k < kMinParallelFlops) {
@@ -60,6 +91,50 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
                   c + static_cast<size_t>(begin) * ldc, ldc);
     });
   }
+}
+
+void set_gemm_observer(void (*watch)(const GemmCall& call)) { observer.store(watch); }
+
+void set_gemm_library(GemmLibrary chosen) { library.store(chosen); }
+
+GemmLibrary gemm_library() { return library.load(); }
+
+const char* gemm_library_name(GemmLibrary chosen) {
+  return chosen == GemmLibrary::kOneDnn ? "onednn" : "openblas";
+}
+
+GemmLibrary parse_gemm_library(std::string_view name) {
+  if (name == "openblas") return GemmLibrary::kOpenBlas;
+  if (name == "onednn") return GemmLibrary::kOneDnn;
+  throw std::invalid_argument(fmt::format("'{}' is not a GEMM library: openblas | onednn", name));
+}
+
+std::string onednn_isa_name() {
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41:
+      return "sse41";
+    case dnnl_cpu_isa_avx:
+      return "avx";
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "isa " + std::to_string(static_cast<int>(dnnl_get_effective_cpu_isa()));
+  }
+}
+
+std::string gemm_kernels_line() {
+  if (gemm_library() == GemmLibrary::kOneDnn) return "oneDNN sgemm (" + onednn_isa_name() + ")";
+  return blas_kernels_line(blas_kernel_name());
 }
 
 void blas_set_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }

@@ -159,7 +159,7 @@ std::vector<std::string> short_run(std::vector<std::string> env_prefix) {
   argv.insert(argv.end(), env_prefix.begin(), env_prefix.end());
   argv.insert(argv.end(),
               {DTRAIN_BINARY, "bench", "train", "--model", "mnist_inference", "--threads", "1",
-               "--warmup_secs", "0", "--secs", "0.05", "--reps", "1"});
+               "--warmup_secs", "0", "--secs", "0.05", "--reps", "1", "--gemm", "openblas"});
   return argv;
 }
 

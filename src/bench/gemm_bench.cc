@@ -1,0 +1,179 @@
+#include "bench/gemm_bench.h"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <random>
+#include <vector>
+
+#include "base/error.h"
+#include "nn/init.h"
+#include "nn/model_zoo.h"
+#include "plan/recipes.h"
+#include "tensor/blas.h"
+#include "tensor/blas_kernels.h"
+#include "tensor/thread_team.h"
+#include "train/gradient_computer.h"
+
+namespace dtrain::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::mutex recorded_mutex;
+std::vector<GemmCall> recorded;
+
+void record(const GemmCall& call) {
+  std::lock_guard lock(recorded_mutex);
+  recorded.push_back(call);
+}
+
+bool same(const GemmCall& a, const GemmCall& b) {
+  return a.trans_a == b.trans_a && a.trans_b == b.trans_b && a.m == b.m && a.n == b.n &&
+         a.k == b.k && a.lda == b.lda && a.ldb == b.ldb && a.ldc == b.ldc &&
+         a.accumulate == b.accumulate && a.split == b.split;
+}
+
+// The products of one step of training (forward, backward, update), in the order they ran, each
+// with how many times it ran.
+struct Product {
+  GemmCall call;
+  int times = 0;
+};
+
+std::vector<Product> step_products(const GemmBenchConfig& config) {
+  TrainConfig recipe = recipe_for(config.model);
+  recipe.model.hidden_units = config.hidden_units;
+  std::unique_ptr<Model> model = make_model(recipe.model);
+  ParamSet params(model->param_specs());
+  GradSet grads(model->param_specs());
+  initialize_params(params, 1);
+  GradientComputer computer(*model, 1, config.batch_size, config.threads);
+  std::vector<float> images(static_cast<size_t>(config.batch_size) * model->input_size(), 0.5f);
+  std::vector<int32_t> labels(config.batch_size, 0);
+  const Batch batch{images.data(), labels.data(), config.batch_size};
+  {
+    std::lock_guard lock(recorded_mutex);
+    recorded.clear();
+  }
+  set_gemm_observer(&record);
+  computer.compute(params, batch, grads, nullptr, nullptr);
+  set_gemm_observer(nullptr);
+  std::vector<Product> products;
+  std::lock_guard lock(recorded_mutex);
+  for (const GemmCall& call : recorded) {
+    auto found = std::find_if(products.begin(), products.end(),
+                              [&](const Product& p) { return same(p.call, call); });
+    if (found == products.end()) {
+      products.push_back({call, 1});
+    } else {
+      ++found->times;
+    }
+  }
+  return products;
+}
+
+// Operands of a product, filled with small values so that no result overflows.
+struct Operands {
+  explicit Operands(const GemmCall& call) {
+    const int a_rows = call.trans_a == Trans::kNo ? call.m : call.k;
+    const int b_rows = call.trans_b == Trans::kNo ? call.k : call.n;
+    a.resize(static_cast<size_t>(a_rows) * call.lda);
+    b.resize(static_cast<size_t>(b_rows) * call.ldb);
+    c.resize(static_cast<size_t>(call.m) * call.ldc);
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> value(-0.01f, 0.01f);
+    for (float& x : a) x = value(rng);
+    for (float& x : b) x = value(rng);
+  }
+  std::vector<float> a, b, c;
+};
+
+void run(const GemmCall& call, Operands& o) {
+  gemm(call.trans_a, call.trans_b, call.m, call.n, call.k, 1.0f, o.a.data(), call.lda, o.b.data(),
+       call.ldb, call.accumulate ? 1.0f : 0.0f, o.c.data(), call.ldc, call.split);
+}
+
+// Seconds per call of `call` on `library`, over one window.
+double seconds_per_call(GemmLibrary library, const GemmCall& call, Operands& o, double window) {
+  set_gemm_library(library);
+  run(call, o);  // a first call JIT-compiles oneDNN's kernel for the shape
+  int64_t calls = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  do {
+    run(call, o);
+    ++calls;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  } while (elapsed < window);
+  return elapsed / static_cast<double>(calls);
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+std::string describe(const GemmCall& call) {
+  const char* split = call.split == Split::kRows      ? "rows"
+                      : call.split == Split::kColumns ? "columns"
+                      : call.split == Split::kNone    ? "none"
+                                                      : "auto";
+  return fmt::format("{}x{}x{} {}{} split {}", call.m, call.n, call.k,
+                     call.trans_a == Trans::kYes ? 'T' : 'N',
+                     call.trans_b == Trans::kYes ? 'T' : 'N', split);
+}
+
+}  // namespace
+
+GemmCeiling run_gemm_bench(const GemmBenchConfig& config, std::ostream& out) {
+  if (config.batch_size < 1)
+    throw UsageError(fmt::format("--batch_size {}: must be at least 1", config.batch_size));
+  if (config.threads < 1)
+    throw UsageError(fmt::format("--threads {}: must be at least 1", config.threads));
+  if (config.reps < 1) throw UsageError(fmt::format("--reps {}: must be at least 1", config.reps));
+  const GemmLibrary chosen = gemm_library();
+  blas_set_threads(1);  // the team splits the products, as in training
+  const std::vector<Product> products = step_products(config);
+  ThreadTeam team(config.threads);
+  ScopedTeam on_team(&team);
+  fmt::print(out,
+             "dtrain bench gemm: model {}, batch {}, {} thread(s): the {} products of a step, "
+             "OpenBLAS {} against oneDNN sgemm, median of {} interleaved rounds\n",
+             config.model, config.batch_size, config.threads, products.size(), blas_kernel_name(),
+             config.reps);
+  fmt::print(out, "  {:<34} {:>6} {:>16} {:>16}\n", "product (m x n x k)", "calls",
+             "OpenBLAS GFLOP/s", "oneDNN GFLOP/s");
+  double openblas_step = 0, onednn_step = 0, best_step = 0;
+  for (const Product& p : products) {
+    Operands operands(p.call);
+    std::vector<double> openblas, onednn;
+    for (int r = 0; r < config.reps; ++r) {
+      openblas.push_back(
+          seconds_per_call(GemmLibrary::kOpenBlas, p.call, operands, config.seconds_per_rep));
+      onednn.push_back(
+          seconds_per_call(GemmLibrary::kOneDnn, p.call, operands, config.seconds_per_rep));
+    }
+    const double o = median(openblas), d = median(onednn);
+    const double flops = 2.0 * p.call.m * p.call.n * p.call.k;
+    fmt::print(out, "  {:<34} {:>6} {:>16.1f} {:>16.1f}\n", describe(p.call), p.times,
+               flops / o * 1e-9, flops / d * 1e-9);
+    openblas_step += p.times * o;
+    onednn_step += p.times * d;
+    best_step += p.times * std::min(o, d);
+  }
+  set_gemm_library(chosen);
+  const double batch = config.batch_size;
+  const GemmCeiling ceiling{batch / openblas_step, batch / onednn_step, batch / best_step};
+  fmt::print(out,
+             "ceiling: {:.1f} examples/sec, each product on the faster library ({:.3f} ms a "
+             "step); OpenBLAS alone {:.1f}, oneDNN alone {:.1f}\n",
+             ceiling.best_examples_per_second, best_step * 1e3,
+             ceiling.openblas_examples_per_second, ceiling.onednn_examples_per_second);
+  return ceiling;
+}
+
+}  // namespace dtrain::bench

@@ -1,0 +1,116 @@
+// gemm() on oneDNN against a plain double-precision product, for every layout, with padded
+// leading dimensions, alpha and beta, whole and split over a team; and on OpenBLAS the same; and
+// `dtrain bench gemm` listing the products of mnist_inference's step.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "support/process.h"
+#include "tensor/blas.h"
+#include "tensor/thread_team.h"
+
+namespace dtrain {
+namespace {
+
+// Restores the process-wide library after a test.
+class GemmLibraryTest : public ::testing::TestWithParam<GemmLibrary> {
+ protected:
+  void SetUp() override { set_gemm_library(GetParam()); }
+  void TearDown() override { set_gemm_library(before_); }
+
+ private:
+  GemmLibrary before_ = gemm_library();
+};
+
+float at(const std::vector<float>& x, int ld, int row, int col) {
+  return x[static_cast<size_t>(row) * ld + col];
+}
+
+void check_layout(Trans ta, Trans tb, Split split) {
+  const int m = 37, n = 53, k = 29, pad = 3;
+  const int a_rows = ta == Trans::kNo ? m : k, a_cols = ta == Trans::kNo ? k : m;
+  const int b_rows = tb == Trans::kNo ? k : n, b_cols = tb == Trans::kNo ? n : k;
+  const int lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<float> a(static_cast<size_t>(a_rows) * lda), b(static_cast<size_t>(b_rows) * ldb);
+  std::vector<float> c(static_cast<size_t>(m) * ldc);
+  for (float& x : a) x = value(rng);
+  for (float& x : b) x = value(rng);
+  for (float& x : c) x = value(rng);
+  const std::vector<float> c0 = c;
+  const float alpha = 0.5f, beta = -2.0f;
+  gemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc, split);
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int p = 0; p < k; ++p) {
+        const double x = ta == Trans::kNo ? at(a, lda, i, p) : at(a, lda, p, i);
+        const double y = tb == Trans::kNo ? at(b, ldb, p, j) : at(b, ldb, j, p);
+        sum += x * y;
+      }
+      const double expected = alpha * sum + beta * at(c0, ldc, i, j);
+      ASSERT_NEAR(at(c, ldc, i, j), expected, 1e-4) << i << "," << j;
+    }
+    for (int j = n; j < ldc; ++j) ASSERT_EQ(at(c, ldc, i, j), at(c0, ldc, i, j)) << "padding";
+  }
+}
+
+TEST_P(GemmLibraryTest, EveryLayoutMatchesAPlainProduct) {
+  for (const Trans ta : {Trans::kNo, Trans::kYes}) {
+    for (const Trans tb : {Trans::kNo, Trans::kYes}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "ta " << (ta == Trans::kYes) << " tb " << (tb == Trans::kYes));
+      check_layout(ta, tb, Split::kAuto);
+    }
+  }
+}
+
+TEST_P(GemmLibraryTest, SplitOverATeamMatchesAPlainProduct) {
+  ThreadTeam team(3);
+  ScopedTeam on_team(&team);
+  for (const Split split : {Split::kRows, Split::kColumns}) {
+    check_layout(Trans::kNo, Trans::kYes, split);
+    check_layout(Trans::kYes, Trans::kNo, split);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Libraries, GemmLibraryTest,
+                         ::testing::Values(GemmLibrary::kOneDnn, GemmLibrary::kOpenBlas),
+                         [](const auto& info) { return gemm_library_name(info.param); });
+
+TEST(GemmLibrary, NamesParseBack) {
+  EXPECT_EQ(parse_gemm_library("onednn"), GemmLibrary::kOneDnn);
+  EXPECT_EQ(parse_gemm_library("openblas"), GemmLibrary::kOpenBlas);
+  EXPECT_THROW(parse_gemm_library("mkl"), std::invalid_argument);
+  EXPECT_EQ(gemm_library(), GemmLibrary::kOneDnn) << "the default";
+}
+
+TEST(GemmBench, ListsTheProductsOfTheStepAndTheCeilingAboveEitherLibrary) {
+  const testing::ProcessResult r =
+      testing::run_dtrain({"bench", "gemm", "--model", "mnist_inference", "--threads", "1",
+                           "--secs", "0.01", "--reps", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // 784-500-10 at batch 100: each layer's forward (x·wᵀ) and weight gradient (doutᵀ·x), and the
+  // second layer's input gradient (dout·w).
+  for (const char* product :
+       {"100x500x784 NT", "500x784x100 TN", "100x10x500 NT", "10x500x100 TN", "100x500x10 NN"}) {
+    EXPECT_NE(r.out.find(product), std::string::npos) << product << " in\n" << r.out;
+  }
+  EXPECT_NE(r.out.find("the 5 products of a step"), std::string::npos) << r.out;
+  std::smatch m;
+  const std::regex ceiling(
+      R"(ceiling: ([0-9.]+) examples/sec.*OpenBLAS alone ([0-9.]+), oneDNN alone ([0-9.]+))");
+  ASSERT_TRUE(std::regex_search(r.out, m, ceiling)) << r.out;
+  const double best = std::stod(m[1]), openblas = std::stod(m[2]), onednn = std::stod(m[3]);
+  EXPECT_GT(openblas, 0);
+  EXPECT_GT(onednn, 0);
+  EXPECT_GE(best * 1.0001, std::max(openblas, onednn)) << "each product on the faster of the two";
+}
+
+}  // namespace
+}  // namespace dtrain
