@@ -29,15 +29,14 @@ std::atomic<void (*)(const GemmCall&)> observer{nullptr};
 void onednn_gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
                  int lda, const float* b, int ldb, float beta, float* c, int ldc) {
   // oneDNN asks OpenMP how many threads it may use; each of dtrain's threads is one part of a
-  // split already (see conv_onednn.cc), so its answer is 1.
-  thread_local const bool one_thread = [] {
-    omp_set_num_threads(1);
-    return true;
-  }();
-  (void)one_thread;
+  // split already (see conv_onednn.cc), so its answer is 1 for the call. Put back after, as the
+  // calling thread may be a program's own (Python's), whose other OpenMP users it must not slow.
+  const int threads = omp_get_max_threads();
+  if (threads != 1) omp_set_num_threads(1);
   // Row-major, as here; its only failures are arguments gemm()'s callers never pass.
   dnnl_sgemm(trans_a == Trans::kYes ? 'T' : 'N', trans_b == Trans::kYes ? 'T' : 'N', m, n, k, alpha,
              a, lda, b, ldb, beta, c, ldc);
+  if (threads != 1) omp_set_num_threads(threads);
 }
 
 void serial_gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,

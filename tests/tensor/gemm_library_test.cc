@@ -2,6 +2,7 @@
 // leading dimensions, alpha and beta, whole and split over a team; and on OpenBLAS the same; and
 // `dtrain bench gemm` listing the products of mnist_inference's step.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <random>
@@ -88,6 +89,18 @@ TEST(GemmLibrary, NamesParseBack) {
   EXPECT_EQ(parse_gemm_library("openblas"), GemmLibrary::kOpenBlas);
   EXPECT_THROW(parse_gemm_library("mkl"), std::invalid_argument);
   EXPECT_EQ(gemm_library(), GemmLibrary::kOneDnn) << "the default";
+}
+
+TEST(GemmLibrary, LeavesTheCallersOpenMpThreadsAsTheyWere) {
+  // A program's own thread (Python's main thread) may run other OpenMP work after dtrain's.
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(3);
+  std::vector<float> a(64, 1.0f), b(64, 1.0f), c(64, 0.0f);
+  set_gemm_library(GemmLibrary::kOneDnn);
+  gemm(Trans::kNo, Trans::kNo, 8, 8, 8, 1.0f, a.data(), 8, b.data(), 8, 0.0f, c.data(), 8);
+  EXPECT_EQ(omp_get_max_threads(), 3);
+  EXPECT_EQ(c[0], 8.0f);
+  omp_set_num_threads(before);
 }
 
 TEST(GemmBench, ListsTheProductsOfTheStepAndTheCeilingAboveEitherLibrary) {
