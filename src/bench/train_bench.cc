@@ -42,9 +42,13 @@ double run_train_bench(const TrainBenchConfig& config, std::ostream& out) {
   if (!config.optimizer.empty()) recipe.optimizer.name = config.optimizer;
   try {
     recipe.model.conv_kernels = parse_conv_implementation(config.conv_kernels);
-    if (!config.gemm.empty()) set_gemm_library(parse_gemm_library(config.gemm));
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
+  }
+  try {
+    if (!config.gemm.empty()) set_gemm_library(parse_gemm_library(config.gemm));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--gemm {}: {}", config.gemm, e.what()));
   }
 
   blas_set_threads(1);  // the towers' teams split the products; see GradientComputer

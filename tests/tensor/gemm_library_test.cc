@@ -103,6 +103,14 @@ TEST(GemmLibrary, LeavesTheCallersOpenMpThreadsAsTheyWere) {
   omp_set_num_threads(before);
 }
 
+TEST(GemmBench, AnUnknownLibraryIsRefusedByItsFlag) {
+  const testing::ProcessResult r = testing::run_dtrain({"bench", "train", "--gemm", "mkl"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--gemm mkl: 'mkl' is not a GEMM library: openblas | onednn"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(GemmBench, ListsTheProductsOfTheStepAndTheCeilingAboveEitherLibrary) {
   const testing::ProcessResult r =
       testing::run_dtrain({"bench", "gemm", "--model", "mnist_inference", "--threads", "1",
