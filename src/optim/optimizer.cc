@@ -125,10 +125,14 @@ class Adam : public Optimizer {
     const float* __restrict g = grads.data();
     float* __restrict m = slots[0].data();
     float* __restrict s = slots[1].data();
-    for (size_t i = 0; i < values.size(); ++i) {
-      m[i] = beta1_ * m[i] + (1.0f - beta1_) * g[i];
-      s[i] = beta2_ * s[i] + (1.0f - beta2_) * g[i] * g[i];
-      v[i] -= lr_t * m[i] / (std::sqrt(s[i]) + epsilon_);
+    // The coefficients in locals: read through `this` in the loop, GCC cannot rule out that the
+    // stores change them, and leaves the loop unvectorised.
+    const float beta1 = beta1_, beta2 = beta2_, epsilon = epsilon_;
+    const size_t n = values.size();
+    for (size_t i = 0; i < n; ++i) {
+      m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
+      s[i] = beta2 * s[i] + (1.0f - beta2) * g[i] * g[i];
+      v[i] -= lr_t * m[i] / (std::sqrt(s[i]) + epsilon);
     }
   }
 
