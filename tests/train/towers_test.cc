@@ -75,10 +75,11 @@ TEST_P(TowersTest, KTowersOnBatchBEqualOneTowerOnBatchBAfter50Steps) {
   const ParamSet many = train("mnist_inference", GetParam(), 50, data);
   // Tolerance: towers sum the same per-example gradients in a different order (per-slice GEMMs,
   // then a weighted sum), so each step differs by float rounding, ~1e-7 relative per value; 50
-  // steps of lr 0.1 on values of magnitude ~0.2 keep the drift near 1e-6. 1e-4 absolute leaves a
-  // wide margin and still fails for any real error: dropping one tower's slice moves values by
-  // ~1e-2.
-  EXPECT_LT(max_abs_difference(one, many), 1e-4);
+  // steps of lr 0.1 on values of magnitude ~0.2 keep the drift small, though a ReLU that flips
+  // on the random labels grows it: 1.1e-4 with 3 towers on oneDNN's AVX-512 kernels (an Intel
+  // Xeon), under 1e-4 with its AVX2 kernels on the same machine. 1e-3 absolute still fails for
+  // any real error: dropping one tower's slice moves values by ~1e-2.
+  EXPECT_LT(max_abs_difference(one, many), 1e-3);
   EXPECT_GT(max_abs_value(one), 0.1);  // the comparison is between trained, non-trivial values
 }
 
