@@ -16,6 +16,7 @@
 #include "nn/model_zoo.h"
 #include "optim/optimizer.h"
 #include "plan/recipes.h"
+#include "tensor/bf16_gemm.h"
 #include "tensor/blas.h"
 #include "train/gradient_computer.h"
 
@@ -51,6 +52,17 @@ double run_train_bench(const TrainBenchConfig& config, std::ostream& out) {
     throw UsageError(fmt::format("--gemm {}: {}", config.gemm, e.what()));
   }
 
+  Precision precision = Precision::kFp32;
+  try {
+    precision = parse_precision(config.precision);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--precision {}: {}", config.precision, e.what()));
+  }
+  if (precision == Precision::kBf16) {
+    if (const std::string why_not = bf16_unsupported_reason(); !why_not.empty())
+      throw UsageError("--precision bf16: " + why_not);
+  }
+
   blas_set_threads(1);  // the towers' teams split the products; see GradientComputer
   std::unique_ptr<Model> model = make_model(recipe.model);
   ParamSet params(model->param_specs());
@@ -59,6 +71,7 @@ double run_train_bench(const TrainBenchConfig& config, std::ostream& out) {
   std::unique_ptr<Optimizer> optimizer = make_optimizer(recipe.optimizer, model->param_specs());
   GradientComputer computer(*model, config.towers, config.batch_size,
                             threads_per_tower(config.threads, config.towers));
+  computer.set_precision(precision, precision);
 
   std::mt19937_64 rng(7);
   std::vector<float> images(static_cast<size_t>(config.batch_size) * model->input_size());
@@ -86,9 +99,9 @@ double run_train_bench(const TrainBenchConfig& config, std::ostream& out) {
 
   fmt::print(out,
              "dtrain bench train: model {} ({} parameters), optimizer {}, batch {}, {} thread(s), "
-             "{} tower(s), kernels {}\n",
+             "{} tower(s), precision {}, kernels {}\n",
              model->name(), params.num_values(), optimizer->name(), config.batch_size,
-             config.threads, config.towers, model->kernels());
+             config.threads, config.towers, precision_name(precision), model->kernels());
   const auto warm_start = Clock::now();
   while (std::chrono::duration<double>(Clock::now() - warm_start).count() < config.warmup_seconds)
     run_step(nullptr);

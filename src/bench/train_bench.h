@@ -22,6 +22,7 @@ struct TrainBenchConfig {
   int reps = 5;
   std::string conv_kernels = "auto";  // auto | onednn | im2col
   std::string gemm;                   // openblas | onednn; empty: the default library
+  std::string precision = "fp32";     // fp32 | bf16 (TrainConfig::precision)
 };
 
 // Prints the figures and returns the median examples/sec.

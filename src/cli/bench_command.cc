@@ -267,6 +267,10 @@ void add_bench_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   train->add_option("--gemm", config->gemm,
                     "Matrix products by onednn | openblas (default: onednn)");
+  train
+      ->add_option("--precision", config->precision,
+                   "fp32 | bf16: the steps' products and convolutions on bf16 inputs")
+      ->capture_default_str();
   train->callback([config, &action] {
     action = [config] {
       bench::run_train_bench(*config, std::cout);

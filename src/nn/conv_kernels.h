@@ -97,6 +97,8 @@ enum class ThreadBuffer {
   kWeightGradient,
   kBiasGradient,
   kScratchpad,
+  kSourceBf16,    // bf16 precision: the images (forward, weight gradient) as bf16
+  kGradientBf16,  // and the gradient of the output
   kCount
 };
 float* thread_buffer(ThreadBuffer which, size_t floats);

@@ -74,7 +74,12 @@ bool is_vectorised(const char* implementation) {
 }  // namespace
 
 struct OneDnnConv::Primitives {
+  // bf16 precision: the passes read bf16 images, weights and output gradients (src_in, dst_in,
+  // converted per call) and write fp32.
+  bool bf16 = false;
   memory::desc src, dst, bias, user_weights;
+  memory::desc src_in, dst_in;
+  dnnl::reorder to_src_in, to_dst_in;
   memory::desc forward_weights, backward_weights, weight_gradient;
   dnnl::convolution_forward forward;
   dnnl::convolution_backward_data backward_data;
@@ -85,7 +90,8 @@ struct OneDnnConv::Primitives {
   std::string forward_implementation;
   bool vectorised = false;
 
-  Primitives(const ConvShape& s, int images) {
+  Primitives(const ConvShape& s, int images, Precision precision)
+      : bf16(precision == Precision::kBf16) {
     const memory::dims strides = dims({s.stride_height, s.stride_width});
     const memory::dims pad_before = dims({s.pad_top, s.pad_left});
     const memory::dims pad_after = dims({s.pad_bottom(), s.pad_right()});
@@ -93,10 +99,14 @@ struct OneDnnConv::Primitives {
                        Tag::nhwc);
     dst = memory::desc(dims({images, s.out_channels, s.out_height, s.out_width}),
                        memory::data_type::f32, Tag::nhwc);
+    const memory::data_type inputs = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+    src_in = memory::desc(src.dims(), inputs, Tag::nhwc);
+    dst_in = memory::desc(dst.dims(), inputs, Tag::nhwc);
     const memory::dims weight_dims =
         dims({s.out_channels, s.in_channels, s.kernel_height, s.kernel_width});
     user_weights = memory::desc(weight_dims, memory::data_type::f32, Tag::hwio);
-    const memory::desc any_weights(weight_dims, memory::data_type::f32, Tag::any);
+    const memory::desc any_weights(weight_dims, inputs, Tag::any);
+    const memory::desc any_weight_gradient(weight_dims, memory::data_type::f32, Tag::any);
     if (s.bias) bias = memory::desc(dims({s.out_channels}), memory::data_type::f32, Tag::x);
 
     dnnl::primitive_attr attr;
@@ -104,16 +114,16 @@ struct OneDnnConv::Primitives {
     dnnl::engine& engine = cpu_engine();
     const auto algorithm = dnnl::algorithm::convolution_direct;
     const dnnl::convolution_forward::primitive_desc forward_pd(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, src,
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, src_in,
                                         any_weights, bias, dst, strides, pad_before, pad_after),
         attr, engine);
     const dnnl::convolution_backward_data::primitive_desc backward_data_pd(
-        dnnl::convolution_backward_data::desc(algorithm, src, any_weights, dst, strides, pad_before,
-                                              pad_after),
+        dnnl::convolution_backward_data::desc(algorithm, src, any_weights, dst_in, strides,
+                                              pad_before, pad_after),
         attr, engine, forward_pd);
     const dnnl::convolution_backward_weights::primitive_desc backward_weights_pd(
-        dnnl::convolution_backward_weights::desc(algorithm, src, any_weights, bias, dst, strides,
-                                                 pad_before, pad_after),
+        dnnl::convolution_backward_weights::desc(algorithm, src_in, any_weight_gradient, bias,
+                                                 dst_in, strides, pad_before, pad_after),
         attr, engine, forward_pd);
     forward_weights = forward_pd.weights_desc();
     backward_weights = backward_data_pd.weights_desc();
@@ -127,6 +137,10 @@ struct OneDnnConv::Primitives {
         dnnl::reorder::primitive_desc(engine, user_weights, engine, backward_weights));
     from_weight_gradient =
         dnnl::reorder(dnnl::reorder::primitive_desc(engine, weight_gradient, engine, user_weights));
+    if (bf16) {
+      to_src_in = dnnl::reorder(dnnl::reorder::primitive_desc(engine, src, engine, src_in));
+      to_dst_in = dnnl::reorder(dnnl::reorder::primitive_desc(engine, dst, engine, dst_in));
+    }
     forward_scratchpad = forward_pd.scratchpad_desc();
     backward_data_scratchpad = backward_data_pd.scratchpad_desc();
     backward_weights_scratchpad = backward_weights_pd.scratchpad_desc();
@@ -141,6 +155,24 @@ struct OneDnnConv::Primitives {
                  is_vectorised(backward_data_pd.impl_info_str()) &&
                  is_vectorised(backward_weights_pd.impl_info_str());
   }
+
+  // The images and the output's gradient as the passes read them: the floats themselves, or under
+  // bf16 their conversion (to nearest, ties to even) in this thread's buffers.
+  memory source_input(memory floats) const {
+    return converted(floats, src_in, to_src_in, ThreadBuffer::kSourceBf16);
+  }
+  memory gradient_input(memory floats) const {
+    return converted(floats, dst_in, to_dst_in, ThreadBuffer::kGradientBf16);
+  }
+
+ private:
+  memory converted(memory& floats, const memory::desc& to, const dnnl::reorder& conversion,
+                   ThreadBuffer which) const {
+    if (!bf16) return floats;
+    memory bf16_copy = thread_memory(which, to);
+    conversion.execute(thread_stream(), floats, bf16_copy);
+    return bf16_copy;
+  }
 };
 
 std::unique_ptr<OneDnnConv> OneDnnConv::create(const ConvShape& shape, bool forced,
@@ -152,7 +184,7 @@ std::unique_ptr<OneDnnConv> OneDnnConv::create(const ConvShape& shape, bool forc
   }
   std::unique_ptr<OneDnnConv> conv(new OneDnnConv(shape));
   try {
-    const Primitives& probe = conv->primitives(kProbeImages);
+    const Primitives& probe = conv->primitives(kProbeImages, Precision::kFp32);
     conv->implementation_ = probe.implementation;
     conv->forward_implementation_ = probe.forward_implementation;
     if (!forced && !probe.vectorised) {
@@ -175,28 +207,29 @@ OneDnnConv::OneDnnConv(const ConvShape& shape) : s_(shape) {}
 
 OneDnnConv::~OneDnnConv() = default;
 
-const OneDnnConv::Primitives& OneDnnConv::primitives(int images) const {
+const OneDnnConv::Primitives& OneDnnConv::primitives(int images, Precision precision) const {
   std::lock_guard lock(mutex_);
-  std::unique_ptr<Primitives>& slot = by_images_[images];
-  if (slot == nullptr) slot = std::make_unique<Primitives>(s_, images);
+  std::unique_ptr<Primitives>& slot = by_images_[{images, precision}];
+  if (slot == nullptr) slot = std::make_unique<Primitives>(s_, images, precision);
   return *slot;
 }
 
 // Each part's images go through the primitives made for their number; they are made before the
 // team starts, on the calling thread, so the parts only look them up.
-std::vector<const OneDnnConv::Primitives*> OneDnnConv::primitives_per_part(int batch) const {
+std::vector<const OneDnnConv::Primitives*> OneDnnConv::primitives_per_part(
+    int batch, Precision precision) const {
   const int parts = parallel_parts();
   std::vector<const Primitives*> made(static_cast<size_t>(parts), nullptr);
   for (int part = 0; part < parts; ++part) {
     const auto [begin, end] = conv_detail::image_range(batch, parts, part);
-    if (begin < end) made[part] = &primitives(end - begin);
+    if (begin < end) made[part] = &primitives(end - begin, precision);
   }
   return made;
 }
 
 void OneDnnConv::forward(const float* w, const float* bias, const float* in, int batch,
                          float* out) const {
-  const std::vector<const Primitives*> made = primitives_per_part(batch);
+  const std::vector<const Primitives*> made = primitives_per_part(batch, thread_precision());
   const int parts = static_cast<int>(made.size());
   parallel_ranges(made.size(), 1, [&](int part, size_t, size_t) {
     const Primitives* p = made[part];
@@ -207,7 +240,7 @@ void OneDnnConv::forward(const float* w, const float* bias, const float* in, int
     memory weights = thread_memory(ThreadBuffer::kWeights, p->forward_weights);
     p->to_forward_weights.execute(stream, user_weights, weights);
     std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, view(p->src, in + begin * s_.image_floats())},
+        {DNNL_ARG_SRC, p->source_input(view(p->src, in + begin * s_.image_floats()))},
         {DNNL_ARG_WEIGHTS, weights},
         {DNNL_ARG_DST, view(p->dst, out + begin * s_.out_image_floats())},
         {DNNL_ARG_SCRATCHPAD, thread_memory(ThreadBuffer::kScratchpad, p->forward_scratchpad)}};
@@ -219,7 +252,7 @@ void OneDnnConv::forward(const float* w, const float* bias, const float* in, int
 
 void OneDnnConv::backward(const float* w, const float* in, const float* dout, int batch, float beta,
                           float* dw, float* db, float* din) const {
-  const std::vector<const Primitives*> made = primitives_per_part(batch);
+  const std::vector<const Primitives*> made = primitives_per_part(batch, thread_precision());
   const int parts = static_cast<int>(made.size());
   std::vector<const float*> dw_parts, db_parts;
   std::vector<const float*> dw_of(made.size(), nullptr), db_of(made.size(), nullptr);
@@ -228,8 +261,7 @@ void OneDnnConv::backward(const float* w, const float* in, const float* dout, in
     if (p == nullptr) return;
     const int begin = conv_detail::image_range(batch, parts, part).begin;
     dnnl::stream& stream = thread_stream();
-    const memory src = view(p->src, in + begin * s_.image_floats());
-    const memory diff_dst = view(p->dst, dout + begin * s_.out_image_floats());
+    const memory diff_dst = p->gradient_input(view(p->dst, dout + begin * s_.out_image_floats()));
     if (din != nullptr) {
       memory user_weights = view(p->user_weights, w);
       memory weights = thread_memory(ThreadBuffer::kWeights, p->backward_weights);
@@ -245,7 +277,7 @@ void OneDnnConv::backward(const float* w, const float* in, const float* dout, in
     // dtrain's layout in kWeightGradient, where the sum over parts reads it.
     memory gradient = thread_memory(ThreadBuffer::kColumns, p->weight_gradient);
     std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, src},
+        {DNNL_ARG_SRC, p->source_input(view(p->src, in + begin * s_.image_floats()))},
         {DNNL_ARG_DIFF_DST, diff_dst},
         {DNNL_ARG_DIFF_WEIGHTS, gradient},
         {DNNL_ARG_SCRATCHPAD,

@@ -12,9 +12,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/conv_kernels.h"
+#include "tensor/blas.h"
 
 namespace dtrain {
 
@@ -41,15 +43,15 @@ class OneDnnConv final : public ConvKernels {
   struct Primitives;  // for one number of images
   explicit OneDnnConv(const ConvShape& shape);
   // The primitives for `images` images at once, made on first use. Thread-safe: towers share it.
-  const Primitives& primitives(int images) const;
+  const Primitives& primitives(int images, Precision precision) const;
   // Each part's primitives (nullptr for a part without images).
-  std::vector<const Primitives*> primitives_per_part(int batch) const;
+  std::vector<const Primitives*> primitives_per_part(int batch, Precision precision) const;
 
   ConvShape s_;
   std::string implementation_;
   std::string forward_implementation_;
   mutable std::mutex mutex_;
-  mutable std::map<int, std::unique_ptr<Primitives>> by_images_;
+  mutable std::map<std::pair<int, Precision>, std::unique_ptr<Primitives>> by_images_;
 };
 
 }  // namespace dtrain

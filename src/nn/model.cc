@@ -138,6 +138,7 @@ LayerIo ModelRunner::layer_io(size_t layer, const float* in, int n, bool trainin
 
 const float* ModelRunner::forward(const ParamSet& params, const float* images, int n,
                                   bool training) {
+  const PrecisionScope precision(training ? training_precision_ : evaluation_precision_);
   const float* in = images;
   const auto& layers = model_.layers();
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -155,6 +156,7 @@ float ModelRunner::train_pass(const ParamSet& params, const float* images, const
   if (ws_.use_ != WorkspaceUse::kTraining) {
     throw std::logic_error("a training step needs a training workspace");
   }
+  const PrecisionScope precision(training_precision_);  // backward's products too
   auto start = std::chrono::steady_clock::now();
   const float* logits = forward(params, images, n, /*training=*/true);
   float* dout = ws_.grad_a_.data();

@@ -12,6 +12,7 @@
 #include "nn/layer.h"
 #include "nn/param_set.h"
 #include "tensor/aligned.h"
+#include "tensor/blas.h"
 
 namespace dtrain {
 
@@ -105,6 +106,13 @@ class ModelRunner {
     first_example_ = first_example;
   }
 
+  // The precision of the products of training passes (compute_gradients, sgd_step) and of
+  // evaluation's (logits, predict, accuracy, evaluate); fp32 unless set (tensor/blas.h).
+  void set_precision(Precision training, Precision evaluation = Precision::kFp32) {
+    training_precision_ = training;
+    evaluation_precision_ = evaluation;
+  }
+
   // Forward, loss and backward over n examples (images (n, input_size), labels (n)). Writes the
   // gradient of the mean loss, L2 term included, into grads and returns that loss. weights (n),
   // where given, weigh each example's loss (softmax_cross_entropy says how); null: all 1.
@@ -154,6 +162,8 @@ class ModelRunner {
   Workspace& ws_;
   uint64_t step_seed_ = 0;
   int64_t first_example_ = 0;
+  Precision training_precision_ = Precision::kFp32;
+  Precision evaluation_precision_ = Precision::kFp32;
 };
 
 }  // namespace dtrain

@@ -12,6 +12,7 @@
 #include "nn/model_zoo.h"
 #include "optim/optimizer.h"
 #include "plan/run_plan.h"
+#include "tensor/bf16_gemm.h"
 #include "train/ps_trainer.h"
 
 namespace dtrain::flag_checks {
@@ -202,6 +203,12 @@ void check_validation_size(const RunPlan& p, int) {
 
 void check_threads(const RunPlan& p, int) {
   check(p.config.threads >= 1, fmt::format("--threads {}: must be at least 1", p.config.threads));
+}
+
+void check_precision(const RunPlan& p, int) {
+  if (p.config.precision != Precision::kBf16) return;
+  const std::string why_not = bf16_unsupported_reason();
+  check(why_not.empty(), fmt::format("--precision bf16: {}; use fp32", why_not));
 }
 
 void check_towers(const RunPlan& p, int) {

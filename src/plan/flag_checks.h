@@ -24,6 +24,7 @@ void check_label_column(const RunPlan& plan, int cluster_workers);
 void check_shuffle_buffer(const RunPlan& plan, int cluster_workers);
 void check_validation_size(const RunPlan& plan, int cluster_workers);
 void check_threads(const RunPlan& plan, int cluster_workers);
+void check_precision(const RunPlan& plan, int cluster_workers);
 void check_towers(const RunPlan& plan, int cluster_workers);
 void check_shutdown_timeout(const RunPlan& plan, int cluster_workers);
 void check_evaluation(const RunPlan& plan, int cluster_workers);

@@ -26,6 +26,7 @@ nlohmann::json recorded_train_data(const TrainConfig& c) {
 }
 nlohmann::json recorded_test_data(const TrainConfig& c) { return absolute_data_paths(c.test_data); }
 nlohmann::json recorded_schedule(const TrainConfig& c) { return lr_decay_name(c.lr_schedule); }
+nlohmann::json recorded_precision(const TrainConfig& c) { return precision_name(c.precision); }
 
 constexpr StrategySet kTowersAndClusters = strategy_bit(StrategyKind::kTowers) | kClusterStrategies;
 constexpr StrategySet kSyncOnly = strategy_bit(StrategyKind::kSync);
@@ -268,6 +269,16 @@ std::vector<FlagSpec> make_table() {
        .hint = "{0} {1}: needs --strategy towers",
        .check = check_towers,
        .recorded = {"towers", recorded_member<&TrainConfig::towers>, ResumeRule::kNotCompared}},
+      {.name = "--precision",
+       .topic = kTraining,
+       .field = &F::precision,
+       .help = "fp32 | bf16: the training steps' matrix products and convolutions on bf16 "
+               "inputs with fp32 sums (oneDNN's AMX or AVX512-BF16 kernels); weights, optimizer "
+               "and evaluation stay fp32",
+       .show_default = true,
+       .choices = {"fp32", "bf16"},
+       .check = check_precision,
+       .recorded = {"precision", recorded_precision}},
       {.name = "--log_every",
        .topic = kCheckpointsAndOutput,
        .field = &F::log_every,

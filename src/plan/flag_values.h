@@ -61,6 +61,7 @@ struct FlagValues {
   uint64_t seed = TrainConfig{}.seed;
   int threads = available_cores();
   int towers = 1;
+  std::string precision = "fp32";
   int64_t log_every = TrainConfig{}.log_every;
   double log_secs = TrainConfig{}.log_secs;
   int64_t save_steps = 0;

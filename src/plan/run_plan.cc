@@ -93,6 +93,7 @@ TrainConfig config_of(const RunPlan& p) {
   c.seed = f.seed;
   c.threads = f.threads;
   c.towers = f.towers;
+  c.precision = parse_precision(f.precision);  // one of the row's choices
   if (p.strategy == StrategyKind::kTowers && !p.has("--towers")) c.towers = 2;
   c.log_every = f.log_every;
   c.log_secs = f.log_secs;

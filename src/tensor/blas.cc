@@ -9,6 +9,7 @@
 #include <atomic>
 #include <stdexcept>
 
+#include "tensor/bf16_gemm.h"
 #include "tensor/blas_kernels.h"
 #include "tensor/thread_team.h"
 
@@ -25,6 +26,7 @@ namespace {
 
 std::atomic<GemmLibrary> library{GemmLibrary::kOneDnn};
 std::atomic<void (*)(const GemmCall&)> observer{nullptr};
+thread_local Precision precision_here = Precision::kFp32;
 
 void onednn_gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
                  int lda, const float* b, int ldb, float beta, float* c, int ldc) {
@@ -39,8 +41,13 @@ void onednn_gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha,
   if (threads != 1) omp_set_num_threads(threads);
 }
 
-void serial_gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const float* a,
-                 int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+void serial_gemm(Precision precision, Trans trans_a, Trans trans_b, int m, int n, int k,
+                 float alpha, const float* a, int lda, const float* b, int ldb, float beta,
+                 float* c, int ldc) {
+  if (precision == Precision::kBf16) {
+    bf16_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   if (library.load(std::memory_order_relaxed) == GemmLibrary::kOneDnn) {
     onednn_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
@@ -60,10 +67,11 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
   if (auto* watch = observer.load(std::memory_order_relaxed)) {
     watch({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, split});
   }
+  const Precision precision = precision_here;  // the caller's, for every part
   ThreadTeam* team = ThreadTeam::current();
   if (split == Split::kNone || team == nullptr || team->size() == 1 ||
       2.0 * m * n * k < kMinParallelFlops) {
-    serial_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    serial_gemm(precision, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   const int parts = team->size();
@@ -76,8 +84,8 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
       if (begin == end) return;
       const float* b_part =
           trans_b == Trans::kNo ? b + begin : b + static_cast<size_t>(begin) * ldb;
-      serial_gemm(trans_a, trans_b, m, end - begin, k, alpha, a, lda, b_part, ldb, beta, c + begin,
-                  ldc);
+      serial_gemm(precision, trans_a, trans_b, m, end - begin, k, alpha, a, lda, b_part, ldb, beta,
+                  c + begin, ldc);
     });
   } else {
     team->run([&](int p) {
@@ -86,10 +94,28 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
       if (begin == end) return;
       const float* a_part =
           trans_a == Trans::kNo ? a + static_cast<size_t>(begin) * lda : a + begin;
-      serial_gemm(trans_a, trans_b, end - begin, n, k, alpha, a_part, lda, b, ldb, beta,
+      serial_gemm(precision, trans_a, trans_b, end - begin, n, k, alpha, a_part, lda, b, ldb, beta,
                   c + static_cast<size_t>(begin) * ldc, ldc);
     });
   }
+}
+
+PrecisionScope::PrecisionScope(Precision precision) : previous_(precision_here) {
+  precision_here = precision;
+}
+
+PrecisionScope::~PrecisionScope() { precision_here = previous_; }
+
+Precision thread_precision() { return precision_here; }
+
+const char* precision_name(Precision precision) {
+  return precision == Precision::kBf16 ? "bf16" : "fp32";
+}
+
+Precision parse_precision(std::string_view name) {
+  if (name == "fp32") return Precision::kFp32;
+  if (name == "bf16") return Precision::kBf16;
+  throw std::invalid_argument(fmt::format("'{}' is not a precision: fp32 | bf16", name));
 }
 
 void set_gemm_observer(void (*watch)(const GemmCall& call)) { observer.store(watch); }

@@ -27,6 +27,27 @@ std::string onednn_isa_name();
 // why (tensor/blas_kernels.h).
 std::string gemm_kernels_line();
 
+// The arithmetic of gemm()'s products: fp32, or bf16 inputs with fp32 sums and outputs
+// (tensor/bf16_gemm.h). Master weights, optimizer slots and everything outside the products stay
+// fp32 either way.
+enum class Precision { kFp32, kBf16 };
+// "fp32" | "bf16"; parse_precision throws std::invalid_argument naming the choices.
+const char* precision_name(Precision precision);
+Precision parse_precision(std::string_view name);
+// The precision of the gemm() calls this thread makes while the scope lives (a training step's),
+// whichever threads of its team run their parts; fp32 outside every scope.
+class PrecisionScope {
+ public:
+  explicit PrecisionScope(Precision precision);
+  ~PrecisionScope();
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+ private:
+  Precision previous_;
+};
+Precision thread_precision();
+
 // How a product is divided over the current ThreadTeam. The threads write disjoint blocks of C, and
 // when a block of C (or of B) is the same memory step after step, it stays in one core's cache:
 // a layer asks for the split that keeps each core on its own rows of the weights across the

@@ -74,6 +74,7 @@ void ThreadTeam::run(const std::function<void(int)>& part) {
     return;
   }
   job_ = &part;
+  job_precision_ = thread_precision();
   for (std::exception_ptr& e : errors_) e = nullptr;
   pending_.store(size_ - 1, std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_release);  // publishes job_ to the workers
@@ -102,6 +103,7 @@ void ThreadTeam::worker_loop(int index) {
     seen = generation_.load(std::memory_order_acquire);
     if (stopping_.load(std::memory_order_relaxed)) return;
     try {
+      const PrecisionScope precision(job_precision_);
       (*job_)(index);
     } catch (...) {
       errors_[index] = std::current_exception();

@@ -4,7 +4,9 @@
 // workers spin for a while between jobs and only then sleep.
 //
 // The team a thread uses is thread-local (ThreadTeam::current()), so gemm() needs no extra
-// argument and every tower of --towers can have its own team.
+// argument and every tower of --towers can have its own team. Each part runs in its caller's
+// precision (PrecisionScope, tensor/blas.h), so a layer that splits its batch over the team
+// computes every part's products alike.
 #pragma once
 
 #include <atomic>
@@ -14,6 +16,8 @@
 #include <functional>
 #include <thread>
 #include <vector>
+
+#include "tensor/blas.h"
 
 namespace dtrain {
 
@@ -40,6 +44,7 @@ class ThreadTeam {
 
   const int size_;
   const std::function<void(int)>* job_ = nullptr;
+  Precision job_precision_ = Precision::kFp32;  // the caller's: each part's products run in it
   std::atomic<uint64_t> generation_{0};  // bumped once per job; workers wait for it to change
   std::atomic<int> pending_{0};          // workers still running the current job
   std::atomic<bool> stopping_{false};

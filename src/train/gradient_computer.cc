@@ -84,6 +84,7 @@ void GradientComputer::run_tower(int k) {
     const int64_t stride = model_.input_size();
     ModelRunner runner(model_, tower.workspace);
     runner.set_step_randomness(step_seed_, begin);
+    runner.set_precision(training_precision_, evaluation_precision_);
     tower.times = {};
     tower.loss = runner.compute_gradients(
         *params_, batch_.images + begin * stride, batch_.labels + begin, end - begin, tower.grads,
@@ -134,6 +135,7 @@ float GradientComputer::compute(const ParamSet& params, const Batch& batch, Grad
   if (towers() == 1) {
     ModelRunner runner(model_, towers_[0]->workspace);
     runner.set_step_randomness(step_seed_, 0);
+    runner.set_precision(training_precision_, evaluation_precision_);
     const float loss = runner.compute_gradients(params, batch.images, batch.labels, batch.size,
                                                 grads, times, batch.weights);
     if (update != nullptr) {
@@ -177,6 +179,7 @@ float GradientComputer::sgd_step(ParamSet& params, const Batch& batch, GradSet& 
   ScopedTeam team(&towers_[0]->team);
   ModelRunner runner(model_, towers_[0]->workspace);
   runner.set_step_randomness(step_seed_, 0);
+  runner.set_precision(training_precision_, evaluation_precision_);
   const float loss = runner.sgd_step(params, batch.images, batch.labels, batch.size, grads, lr,
                                      times, batch.weights);
   if (after != nullptr) {
@@ -194,6 +197,7 @@ double GradientComputer::accuracy(const ParamSet& params, const float* images,
                                   const int32_t* labels, int64_t n) {
   ScopedTeam team(&towers_[0]->team);
   ModelRunner runner(model_, eval_workspace_);
+  runner.set_precision(training_precision_, evaluation_precision_);
   return runner.accuracy(params, images, labels, n);
 }
 
@@ -201,6 +205,7 @@ GradientComputer::Evaluation GradientComputer::evaluate(const ParamSet& params, 
                                                         const int32_t* labels, int64_t n) {
   ScopedTeam team(&towers_[0]->team);
   ModelRunner runner(model_, eval_workspace_);
+  runner.set_precision(training_precision_, evaluation_precision_);
   return runner.evaluate(params, images, labels, n);
 }
 

@@ -47,6 +47,12 @@ class GradientComputer {
   // Towers draw for their rows as one tower would for the whole batch.
   void set_step_seed(uint64_t seed) { step_seed_ = seed; }
 
+  // The precision of the steps' products and of the evaluations' (ModelRunner::set_precision).
+  void set_precision(Precision training, Precision evaluation) {
+    training_precision_ = training;
+    evaluation_precision_ = evaluation;
+  }
+
   // Applies the step's update to the arena range [begin, end) of the parameters, from grads.
   using ChunkUpdate = std::function<void(size_t begin, size_t end)>;
 
@@ -100,6 +106,8 @@ class GradientComputer {
   GradSet* out_ = nullptr;
   const ChunkUpdate* update_ = nullptr;
   uint64_t step_seed_ = 0;
+  Precision training_precision_ = Precision::kFp32;
+  Precision evaluation_precision_ = Precision::kFp32;
   bool stopping_ = false;
   // Three phases per step: start, gradients computed, reduction done.
   std::barrier<> barrier_;

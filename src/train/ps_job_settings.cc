@@ -120,8 +120,9 @@ OptimizerConfig optimizer_of(const json& o) {
 }  // namespace
 
 std::span<const std::string_view> ps_job_setting_flags() {
-  static constexpr std::array<std::string_view, 23> kFlags = {"model",
+  static constexpr std::array<std::string_view, 24> kFlags = {"model",
                                                               "hidden_units",
+                                                              "precision",
                                                               "placement",
                                                               "min_shard_bytes",
                                                               "optimizer",
@@ -151,7 +152,7 @@ bool names_a_model(const std::set<std::string>& given) {
 }
 
 json ps_job_settings(const std::string& model_name, const std::vector<ParamSpec>& specs,
-                     const OptimizerConfig& o, const PsClusterConfig& config) {
+                     Precision precision, const OptimizerConfig& o, const PsClusterConfig& config) {
   json sync = {{"sync_replicas", config.sync.sync_replicas},
                {"replicas_to_aggregate", config.sync.replicas_to_aggregate},
                {"min_workers", config.min_workers}};
@@ -162,6 +163,7 @@ json ps_job_settings(const std::string& model_name, const std::vector<ParamSpec>
   return {{"model",
            {{"name", model_name},
             {"layout", layout_json(specs)},
+            {"precision", precision_name(precision)},
             {"placement", placement_name(config.placement)},
             {"min_shard_bytes", config.min_shard_bytes},
             {"max_shard_bytes", config.max_shard_bytes}}},

@@ -12,6 +12,7 @@
 #include "nn/param_set.h"
 #include "optim/optimizer.h"
 #include "ps/ps_service_options.h"
+#include "tensor/blas.h"
 #include "train/ps_cluster_config.h"
 
 namespace dtrain {
@@ -24,11 +25,13 @@ std::span<const std::string_view> ps_job_setting_flags();
 // learn the chief's.
 bool names_a_model(const std::set<std::string>& given);
 
-// This task's settings: model `model_name` with `specs`, `optimizer`, and config's partition and
-// sync flags as given (unresolved: each ps resolves them against its own cluster). A worker that
-// joined a running job (config.joined_as) leaves out the job's size, which it was not told.
+// This task's settings: model `model_name` with `specs` trained at `precision`, `optimizer`, and
+// config's partition and sync flags as given (unresolved: each ps resolves them against its own
+// cluster). A worker that joined a running job (config.joined_as) leaves out the job's size, which
+// it was not told.
 nlohmann::json ps_job_settings(const std::string& model_name, const std::vector<ParamSpec>& specs,
-                               const OptimizerConfig& optimizer, const PsClusterConfig& config);
+                               Precision precision, const OptimizerConfig& optimizer,
+                               const PsClusterConfig& config);
 
 // The settings' model layout, optimizer, partition and sync, for ps task `config` of its cluster,
 // into `into` (specs, map, optimizer, sync, planned_workers, min_workers, settings). Throws Error

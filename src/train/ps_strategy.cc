@@ -69,9 +69,9 @@ int64_t PsStrategy::start(TrainingState& state, const Restore& restore) {
   options.connection.stop = c_.stop;
   options.worker = rank_;
   // Said to every ps before the hello: a ps started with only the cluster flags takes the chief's.
-  options.settings =
-      ps_job_settings(state.model().name(), state.model().param_specs(), c_.optimizer, config_)
-          .dump();
+  options.settings = ps_job_settings(state.model().name(), state.model().param_specs(),
+                                     c_.precision, c_.optimizer, config_)
+                         .dump();
   // The chief keeps the newest values it was sent: with them it re-seeds a ps that comes back
   // without a checkpoint to restore, so that a killed ps does not end a run under default flags.
   if (chief_) options.reseed_from = &state.params();

@@ -107,13 +107,14 @@ PsTaskServer::PsTaskServer(const TrainConfig& train, const PsClusterConfig& conf
   if (!learns) {
     const auto model = make_model(train.model);
     model_ = model->name();
-    adopt_ps_job_settings(ps_job_settings(model_, model->param_specs(), train.optimizer, config),
-                          config, options);
+    adopt_ps_job_settings(
+        ps_job_settings(model_, model->param_specs(), train.precision, train.optimizer, config),
+        config, options);
     restored = restored_shards(train, ps_, model_, options, out);
   } else {
     options.on_configured = [this](const PsServiceOptions& o) { say_serving(o); };
-    const nlohmann::json own_settings =
-        given_settings(ps_job_settings("", {}, train.optimizer, config), *config.given_flags);
+    const nlohmann::json own_settings = given_settings(
+        ps_job_settings("", {}, train.precision, train.optimizer, config), *config.given_flags);
     options.learn = [this, config, own_settings](const nlohmann::json& chief,
                                                  PsServiceOptions& into) {
       if (const auto difference = settings_difference(own_settings, chief)) {

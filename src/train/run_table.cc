@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "tensor/bf16_gemm.h"
 #include "train/gradient_computer.h"
 
 namespace dtrain {
@@ -23,6 +24,12 @@ void print_run_table(std::ostream& out, const RunTable& t) {
              t.steps_per_epoch, t.total_steps);
   fmt::print(out, "  threads      {} ({} tower(s) of {} thread(s)), kernels {}\n", c.threads,
              c.towers, threads_per_tower(c.threads, c.towers), t.model.kernels());
+  if (c.precision == Precision::kBf16) {
+    fmt::print(out,
+               "  precision    bf16 products with fp32 sums ({}), fp32 weights, optimizer and "
+               "evaluation\n",
+               bf16_gemm_implementation(c.batch_size, 512, 512));
+  }
   fmt::print(out, "  data         {}\n", t.input.describe());
   for (const std::string& warning : t.input.warnings()) fmt::print(out, "  {}\n", warning);
   if (t.eval_every > 0) {

@@ -18,6 +18,7 @@
 #include "nn/model_zoo.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "tensor/blas.h"
 #include "train/run_control.h"
 
 namespace dtrain {
@@ -97,6 +98,9 @@ struct TrainConfig {
   bool shuffle = true;
 
   int threads = 1;  // BLAS threads per process, shared by the towers
+  // The training steps' matrix products and convolutions: fp32, or bf16 inputs with fp32 sums
+  // (tensor/blas.h). Evaluation is fp32 either way.
+  Precision precision = Precision::kFp32;
   int towers = 1;
 
   // Step lines every log_every steps (at least once an epoch) or every log_secs seconds,

@@ -61,6 +61,7 @@ class TrainingLoop {
           return state_.snapshot(c_);
         }) {
     input.check_fits(state.model());
+    computer_.set_precision(config.precision, Precision::kFp32);
     if (eval_every_ > 0 && validation_.size == 0) {
       throw UsageError(fmt::format(
           "{}: periodic evaluation judges the validation examples held out of the training data, "

@@ -25,7 +25,8 @@ namespace {
 
 // train_config_json as it was written by hand before the flag table recorded its rows (at
 // d375f3b), kept as the reference of the format; "optimizer_config" came with the optimizers'
-// hyper-parameter flags (an older checkpoint lacks it, and the resume check skips what it lacks).
+// hyper-parameter flags and "precision" with --precision (an older checkpoint lacks them, and the
+// resume check skips what it lacks).
 nlohmann::json hand_written_config_json(const TrainConfig& c) {
   const OptimizerConfig& o = c.optimizer;
   const EffectiveOptimizer e = optimizer_defaults(o);
@@ -61,6 +62,7 @@ nlohmann::json hand_written_config_json(const TrainConfig& c) {
           {"seed", c.seed},
           {"validation_size", c.validation_size},
           {"towers", c.towers},
+          {"precision", precision_name(c.precision)},
           {"data",
            {{"data_dir", c.data_dir.empty()
                              ? std::string()

@@ -47,13 +47,13 @@ std::vector<ParamSpec> two_variables() {
   return {w, mean};
 }
 
-nlohmann::json chief_settings() {
+nlohmann::json chief_settings(Precision precision = Precision::kFp32) {
   OptimizerConfig adam;
   adam.name = "adam";
   adam.beta2 = 0.99f;
   PsClusterConfig c = two_worker_ps();
   c.sync.sync_replicas = true;
-  return ps_job_settings("tiny", two_variables(), adam, c);
+  return ps_job_settings("tiny", two_variables(), precision, adam, c);
 }
 
 TEST(JobSettings, ADifferenceIsNamedByItsKeyWithBothValues) {
@@ -72,6 +72,10 @@ TEST(JobSettings, ADifferenceIsNamedByItsKeyWithBothValues) {
   const auto difference = settings_difference(ours, theirs);
   ASSERT_TRUE(difference.has_value());
   EXPECT_EQ(settings_flag(difference->substr(0, difference->find(' '))), "--replicas_to_aggregate");
+  // A worker that computes its gradients in bf16 where the chief's are fp32.
+  const auto precision = settings_difference(ours, chief_settings(Precision::kBf16));
+  EXPECT_EQ(precision, "model.precision (\"fp32\" here, \"bf16\" there)");
+  EXPECT_EQ(settings_flag(precision->substr(0, precision->find(' '))), "--precision");
   // What one side leaves out is not compared: a joining worker is not told the job's size.
   theirs = ours;
   theirs["sync"].erase("max_workers");
@@ -145,8 +149,8 @@ TEST(JobSettings, APsKeepsOnlyTheSettingsItsFlagsGave) {
 nlohmann::json settings_with(const std::string& optimizer, int64_t rows = 8) {
   OptimizerConfig o;
   o.name = optimizer;
-  return ps_job_settings("tiny", {ParamSpec{"w", {rows, 3}}, ParamSpec{"b", {3}}}, o,
-                         two_worker_ps());
+  return ps_job_settings("tiny", {ParamSpec{"w", {rows, 3}}, ParamSpec{"b", {3}}}, Precision::kFp32,
+                         o, two_worker_ps());
 }
 
 std::unique_ptr<PsService> learning_service() {

@@ -167,6 +167,9 @@ TEST_F(AllreduceStrategyTest, TheFingerprintCoversWhatACheckpointRecordsButNotAW
   TrainConfig faster = base;
   faster.learning_rate = 0.5f;
   EXPECT_NE(fingerprint(faster), agreed);
+  TrainConfig bf16 = base;
+  bf16.precision = Precision::kBf16;
+  EXPECT_NE(fingerprint(bf16), agreed);
   // Only the ring's: what may stop the run early.
   TrainConfig patient = base;
   patient.early_stopping_patience = 3;
