@@ -64,13 +64,12 @@ PortBand port_band_outside(int low, int high) {
   return {};
 }
 
-std::vector<uint16_t> pick_free_ports(int n) {
+std::vector<HeldPort> hold_free_ports(int n) {
   const PortBand band = ephemeral_band();
   std::mt19937 random(std::random_device{}());
   std::uniform_int_distribution<int> in_band(band.first, std::max(band.first, band.last));
   // Every socket stays bound until all are picked, so the ports are distinct.
-  std::vector<int> sockets;
-  std::vector<uint16_t> ports;
+  std::vector<HeldPort> held;
   try {
     for (int i = 0; i < n; ++i) {
       int s = -1;
@@ -83,14 +82,30 @@ std::vector<uint16_t> pick_free_ports(int n) {
         port = 0;
         s = bind_loopback(port);
       }
-      sockets.push_back(s);
-      ports.push_back(port);
+      held.push_back({port, s});
+      // After the bind, which passed over ports in TIME_WAIT: the connections the task accepts
+      // inherit the option, and only then do theirs in TIME_WAIT let the task bind its port
+      // again (a restarted task, a ring formed anew).
+      const int one = 1;
+      if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+          listen(s, SOMAXCONN) != 0) {
+        throw IoError(
+            fmt::format("launcher: listen on 127.0.0.1:{}: {}", port, std::strerror(errno)));
+      }
     }
   } catch (...) {
-    for (int s : sockets) close(s);
+    for (const HeldPort& h : held) close(h.fd);
     throw;
   }
-  for (int s : sockets) close(s);
+  return held;
+}
+
+std::vector<uint16_t> pick_free_ports(int n) {
+  std::vector<uint16_t> ports;
+  for (const HeldPort& h : hold_free_ports(n)) {
+    ports.push_back(h.port);
+    close(h.fd);
+  }
   return ports;
 }
 

@@ -13,6 +13,17 @@ namespace dtrain {
 // between all the same shows up as a clear "cannot listen" error, not a hang.
 std::vector<uint16_t> pick_free_ports(int n);
 
+// A listening socket on 127.0.0.1:port, close-on-exec, that the caller owns.
+struct HeldPort {
+  uint16_t port = 0;
+  int fd = -1;
+};
+
+// As pick_free_ports, but the sockets stay bound and listening, to be handed to the tasks that
+// serve on them (comm/handed_listeners.h): then no other process can take a port between the
+// pick and the task's start, and peers that connect before their task is up wait in its backlog.
+std::vector<HeldPort> hold_free_ports(int n);
+
 // The band pick_free_ports draws from, [first, last], given the ephemeral range [low, high]; an
 // empty band (first > last) when neither side of the range has room.
 struct PortBand {

@@ -19,6 +19,7 @@
 
 #include "base/error.h"
 #include "cluster/output_relay.h"
+#include "comm/handed_listeners.h"
 
 extern char** environ;
 
@@ -98,7 +99,8 @@ bool replaced_by(const std::vector<std::string>& extra, std::string_view entry) 
 
 // fork + exec of one task. Everything the child needs is built before fork: between fork and exec
 // only async-signal-safe calls are allowed, and this process has threads.
-Child spawn(const std::vector<LocalTask>& tasks, size_t index, const LaunchOptions& options) {
+Child spawn(const std::vector<LocalTask>& tasks, size_t index, const LaunchOptions& options,
+            int listen_fd = -1) {
   const LocalTask& task = tasks[index];
   std::vector<std::string> arg_strings{options.binary.string()};
   arg_strings.insert(arg_strings.end(), task.args.begin(), task.args.end());
@@ -110,6 +112,7 @@ Child spawn(const std::vector<LocalTask>& tasks, size_t index, const LaunchOptio
   for (char** e = environ; *e != nullptr; ++e) {
     if (!replaced_by(env_strings, *e)) envp.push_back(*e);
   }
+  if (listen_fd >= 0) env_strings.push_back(fmt::format("{}={}", kListenFdVariable, listen_fd));
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
 
@@ -127,6 +130,8 @@ Child spawn(const std::vector<LocalTask>& tasks, size_t index, const LaunchOptio
     // Die with the launcher, even if it is killed with SIGKILL; if it already died, do not run.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
+    // This child's listener alone crosses the exec; the other tasks' stay close-on-exec.
+    if (listen_fd >= 0) fcntl(listen_fd, F_SETFD, 0);
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
     execve(argv[0], argv.data(), envp.data());
@@ -212,9 +217,21 @@ LaunchResult run_local_cluster(const std::vector<LocalTask>& tasks, const Launch
     drain_output(child, out);
     child = spawn(tasks, child.task, options);
   };
+  std::vector<int> listeners;
+  for (const LocalTask& task : tasks) listeners.push_back(task.listen_fd);
+  auto close_listeners = [&] {
+    for (int& fd : listeners) {
+      if (fd >= 0) close(fd);
+      fd = -1;
+    }
+  };
   try {
-    for (size_t i = 0; i < tasks.size(); ++i) children.push_back(spawn(tasks, i, options));
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      children.push_back(spawn(tasks, i, options, listeners[i]));
+    }
+    close_listeners();
   } catch (const Error&) {
+    close_listeners();
     begin_stop();
     for (Child& child : children) waitpid(child.pid, nullptr, 0);
     throw;

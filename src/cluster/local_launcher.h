@@ -17,6 +17,9 @@ struct LocalTask {
   std::string name;               // the output prefix, e.g. "worker1"
   std::vector<std::string> args;  // arguments after the binary
   bool prefix_output = true;      // false: lines are relayed as they are (a report, a table)
+  // A listening socket the task's first start inherits (comm/handed_listeners.h), or -1.
+  // run_local_cluster closes it once that start is done: a restarted task binds its port itself.
+  int listen_fd = -1;
 };
 
 // What the launcher starts again when a task crashes (dies of a signal it did not send: SIGKILL,

@@ -21,6 +21,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "comm/handed_listeners.h"
 #include "comm/tcp_congestion.h"
 
 namespace dtrain {
@@ -42,6 +43,24 @@ ServerOptions checked(ServerOptions options) {
   return options;
 }
 
+// A listening socket that was bound for this server (comm/handed_listeners.h), made ready as
+// listen_on makes its own.
+int adopt_listener(int fd, const std::string& where, std::string_view tcp_congestion) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  std::string why;
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    why = errno_text();
+  } else if (const std::string congestion = apply_tcp_congestion(fd, tcp_congestion);
+             !congestion.empty()) {
+    why = fmt::format("TCP congestion control '{}': {}", tcp_congestion, congestion);
+  }
+  if (!why.empty()) {
+    ::close(fd);
+    throw TransportError(fmt::format("cannot listen on {}: {}", where, why));
+  }
+  return fd;
+}
+
 // A listening socket on host:port, non-blocking: it is accepted from when poll() finds it ready,
 // and a peer that leaves meanwhile must not block the thread. Sets `port` to the bound one.
 int listen_on(const std::string& host, uint16_t& port, std::string_view tcp_congestion) {
@@ -53,6 +72,9 @@ int listen_on(const std::string& host, uint16_t& port, std::string_view tcp_cong
       resolver.resolve(host, std::to_string(port), asio::ip::tcp::resolver::passive, ec);
   if (ec) throw TransportError(fmt::format("cannot listen on {}: {}", where, ec.message()));
   auto endpoint = endpoints.begin()->endpoint();
+  if (const int handed = take_handed_listener(endpoint.data(), endpoint.size()); handed >= 0) {
+    return adopt_listener(handed, where, tcp_congestion);
+  }
   const int fd =
       ::socket(endpoint.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) throw TransportError(fmt::format("cannot listen on {}: {}", where, errno_text()));

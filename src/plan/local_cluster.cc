@@ -4,11 +4,13 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <optional>
+#include <utility>
 
 #include "base/cpu.h"
 #include "cluster/cluster_secret.h"
@@ -49,6 +51,26 @@ std::vector<std::string> task_arguments(const std::vector<std::string>& args) {
   return kept;
 }
 
+// The tasks' listening sockets, closed here unless handed to run_local_cluster, which closes
+// them itself once the tasks have started.
+class TaskListeners {
+ public:
+  explicit TaskListeners(int n) : held_(hold_free_ports(n)) {}
+  ~TaskListeners() {
+    for (const HeldPort& h : held_) {
+      if (h.fd >= 0) close(h.fd);
+    }
+  }
+  TaskListeners(const TaskListeners&) = delete;
+  TaskListeners& operator=(const TaskListeners&) = delete;
+
+  uint16_t port(size_t i) const { return held_[i].port; }
+  int hand_over(size_t i) { return std::exchange(held_[i].fd, -1); }
+
+ private:
+  std::vector<HeldPort> held_;
+};
+
 }  // namespace
 
 int launch_local_cluster(const RunPlan& plan, const RunEnvironment& environment,
@@ -58,10 +80,14 @@ int launch_local_cluster(const RunPlan& plan, const RunEnvironment& environment,
   const int ps = allreduce ? 0 : f.ps;
   check_flags(plan, CheckWhen::kLocalLauncher, plan.strategy);
   check_flags(plan, CheckWhen::kUnderItsStrategies, plan.strategy, f.workers);
-  const std::vector<uint16_t> ports = pick_free_ports(ps + f.workers);
+  // Bound here and inherited by the tasks: no other process can take a port before its task
+  // serves on it.
+  TaskListeners listeners(ps + f.workers);
   auto hosts = [&](int first, int n) {
     std::vector<std::string> list;
-    for (int i = 0; i < n; ++i) list.push_back(fmt::format("localhost:{}", ports[first + i]));
+    for (int i = 0; i < n; ++i) {
+      list.push_back(fmt::format("localhost:{}", listeners.port(static_cast<size_t>(first + i))));
+    }
     return fmt::format("{}", fmt::join(list, ","));
   };
   const std::string ps_hosts = hosts(0, ps);
@@ -166,6 +192,9 @@ int launch_local_cluster(const RunPlan& plan, const RunEnvironment& environment,
                        "--secret_file)"
                      : "--secret_file " + f.secret_file);
     }
+  }
+  for (size_t i = 0; i < static_cast<size_t>(ps + f.workers); ++i) {
+    tasks[i].listen_fd = listeners.hand_over(i);
   }
   out << std::flush;
   const LaunchResult result = run_local_cluster(tasks, options, out);

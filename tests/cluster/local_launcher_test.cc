@@ -3,12 +3,17 @@
 // child has been reaped when run_local_cluster returns.
 #include "cluster/local_launcher.h"
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -136,6 +141,32 @@ TEST(LocalLauncher, PicksPortsOutsideTheEphemeralRange) {
     EXPECT_GE(p, band.first);
     EXPECT_LE(p, band.last);
   }
+}
+
+// A task that served on a held port and closed connections (they sit in TIME_WAIT) binds the
+// port again when it restarts or forms a new ring: as it can a port it bound itself.
+TEST(LocalLauncher, AHeldPortIsBoundAgainOverItsConnectionsInTimeWait) {
+  const std::vector<HeldPort> held = hold_free_ports(1);
+  ASSERT_EQ(held.size(), 1u);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(held[0].port);
+  const int client = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const int accepted = accept(held[0].fd, nullptr, nullptr);
+  ASSERT_GE(accepted, 0);
+  close(accepted);  // the server's side closes first: its end goes to TIME_WAIT
+  char byte = 0;
+  ASSERT_EQ(read(client, &byte, 1), 0);
+  close(client);
+  close(held[0].fd);
+  const int again = socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  ASSERT_EQ(setsockopt(again, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one), 0);
+  EXPECT_EQ(bind(again, reinterpret_cast<sockaddr*>(&address), sizeof address), 0)
+      << std::strerror(errno);
+  close(again);
 }
 
 TEST(LocalLauncher, PortBandAvoidsTheEphemeralRangeAndWellKnownPorts) {
