@@ -62,8 +62,12 @@ void StallWatch::begin(SteadyClock::time_point now, uint64_t op, CollectiveNote 
   reports_ = 0;
   waited_for_ = -1;
   note_ = note;
-  notice_ = StallNotice{};
-  notice_.op = op;
+  // A collective waits chunk by chunk. What an earlier wait of the same one learnt still holds,
+  // and must: the neighbours that told this rank once have nothing new to tell it again.
+  if (op != notice_.op) {
+    notice_ = StallNotice{};
+    notice_.op = op;
+  }
 }
 
 void StallWatch::end(SteadyClock::time_point now) {

@@ -47,7 +47,8 @@ class StallWatch {
   // a stall. Keepalives go at least this often.
   std::chrono::milliseconds keepalive_every() const { return warning_ / 2; }
 
-  // A wait for collective `op` begins (a chunk, or the neighbours taking ours).
+  // A wait for collective `op` begins (a chunk, or the neighbours taking ours). The culprit and
+  // waiters known from the same op's earlier waits are kept; another op starts afresh.
   void begin(SteadyClock::time_point now, uint64_t op, CollectiveNote note);
   // The wait is over: "the wait for worker1 ended after 7.4 s" if it was reported.
   void end(SteadyClock::time_point now);

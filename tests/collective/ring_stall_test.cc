@@ -16,6 +16,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string rank_name(int rank) { return fmt::format("worker{}", rank); }
 
@@ -87,6 +88,28 @@ TEST(StallWatch, ANeighbourThatWaitsTooIsNotBlamedAndANoticeNamesTheCulpritAtOnc
   EXPECT_THAT(w.lines.back(), HasSubstr("stalled ring: worker0, worker2 wait(s) on worker1"));
   EXPECT_FALSE(w.watch.take({.op = 7, .culprit = 1, .silent_ms = 3000, .waiters = {0, 2}}))
       << "nothing new: not passed on again";
+}
+
+// The neighbours pass a notice on once. A rank that learnt the culprit while waiting for one
+// chunk, and then for the next chunk of the same collective, still names it; in the next
+// collective it starts afresh.
+TEST(StallWatch, TheCulpritIsRememberedAcrossTheWaitsOfOneCollectiveOnly) {
+  Watched w(3);
+  const auto t0 = SteadyClock::now();
+  const CollectiveNote note{.kind = "all-reduce", .bytes = 24, .bucket = -1};
+  w.watch.begin(t0, 7, note);
+  EXPECT_TRUE(w.watch.take({.op = 7, .culprit = 1, .silent_ms = 3000, .waiters = {0, 2}}));
+  w.watch.end(t0 + milliseconds(100));  // chunk 2 came
+  w.watch.begin(t0 + milliseconds(100), 7, note);
+  EXPECT_TRUE(w.watch.knows_culprit());
+  w.watch.report(t0 + milliseconds(3100), 2, milliseconds(500), "chunk 3");
+  EXPECT_THAT(w.lines.back(), HasSubstr("worker1 holds the ring up"));
+  EXPECT_EQ(w.watch.notice().waiters, (std::vector<int32_t>{0, 2, 3}));
+  w.watch.begin(t0 + milliseconds(3200), 8, note);
+  EXPECT_FALSE(w.watch.knows_culprit()) << "op 8 is another collective";
+  EXPECT_TRUE(w.watch.notice().waiters.empty());
+  w.watch.report(t0 + milliseconds(6200), 2, milliseconds(500), "chunk 0");
+  EXPECT_THAT(w.lines.back(), Not(HasSubstr("holds the ring up")));
 }
 
 }  // namespace
