@@ -162,6 +162,18 @@ void Server::accept_pending() {
     const int fd =
         ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length, SOCK_CLOEXEC);
     if (fd >= 0) {
+      // A connection takes its congestion control from the listener as it was when the peer
+      // connected: one that waited in a handed listener's backlog (comm/handed_listeners.h) came
+      // before this server set it.
+      const std::string& congestion = options_.connection.tcp_congestion;
+      if (!congestion.empty()) {
+        if (const std::string why = apply_tcp_congestion(fd, congestion); !why.empty()) {
+          spdlog::warn(
+              "server on port {}: TCP congestion control '{}' of an accepted "
+              "connection: {}",
+              port_, congestion, why);
+        }
+      }
       adopt(fd, address, length);
       continue;
     }
