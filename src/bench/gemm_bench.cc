@@ -13,6 +13,7 @@
 #include "nn/init.h"
 #include "nn/model_zoo.h"
 #include "plan/recipes.h"
+#include "tensor/bf16_gemm.h"
 #include "tensor/blas.h"
 #include "tensor/blas_kernels.h"
 #include "tensor/thread_team.h"
@@ -97,9 +98,12 @@ void run(const GemmCall& call, Operands& o) {
        call.ldb, call.accumulate ? 1.0f : 0.0f, o.c.data(), call.ldc, call.split);
 }
 
-// Seconds per call of `call` on `library`, over one window.
-double seconds_per_call(GemmLibrary library, const GemmCall& call, Operands& o, double window) {
+// Seconds per call of `call` on `library` in `precision` (bf16: oneDNN's bf16 matmul, whatever
+// the library), over one window.
+double seconds_per_call(GemmLibrary library, Precision precision, const GemmCall& call, Operands& o,
+                        double window) {
   set_gemm_library(library);
+  const PrecisionScope in_precision(precision);
   run(call, o);  // a first call JIT-compiles oneDNN's kernel for the shape
   int64_t calls = 0;
   const auto start = Clock::now();
@@ -140,39 +144,60 @@ GemmCeiling run_gemm_bench(const GemmBenchConfig& config, std::ostream& out) {
   const std::vector<Product> products = step_products(config);
   ThreadTeam team(config.threads);
   ScopedTeam on_team(&team);
+  const std::string bf16_reason = bf16_unsupported_reason();
+  const bool bf16 = bf16_reason.empty();
   fmt::print(out,
              "dtrain bench gemm: model {}, batch {}, {} thread(s): the {} products of a step, "
-             "OpenBLAS {} against oneDNN sgemm, median of {} interleaved rounds\n",
+             "OpenBLAS {} against oneDNN sgemm{}, median of {} interleaved rounds\n",
              config.model, config.batch_size, config.threads, products.size(), blas_kernel_name(),
-             config.reps);
-  fmt::print(out, "  {:<34} {:>6} {:>16} {:>16}\n", "product (m x n x k)", "calls",
-             "OpenBLAS GFLOP/s", "oneDNN GFLOP/s");
-  double openblas_step = 0, onednn_step = 0, best_step = 0;
+             bf16 ? " and bf16 matmul" : "", config.reps);
+  if (!bf16) fmt::print(out, "  bf16 not measured: {}\n", bf16_reason);
+  fmt::print(out, "  {:<34} {:>6} {:>16} {:>16}{}\n", "product (m x n x k)", "calls",
+             "OpenBLAS GFLOP/s", "oneDNN GFLOP/s",
+             bf16 ? fmt::format(" {:>14}", "bf16 GFLOP/s") : "");
+  double openblas_step = 0, onednn_step = 0, best_step = 0, bf16_step = 0;
   for (const Product& p : products) {
     Operands operands(p.call);
-    std::vector<double> openblas, onednn;
+    std::vector<double> openblas, onednn, bf16_times;
     for (int r = 0; r < config.reps; ++r) {
-      openblas.push_back(
-          seconds_per_call(GemmLibrary::kOpenBlas, p.call, operands, config.seconds_per_rep));
-      onednn.push_back(
-          seconds_per_call(GemmLibrary::kOneDnn, p.call, operands, config.seconds_per_rep));
+      openblas.push_back(seconds_per_call(GemmLibrary::kOpenBlas, Precision::kFp32, p.call,
+                                          operands, config.seconds_per_rep));
+      onednn.push_back(seconds_per_call(GemmLibrary::kOneDnn, Precision::kFp32, p.call, operands,
+                                        config.seconds_per_rep));
+      if (bf16) {
+        bf16_times.push_back(seconds_per_call(GemmLibrary::kOneDnn, Precision::kBf16, p.call,
+                                              operands, config.seconds_per_rep));
+      }
     }
     const double o = median(openblas), d = median(onednn);
     const double flops = 2.0 * p.call.m * p.call.n * p.call.k;
-    fmt::print(out, "  {:<34} {:>6} {:>16.1f} {:>16.1f}\n", describe(p.call), p.times,
-               flops / o * 1e-9, flops / d * 1e-9);
+    std::string bf16_column;
+    if (bf16) {
+      const double h = median(bf16_times);
+      bf16_column = fmt::format(" {:>14.1f}", flops / h * 1e-9);
+      bf16_step += p.times * h;
+    }
+    fmt::print(out, "  {:<34} {:>6} {:>16.1f} {:>16.1f}{}\n", describe(p.call), p.times,
+               flops / o * 1e-9, flops / d * 1e-9, bf16_column);
     openblas_step += p.times * o;
     onednn_step += p.times * d;
     best_step += p.times * std::min(o, d);
   }
   set_gemm_library(chosen);
   const double batch = config.batch_size;
-  const GemmCeiling ceiling{batch / openblas_step, batch / onednn_step, batch / best_step};
+  const GemmCeiling ceiling{batch / openblas_step, batch / onednn_step, batch / best_step,
+                            bf16 ? batch / bf16_step : 0.0};
   fmt::print(out,
              "ceiling: {:.1f} examples/sec, each product on the faster library ({:.3f} ms a "
              "step); OpenBLAS alone {:.1f}, oneDNN alone {:.1f}\n",
              ceiling.best_examples_per_second, best_step * 1e3,
              ceiling.openblas_examples_per_second, ceiling.onednn_examples_per_second);
+  if (bf16) {
+    fmt::print(out,
+               "bf16 ceiling: {:.1f} examples/sec, each product on oneDNN's bf16 matmul as "
+               "--precision bf16 runs it, conversions included ({:.3f} ms a step)\n",
+               ceiling.bf16_examples_per_second, bf16_step * 1e3);
+  }
   return ceiling;
 }
 

@@ -3,7 +3,8 @@
 // observer), then times each on OpenBLAS and on oneDNN, rounds interleaved, on a team of the
 // given threads as training runs them. The ceiling is the step's products each at the faster
 // library; `bench train`'s examples/sec set against it says what fraction of the machine a step
-// reaches. Products outside gemm() (oneDNN's and the direct convolutions) are not in it.
+// reaches. Where the CPU has bf16 kernels, each product is timed under --precision bf16 too.
+// Products outside gemm() (oneDNN's and the direct convolutions) are not in it.
 #pragma once
 
 #include <ostream>
@@ -26,6 +27,9 @@ struct GemmCeiling {
   double openblas_examples_per_second = 0;  // the step's products on OpenBLAS alone
   double onednn_examples_per_second = 0;    // on oneDNN alone
   double best_examples_per_second = 0;      // each product on the faster
+  // The step's products on oneDNN's bf16 matmul (--precision bf16's products, their operands'
+  // conversions included); 0 where the CPU has no bf16 kernels.
+  double bf16_examples_per_second = 0;
 };
 
 // Prints a line per product and the ceilings, and returns them.

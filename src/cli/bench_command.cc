@@ -214,7 +214,8 @@ void add_bench_allreduce_command(CLI::App& bench, Action& action) {
 void add_bench_gemm_command(CLI::App& bench, Action& action) {
   auto config = std::make_shared<bench::GemmBenchConfig>();
   CLI::App* gemm = bench.add_subcommand(
-      "gemm", "The machine's ceiling for a model's matrix products: OpenBLAS against oneDNN");
+      "gemm",
+      "The machine's ceiling for a model's matrix products: OpenBLAS against oneDNN, and bf16");
   gemm->add_option("--model", config->model, "softmax | mlp | mnist_inference | lenet")
       ->capture_default_str();
   gemm->add_option("--hidden_units", config->hidden_units, "Hidden units of the mlp model")

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "support/process.h"
+#include "tensor/bf16_gemm.h"
 #include "tensor/blas.h"
 #include "tensor/thread_team.h"
 
@@ -131,6 +132,25 @@ TEST(GemmBench, ListsTheProductsOfTheStepAndTheCeilingAboveEitherLibrary) {
   EXPECT_GT(openblas, 0);
   EXPECT_GT(onednn, 0);
   EXPECT_GE(best * 1.0001, std::max(openblas, onednn)) << "each product on the faster of the two";
+}
+
+// Where the CPU has bf16 kernels, each product is timed in bf16 too, with a ceiling of its own;
+// where oneDNN is held below them, the run says why it left bf16 out.
+TEST(GemmBench, TimesEachProductInBf16WhereTheCpuHasItAndSaysWhyNotWhereNot) {
+  const std::vector<std::string> args = {"bench",  "gemm", "--model", "mnist_inference",
+                                         "--secs", "0.01", "--reps",  "1"};
+  const testing::ProcessResult capped = testing::run_dtrain(args, {"ONEDNN_MAX_CPU_ISA=AVX2"});
+  ASSERT_EQ(capped.exit_code, 0) << capped.out << capped.err;
+  EXPECT_NE(capped.out.find("bf16 not measured: "), std::string::npos) << capped.out;
+  EXPECT_EQ(capped.out.find("bf16 ceiling"), std::string::npos) << capped.out;
+  if (!bf16_unsupported_reason().empty()) GTEST_SKIP() << bf16_unsupported_reason();
+  const testing::ProcessResult r = testing::run_dtrain(args);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("bf16 GFLOP/s"), std::string::npos) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(bf16 ceiling: ([0-9.]+) examples/sec)")))
+      << r.out;
+  EXPECT_GT(std::stod(m[1]), 0) << r.out;
 }
 
 }  // namespace
