@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <stdexcept>
 
 #include "base/error.h"
 #include "ckpt/checkpoint_format.h"
 #include "ckpt/checkpoint_manager.h"
 #include "cli/commands.h"
+#include "tensor/bf16_gemm.h"
+#include "tensor/blas.h"
 #include "train/evaluate.h"
 
 namespace dtrain::cli {
@@ -59,6 +62,26 @@ void refuse_output_over_checkpoint(std::string_view flag, const std::filesystem:
   }
 }
 
+namespace {
+
+// --precision's value, refused when it names no precision or one this CPU cannot run.
+Precision usable_precision(const std::string& name) {
+  Precision precision = Precision::kFp32;
+  try {
+    precision = parse_precision(name);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--precision {}: {}", name, e.what()));
+  }
+  if (precision == Precision::kBf16) {
+    if (const std::string why_not = bf16_unsupported_reason(); !why_not.empty()) {
+      throw UsageError(fmt::format("--precision bf16: {}; use fp32", why_not));
+    }
+  }
+  return precision;
+}
+
+}  // namespace
+
 void add_eval_command(CLI::App& app, Action& action) {
   auto config = std::make_shared<EvalConfig>();
   auto data_dir = std::make_shared<std::string>();
@@ -76,12 +99,17 @@ void add_eval_command(CLI::App& app, Action& action) {
   add_data_option_flags(cmd, data_flags.get(), "as the checkpoint's run read its data");
   auto weights = std::make_shared<CheckpointWeights>(CheckpointWeights::kAsTrained);
   add_weights_flags(cmd, weights, "Evaluate");
-  cmd->callback([cmd, config, data_dir, data_flags, weights, &action] {
+  auto precision = std::make_shared<std::string>("fp32");
+  cmd->add_option("--precision", *precision,
+                  "fp32 | bf16: the evaluation's products and convolutions on bf16 inputs")
+      ->capture_default_str();
+  cmd->callback([cmd, config, data_dir, data_flags, weights, precision, &action] {
     config->weights = *weights;
     config->data_options = [cmd, data_flags](const DataOptions& run_options) {
       return given_data_options(*cmd, *data_flags, run_options);
     };
-    action = [config, data_dir] {
+    action = [config, data_dir, precision] {
+      config->precision = usable_precision(*precision);
       config->data_dir = *data_dir;
       config->default_data_dir = default_data_dir();
       evaluate_checkpoint(*config, std::cout);

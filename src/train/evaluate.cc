@@ -160,12 +160,14 @@ double evaluate_checkpoint(const EvalConfig& config, std::ostream& out) {
         model.label_rule()));
   }
   GradientComputer computer(model, 1, 1);
+  computer.set_precision(Precision::kFp32, config.precision);
   const double accuracy =
       computer.accuracy(loaded.params, test.rows().data(), test.labels.data(), test.size);
   fmt::print(out, "{}: model {} at global step {}{}, on {} ({} test examples)\n",
              loaded.path.string(), ckpt.model, ckpt.global_step,
              loaded.moving_average ? " (moving average)" : "", source, test.size);
-  fmt::print(out, "test accuracy = {:.4f}\n", accuracy);
+  fmt::print(out, "test accuracy = {:.4f}{}\n", accuracy,
+             config.precision == Precision::kBf16 ? " (bf16 products, fp32 sums)" : "");
   for (const std::string& warning : model.statistics_warnings(loaded.params, ckpt.global_step))
     spdlog::warn("{}: {}", loaded.path.string(), warning);
   return accuracy;

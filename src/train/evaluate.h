@@ -58,6 +58,8 @@ struct EvalConfig {
   // How to read the test files, given how the run read its data (checkpoint_data_options): the
   // CLI puts the data flags given on eval's command line over it. Empty: as the run did.
   std::function<DataOptions(const DataOptions& run_options)> data_options;
+  // The evaluation's products and convolutions (bf16: on bf16 inputs, as --precision bf16 trains).
+  Precision precision = Precision::kFp32;
 };
 
 double evaluate_checkpoint(const EvalConfig& config, std::ostream& out);
