@@ -95,13 +95,12 @@ bool StallWatch::add_waiter(int32_t rank) {
 bool StallWatch::report(SteadyClock::time_point now, int peer, std::chrono::milliseconds quiet,
                         const std::string& what) {
   const double waited = seconds(now - began_);
-  bool news = add_waiter(rank_);
+  add_waiter(rank_);
   if (quiet >= warning_ && notice_.culprit != peer) {
     // A waiting rank is never silent this long: the neighbour has stopped, or is busy elsewhere.
     notice_.culprit = peer;
     notice_.silent_ms = static_cast<uint32_t>(quiet.count());
     learnt_ = now;
-    news = true;
   }
   // How long the culprit has been silent: as the rank beside it said, and since.
   const double silent = notice_.silent_ms / 1000.0 + seconds(now - learnt_);
@@ -132,11 +131,15 @@ bool StallWatch::report(SteadyClock::time_point now, int peer, std::chrono::mill
     report_(fmt::format("stalled ring: {} wait(s) on {}, silent for {:.1f} s", waiters,
                         name_(notice_.culprit), silent));
   }
-  return news && knows_culprit();
+  // Said again at every report, news or not: a neighbour that had moved on to the next
+  // collective, or read a notice while it was between waits, has not kept it.
+  return knows_culprit();
 }
 
 bool StallWatch::take(const StallNotice& notice) {
-  if (notice.op != notice_.op || notice.culprit == rank_) return false;
+  // A notice of the collective before ours comes from a rank still in it, which holds ours up.
+  const bool ours = notice.op == notice_.op || notice.op + 1 == notice_.op;
+  if (!ours || notice.culprit == rank_) return false;
   bool news = false;
   if (!knows_culprit()) {
     notice_.culprit = notice.culprit;

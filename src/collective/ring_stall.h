@@ -58,11 +58,12 @@ class StallWatch {
 
   // The wait has lasted past next_report(): reports one line (the chief a second, the summary) on
   // waiting for `peer` about `what` ("chunk op 3 step 1 chunk 0" or "worker1 to take our chunks"),
-  // given that `peer` has sent nothing for `quiet`. Returns whether a notice should go out: the
-  // culprit is newly known, or a waiter newly added.
+  // given that `peer` has sent nothing for `quiet`. Returns whether a notice should go out: at
+  // every report once the culprit is known.
   bool report(SteadyClock::time_point now, int peer, std::chrono::milliseconds quiet,
               const std::string& what);
-  // A neighbour's notice, during a wait: whether this rank should pass the merged notice on.
+  // A neighbour's notice (of this collective, or of the one before, from a rank still in it),
+  // during a wait: whether this rank should pass the merged notice on.
   bool take(const StallNotice& notice);
 
   // The notice this rank passes on, and the culprit's side to leave out.

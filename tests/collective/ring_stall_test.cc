@@ -57,7 +57,8 @@ TEST(StallWatch, ASilentNeighbourIsNamedAtTheWarningAndAgainAtDoublingIntervals)
             "waiting 3.0 s for worker1, which has sent nothing for 3.0 s (all-reduce op 7 (bucket "
             "3, 2048 bytes): chunk 0)");
   EXPECT_EQ(w.watch.next_report(), t0 + milliseconds(6000));
-  EXPECT_FALSE(w.watch.report(t0 + milliseconds(6000), 1, milliseconds(6000), "chunk 0"));
+  EXPECT_TRUE(w.watch.report(t0 + milliseconds(6000), 1, milliseconds(6000), "chunk 0"))
+      << "said again: a neighbour may not have kept it";
   EXPECT_EQ(w.watch.next_report(), t0 + milliseconds(12000));
   w.watch.end(t0 + milliseconds(7500));
   EXPECT_EQ(
@@ -77,8 +78,10 @@ TEST(StallWatch, ANeighbourThatWaitsTooIsNotBlamedAndANoticeNamesTheCulpritAtOnc
             "bytes): chunk 0)");
   // Heard from a second ago: if it stays silent, it is looked at again once silent for 3 s.
   EXPECT_EQ(w.watch.next_report(), t0 + milliseconds(5000));
-  EXPECT_FALSE(w.watch.take({.op = 6, .culprit = 1, .silent_ms = 3000, .waiters = {2}}))
+  EXPECT_FALSE(w.watch.take({.op = 5, .culprit = 1, .silent_ms = 3000, .waiters = {2}}))
       << "another collective's notice";
+  EXPECT_FALSE(w.watch.take({.op = 8, .culprit = 1, .silent_ms = 3000, .waiters = {2}}))
+      << "a later collective's notice";
   EXPECT_TRUE(w.watch.take({.op = 7, .culprit = 1, .silent_ms = 3000, .waiters = {2}}));
   EXPECT_EQ(w.watch.notice().culprit, 1);
   EXPECT_EQ(w.watch.notice().waiters, (std::vector<int32_t>{0, 2}));
@@ -88,6 +91,17 @@ TEST(StallWatch, ANeighbourThatWaitsTooIsNotBlamedAndANoticeNamesTheCulpritAtOnc
   EXPECT_THAT(w.lines.back(), HasSubstr("stalled ring: worker0, worker2 wait(s) on worker1"));
   EXPECT_FALSE(w.watch.take({.op = 7, .culprit = 1, .silent_ms = 3000, .waiters = {0, 2}}))
       << "nothing new: not passed on again";
+}
+
+// A rank that finished op 7 waits in op 8 on a neighbour still in op 7, held up by worker1: the
+// neighbour's notice of op 7 names the culprit of op 8's wait too.
+TEST(StallWatch, ANoticeOfTheCollectiveBeforeOursNamesTheCulprit) {
+  Watched w(3);
+  const auto t0 = SteadyClock::now();
+  w.watch.begin(t0, 8, {.kind = "all-reduce", .bytes = 24, .bucket = -1});
+  EXPECT_TRUE(w.watch.take({.op = 7, .culprit = 1, .silent_ms = 3000, .waiters = {0, 2}}));
+  w.watch.report(t0 + milliseconds(3000), 2, milliseconds(500), "chunk 0");
+  EXPECT_THAT(w.lines.back(), HasSubstr("worker1 holds the ring up"));
 }
 
 // The neighbours pass a notice on once. A rank that learnt the culprit while waiting for one
