@@ -15,8 +15,8 @@
 #include "nn/init.h"
 #include "nn/model_zoo.h"
 #include "optim/optimizer.h"
+#include "plan/flag_checks.h"
 #include "plan/recipes.h"
-#include "tensor/bf16_gemm.h"
 #include "tensor/blas.h"
 #include "train/gradient_computer.h"
 
@@ -52,16 +52,7 @@ double run_train_bench(const TrainBenchConfig& config, std::ostream& out) {
     throw UsageError(fmt::format("--gemm {}: {}", config.gemm, e.what()));
   }
 
-  Precision precision = Precision::kFp32;
-  try {
-    precision = parse_precision(config.precision);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(fmt::format("--precision {}: {}", config.precision, e.what()));
-  }
-  if (precision == Precision::kBf16) {
-    if (const std::string why_not = bf16_unsupported_reason(); !why_not.empty())
-      throw UsageError("--precision bf16: " + why_not);
-  }
+  const Precision precision = usable_precision(config.precision);
 
   blas_set_threads(1);  // the towers' teams split the products; see GradientComputer
   std::unique_ptr<Model> model = make_model(recipe.model);

@@ -3,14 +3,12 @@
 #include <fmt/format.h>
 
 #include <iostream>
-#include <stdexcept>
 
 #include "base/error.h"
 #include "ckpt/checkpoint_format.h"
 #include "ckpt/checkpoint_manager.h"
 #include "cli/commands.h"
-#include "tensor/bf16_gemm.h"
-#include "tensor/blas.h"
+#include "plan/flag_checks.h"
 #include "train/evaluate.h"
 
 namespace dtrain::cli {
@@ -61,26 +59,6 @@ void refuse_output_over_checkpoint(std::string_view flag, const std::filesystem:
         flag, output.string(), checkpoint.string()));
   }
 }
-
-namespace {
-
-// --precision's value, refused when it names no precision or one this CPU cannot run.
-Precision usable_precision(const std::string& name) {
-  Precision precision = Precision::kFp32;
-  try {
-    precision = parse_precision(name);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(fmt::format("--precision {}: {}", name, e.what()));
-  }
-  if (precision == Precision::kBf16) {
-    if (const std::string why_not = bf16_unsupported_reason(); !why_not.empty()) {
-      throw UsageError(fmt::format("--precision bf16: {}; use fp32", why_not));
-    }
-  }
-  return precision;
-}
-
-}  // namespace
 
 void add_eval_command(CLI::App& app, Action& action) {
   auto config = std::make_shared<EvalConfig>();

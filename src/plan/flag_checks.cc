@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "base/error.h"
 #include "comm/tcp_congestion.h"
@@ -403,3 +404,22 @@ void check_collective_timeout(const RunPlan& p, int) {
 }
 
 }  // namespace dtrain::flag_checks
+
+namespace dtrain {
+
+Precision usable_precision(const std::string& name) {
+  Precision precision = Precision::kFp32;
+  try {
+    precision = parse_precision(name);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--precision {}: {}", name, e.what()));
+  }
+  if (precision == Precision::kBf16) {
+    if (const std::string why_not = bf16_unsupported_reason(); !why_not.empty()) {
+      throw UsageError(fmt::format("--precision bf16: {}; use fp32", why_not));
+    }
+  }
+  return precision;
+}
+
+}  // namespace dtrain

@@ -3,7 +3,16 @@
 // FlagCheck.
 #pragma once
 
+#include <string>
+
+#include "tensor/blas.h"
+
 namespace dtrain {
+
+// --precision's value as a command outside the flag table takes it (dtrain eval, bench train):
+// the same refusals as check_precision, for a name that is no precision or one this CPU cannot
+// run.
+Precision usable_precision(const std::string& name);
 
 struct RunPlan;
 
