@@ -378,10 +378,18 @@ class Model:
         self.history = history
         return history
 
-    def evaluate(self, x, y):
-        """{"accuracy": float, "loss": float} of the model on x and y."""
+    def evaluate(self, x, y, precision="fp32"):
+        """{"accuracy": float, "loss": float} of the model on x and y. precision="bf16" runs the
+        evaluation's products on bf16 inputs with fp32 sums, as `dtrain eval --precision bf16`
+        does (refused where the CPU has no bf16 kernels); the weights stay fp32 either way."""
+        if not isinstance(precision, str):
+            raise TypeError(f"precision={precision!r}: 'fp32' or 'bf16'")
         features, _ = _features(x, "x")
-        accuracy, loss = self._engine.evaluate(features, _labels(y, "y"))
+        labels = _labels(y, "y")
+        try:
+            accuracy, loss = self._engine.evaluate(features, labels, precision)
+        except UsageError as error:
+            raise _named_as_keyword(error, {"precision": precision}) from None
         return {"accuracy": accuracy, "loss": loss}
 
     def predict(self, x, logits=False):

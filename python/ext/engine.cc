@@ -17,6 +17,7 @@
 #include "nn/binary_cross_entropy.h"
 #include "nn/keras_json_writer.h"
 #include "nn/model_plan.h"
+#include "plan/flag_checks.h"
 #include "plan/flag_parser.h"
 #include "train/gradient_computer.h"
 #include "train/local_strategy.h"
@@ -181,8 +182,10 @@ py::dict Engine::fit(const std::vector<std::string>& arguments, const Features& 
   return summary;
 }
 
-std::pair<double, double> Engine::evaluate(const Features& x, const Labels& y) {
+std::pair<double, double> Engine::evaluate(const Features& x, const Labels& y,
+                                           const std::string& precision) {
   refuse_unless_readable("evaluate");
+  const Precision products = usable_precision(precision);
   // Held for the pass: a fit that ends in another thread meanwhile replaces the engine's model,
   // never this one.
   const std::shared_ptr<const CheckpointModel> held = built();
@@ -192,6 +195,7 @@ std::pair<double, double> Engine::evaluate(const Features& x, const Labels& y) {
   check_labels(data, *m.model, "y");
   py::gil_scoped_release release;
   GradientComputer computer(*m.model, 1, kInferenceBatch, config_.threads);
+  computer.set_precision(Precision::kFp32, products);
   const GradientComputer::Evaluation e =
       computer.evaluate(m.params, data.rows().data(), data.labels.data(), data.size);
   return {e.accuracy, e.loss};

@@ -51,8 +51,10 @@ class Engine {
                      std::optional<Labels> val_y, bool pixels, bool shuffle,
                      pybind11::object on_event, pybind11::object on_text, bool wants_batches);
   // {accuracy, loss} of the weights the model evaluates with (its moving average, where it was
-  // trained to evaluate on one).
-  std::pair<double, double> evaluate(const Features& x, const Labels& y);
+  // trained to evaluate on one); `precision` "bf16" runs the products on bf16 inputs, as
+  // `dtrain eval --precision bf16` does (refused as that flag is).
+  std::pair<double, double> evaluate(const Features& x, const Labels& y,
+                                     const std::string& precision);
   // What the model outputs, (n, outputs): its last activation applied to the logits, as Keras's
   // predict returns them (probabilities for a softmax or sigmoid head); with `logits`, before it.
   pybind11::array_t<float> predict(const Features& x, bool logits);

@@ -82,7 +82,8 @@ void bind_model(py::module_& m) {
            py::arg("y").noconvert(), py::arg("weights").noconvert(), py::arg("val_x").noconvert(),
            py::arg("val_y").noconvert(), py::arg("pixels"), py::arg("shuffle"), py::arg("on_event"),
            py::arg("on_text"), py::arg("wants_batches"))
-      .def("evaluate", &Engine::evaluate, py::arg("x").noconvert(), py::arg("y").noconvert())
+      .def("evaluate", &Engine::evaluate, py::arg("x").noconvert(), py::arg("y").noconvert(),
+           py::arg("precision"))
       .def("predict", &Engine::predict, py::arg("x").noconvert(), py::arg("logits"))
       .def("train_on_batch", &Engine::train_on_batch, py::arg("arguments"),
            py::arg("x").noconvert(), py::arg("y").noconvert(), py::arg("weights").noconvert())

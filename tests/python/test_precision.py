@@ -1,6 +1,7 @@
 """fit(precision="bf16"): the training steps' products on bf16 inputs, as `dtrain train
---precision bf16` runs them; refused where oneDNN has no bf16 kernels (ONEDNN_MAX_CPU_ISA holds
-it below them in a child process, on any CPU), and an unknown precision refused by its flag.
+--precision bf16` runs them, and evaluate(precision="bf16") as `dtrain eval --precision bf16`;
+refused where oneDNN has no bf16 kernels (ONEDNN_MAX_CPU_ISA holds it below them in a child
+process, on any CPU), and an unknown precision refused by its keyword.
 
 Run by ctest with PYTHONPATH at the build's python/ (tests/CMakeLists.txt).
 """
@@ -56,6 +57,33 @@ class Precision(unittest.TestCase):
         self.assertGreater(b, 0.9)
         self.assertLess(abs(a - b), 0.02, (a, b))
 
+    def test_evaluate_in_bf16_rounds_the_products_and_keeps_the_accuracy(self):
+        model, _ = fitted("fp32")
+        x, y = data()
+        try:
+            bf16 = model.evaluate(x, y, precision="bf16")
+        except dtrain.UsageError as e:
+            self.assertIn("AVX512-BF16", str(e))
+            self.skipTest(f"no bf16 kernels here: {e}")
+        fp32 = model.evaluate(x, y)
+        self.assertEqual(fp32, model.evaluate(x, y, precision="fp32"))
+        # The same weights through other arithmetic: another loss, the same answers nearly.
+        self.assertNotEqual(bf16["loss"], fp32["loss"])
+        self.assertLess(abs(bf16["loss"] - fp32["loss"]), 0.05 * fp32["loss"], (bf16, fp32))
+        self.assertLess(abs(bf16["accuracy"] - fp32["accuracy"]), 0.01, (bf16, fp32))
+        # Evaluating in bf16 leaves the model's weights as they were.
+        self.assertEqual(fp32, model.evaluate(x, y))
+
+    def test_evaluate_refuses_an_unknown_precision_by_its_keyword(self):
+        model, _ = fitted("fp32")
+        x, y = data()
+        with self.assertRaises(dtrain.UsageError) as refused:
+            model.evaluate(x, y, precision="fp16")
+        self.assertIn("precision='fp16'", str(refused.exception))
+        self.assertIn("fp32", str(refused.exception))
+        with self.assertRaises(TypeError):
+            model.evaluate(x, y, precision=16)
+
     def test_an_unknown_precision_is_refused_by_its_flag(self):
         x, y = data()
         with self.assertRaises(dtrain.UsageError) as refused:
@@ -71,11 +99,17 @@ class Precision(unittest.TestCase):
                   "try:\n"
                   "    m.fit(x, y, epochs=1, verbose=0, precision='bf16')\n"
                   "except dtrain.UsageError as e:\n"
-                  "    print('refused:', e)\n")
+                  "    print('refused:', e)\n"
+                  "m.fit(x, y, epochs=1, verbose=0)\n"
+                  "try:\n"
+                  "    m.evaluate(x, y, precision='bf16')\n"
+                  "except dtrain.UsageError as e:\n"
+                  "    print('evaluate refused:', e)\n")
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                               timeout=120, env=dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2"))
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
         self.assertIn("refused: precision='bf16': ", done.stdout)
+        self.assertIn("evaluate refused: precision='bf16': ", done.stdout)
         self.assertIn("AVX512-BF16", done.stdout)
 
 
