@@ -156,6 +156,7 @@ GemmCeiling run_gemm_bench(const GemmBenchConfig& config, std::ostream& out) {
              "OpenBLAS GFLOP/s", "oneDNN GFLOP/s",
              bf16 ? fmt::format(" {:>14}", "bf16 GFLOP/s") : "");
   double openblas_step = 0, onednn_step = 0, best_step = 0, bf16_step = 0;
+  bool any_in_fp32 = false;
   for (const Product& p : products) {
     Operands operands(p.call);
     std::vector<double> openblas, onednn, bf16_times;
@@ -174,7 +175,10 @@ GemmCeiling run_gemm_bench(const GemmBenchConfig& config, std::ostream& out) {
     std::string bf16_column;
     if (bf16) {
       const double h = median(bf16_times);
-      bf16_column = fmt::format(" {:>14.1f}", flops / h * 1e-9);
+      // Marked where --precision bf16 computes the product in fp32 (bf16_gemm_pays).
+      const bool in_fp32 = !bf16_gemm_pays(p.call.m, p.call.n, p.call.k);
+      bf16_column = fmt::format(" {:>14.1f}{}", flops / h * 1e-9, in_fp32 ? "*" : "");
+      any_in_fp32 = any_in_fp32 || in_fp32;
       bf16_step += p.times * h;
     }
     fmt::print(out, "  {:<34} {:>6} {:>16.1f} {:>16.1f}{}\n", describe(p.call), p.times,
@@ -194,9 +198,14 @@ GemmCeiling run_gemm_bench(const GemmBenchConfig& config, std::ostream& out) {
              ceiling.openblas_examples_per_second, ceiling.onednn_examples_per_second);
   if (bf16) {
     fmt::print(out,
-               "bf16 ceiling: {:.1f} examples/sec, each product on oneDNN's bf16 matmul as "
+               "bf16 ceiling: {:.1f} examples/sec, each product as "
                "--precision bf16 runs it, conversions included ({:.3f} ms a step)\n",
                ceiling.bf16_examples_per_second, bf16_step * 1e3);
+    if (any_in_fp32) {
+      fmt::print(out,
+                 "  * computed in fp32 under --precision bf16: too shallow, too few rows or too "
+                 "wide an output for bf16 kernels to be faster\n");
+    }
   }
   return ceiling;
 }

@@ -67,7 +67,10 @@ void gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, const 
   if (auto* watch = observer.load(std::memory_order_relaxed)) {
     watch({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, split});
   }
-  const Precision precision = precision_here;  // the caller's, for every part
+  // The caller's, for every part; fp32 for a product bf16 would slow down.
+  const Precision precision = precision_here == Precision::kBf16 && bf16_gemm_pays(m, n, k)
+                                  ? Precision::kBf16
+                                  : Precision::kFp32;
   ThreadTeam* team = ThreadTeam::current();
   if (split == Split::kNone || team == nullptr || team->size() == 1 ||
       2.0 * m * n * k < kMinParallelFlops) {

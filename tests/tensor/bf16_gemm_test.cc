@@ -25,15 +25,21 @@ float at(const std::vector<float>& x, int ld, int row, int col) {
   return x[static_cast<size_t>(row) * ld + col];
 }
 
-// Largest |bf16 answer - reference| over C, and the largest |reference - fp32 product|: the
-// second is what a product that ignored the precision would be off by.
+// Largest |answer - product of the rounded inputs| over C, |answer - fp32 product|, and
+// |rounded product - fp32 product|: the last is what a product in the other precision would be
+// off by.
 struct Errors {
   double bf16 = 0;
+  double fp32 = 0;
   double fp32_off_by = 0;
 };
 
-Errors check_layout(Trans ta, Trans tb, float alpha, float beta, Split split) {
-  const int m = 37, n = 53, k = 129, pad = 3;
+struct Dims {
+  int m = 37, n = 53, k = 129;
+};
+
+Errors check_layout(Trans ta, Trans tb, float alpha, float beta, Split split, Dims d = {}) {
+  const int m = d.m, n = d.n, k = d.k, pad = 3;
   const int a_rows = ta == Trans::kNo ? m : k, a_cols = ta == Trans::kNo ? k : m;
   const int b_rows = tb == Trans::kNo ? k : n, b_cols = tb == Trans::kNo ? n : k;
   const int lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
@@ -62,6 +68,7 @@ Errors check_layout(Trans ta, Trans tb, float alpha, float beta, Split split) {
       const double kept = beta == 0.0f ? 0.0 : beta * at(c0, ldc, i, j);
       const double expected = alpha * rounded + kept;
       e.bf16 = std::max(e.bf16, std::abs(at(c, ldc, i, j) - expected));
+      e.fp32 = std::max(e.fp32, std::abs(at(c, ldc, i, j) - (alpha * exact + kept)));
       e.fp32_off_by = std::max(e.fp32_off_by, std::abs(alpha * exact + kept - expected));
     }
     for (int j = n; j < ldc; ++j) EXPECT_EQ(at(c, ldc, i, j), at(c0, ldc, i, j)) << "padding";
@@ -103,6 +110,25 @@ TEST_F(Bf16Gemm, ATeamsPartsRunInTheCallersPrecision) {
     EXPECT_LT(e.bf16, 2e-5);
     EXPECT_GT(e.fp32_off_by, 1e-3);
   }
+}
+
+TEST_F(Bf16Gemm, ProductsBf16WouldSlowDownAreComputedInFp32) {
+  // Shallower than an AMX tile, fewer rows than one, a shallow product with a wide output; and,
+  // for contrast, the same depth with a smaller output, which bf16 computes.
+  const Dims shallow{37, 53, 10}, few_rows{10, 53, 129}, wide{1030, 1020, 40}, narrow{1030, 60, 40};
+  for (const Dims& d : {shallow, few_rows, wide}) {
+    SCOPED_TRACE(::testing::Message() << d.m << "x" << d.n << "x" << d.k);
+    EXPECT_FALSE(bf16_gemm_pays(d.m, d.n, d.k));
+    ThreadTeam team(2);
+    ScopedTeam on_team(&team);
+    const Errors e = check_layout(Trans::kYes, Trans::kNo, 1.0f, 0.0f, Split::kAuto, d);
+    EXPECT_LT(e.fp32, 2e-5);
+    EXPECT_GT(e.fp32_off_by, 100 * e.fp32 + 1e-4);
+  }
+  EXPECT_TRUE(bf16_gemm_pays(narrow.m, narrow.n, narrow.k));
+  const Errors e = check_layout(Trans::kYes, Trans::kNo, 1.0f, 0.0f, Split::kNone, narrow);
+  EXPECT_LT(e.bf16, 2e-5);
+  EXPECT_GT(e.fp32_off_by, 100 * e.bf16 + 1e-4);
 }
 
 TEST(Precision, AScopeSetsThisThreadsPrecisionAndPutsItBack) {
