@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "bench/conv_bench.h"
 #include "nn/init.h"
 #include "nn/model_zoo.h"
 #include "plan/recipes.h"
@@ -45,15 +46,12 @@ struct Product {
   int times = 0;
 };
 
-std::vector<Product> step_products(const GemmBenchConfig& config) {
-  TrainConfig recipe = recipe_for(config.model);
-  recipe.model.hidden_units = config.hidden_units;
-  std::unique_ptr<Model> model = make_model(recipe.model);
-  ParamSet params(model->param_specs());
-  GradSet grads(model->param_specs());
+std::vector<Product> step_products(const Model& model, const GemmBenchConfig& config) {
+  ParamSet params(model.param_specs());
+  GradSet grads(model.param_specs());
   initialize_params(params, 1);
-  GradientComputer computer(*model, 1, config.batch_size, config.threads);
-  std::vector<float> images(static_cast<size_t>(config.batch_size) * model->input_size(), 0.5f);
+  GradientComputer computer(model, 1, config.batch_size, config.threads);
+  std::vector<float> images(static_cast<size_t>(config.batch_size) * model.input_size(), 0.5f);
   std::vector<int32_t> labels(config.batch_size, 0);
   const Batch batch{images.data(), labels.data(), config.batch_size};
   {
@@ -141,7 +139,10 @@ GemmCeiling run_gemm_bench(const GemmBenchConfig& config, std::ostream& out) {
   if (config.reps < 1) throw UsageError(fmt::format("--reps {}: must be at least 1", config.reps));
   const GemmLibrary chosen = gemm_library();
   blas_set_threads(1);  // the team splits the products, as in training
-  const std::vector<Product> products = step_products(config);
+  TrainConfig recipe = recipe_for(config.model);
+  recipe.model.hidden_units = config.hidden_units;
+  const std::unique_ptr<Model> model = make_model(recipe.model);
+  const std::vector<Product> products = step_products(*model, config);
   ThreadTeam team(config.threads);
   ScopedTeam on_team(&team);
   const std::string bf16_reason = bf16_unsupported_reason();
@@ -188,14 +189,35 @@ GemmCeiling run_gemm_bench(const GemmBenchConfig& config, std::ostream& out) {
     best_step += p.times * std::min(o, d);
   }
   set_gemm_library(chosen);
+  const std::vector<ConvTiming> convolutions =
+      time_convolutions(*model, config.batch_size, config.seconds_per_rep, config.reps, bf16);
+  if (!convolutions.empty()) {
+    fmt::print(out, "  {:<34} {:>30}{}\n", "convolution, forward and backward",
+               "fp32 ms (fastest kernels)", bf16 ? fmt::format(" {:>30}", "bf16 ms") : "");
+  }
+  for (const ConvTiming& c : convolutions) {
+    const auto timed = [](double seconds, const std::string& kernels) {
+      return fmt::format("{:.3f} ({})", seconds * 1e3, kernels);
+    };
+    fmt::print(out, "  {:<34} {:>30}{}\n", c.layer + " " + c.shape,
+               timed(c.fp32_seconds, c.fp32_implementation),
+               bf16 ? fmt::format(" {:>30}", timed(c.bf16_seconds, c.bf16_implementation)) : "");
+    // The convolutions are the same work whichever library multiplies the matrices.
+    openblas_step += c.fp32_seconds;
+    onednn_step += c.fp32_seconds;
+    best_step += c.fp32_seconds;
+    bf16_step += c.bf16_seconds;
+  }
   const double batch = config.batch_size;
   const GemmCeiling ceiling{batch / openblas_step, batch / onednn_step, batch / best_step,
                             bf16 ? batch / bf16_step : 0.0};
   fmt::print(out,
-             "ceiling: {:.1f} examples/sec, each product on the faster library ({:.3f} ms a "
+             "ceiling: {:.1f} examples/sec, each product on the faster library{} ({:.3f} ms a "
              "step); OpenBLAS alone {:.1f}, oneDNN alone {:.1f}\n",
-             ceiling.best_examples_per_second, best_step * 1e3,
-             ceiling.openblas_examples_per_second, ceiling.onednn_examples_per_second);
+             ceiling.best_examples_per_second,
+             convolutions.empty() ? "" : " and each convolution on its fastest kernels",
+             best_step * 1e3, ceiling.openblas_examples_per_second,
+             ceiling.onednn_examples_per_second);
   if (bf16) {
     fmt::print(out,
                "bf16 ceiling: {:.1f} examples/sec, each product as "

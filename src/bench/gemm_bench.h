@@ -4,7 +4,9 @@
 // given threads as training runs them. The ceiling is the step's products each at the faster
 // library; `bench train`'s examples/sec set against it says what fraction of the machine a step
 // reaches. Where the CPU has bf16 kernels, each product is timed under --precision bf16 too.
-// Products outside gemm() (oneDNN's and the direct convolutions) are not in it.
+// Convolutions, which oneDNN's and the direct kernels compute outside gemm(), are timed layer by
+// layer on each implementation that runs them (bench/conv_bench.h), and the ceilings hold each at
+// its fastest.
 #pragma once
 
 #include <ostream>

@@ -27,20 +27,20 @@ Conv2D::Conv2D(Conv2DOptions options) : options_(std::move(options)) {
                     "padding",
                     o.weight_name, o.kernel_height, o.kernel_width, o.height, o.width));
   }
-  kernels_ = make_conv_kernels({.height = o.height,
-                                .width = o.width,
-                                .in_channels = o.in_channels,
-                                .out_channels = o.out_channels,
-                                .kernel_height = o.kernel_height,
-                                .kernel_width = o.kernel_width,
-                                .stride_height = o.stride_height,
-                                .stride_width = o.stride_width,
-                                .pad_top = rows_.pad_before,
-                                .pad_left = cols_.pad_before,
-                                .out_height = rows_.out,
-                                .out_width = cols_.out,
-                                .bias = has_bias()},
-                               o.implementation, o.weight_name);
+  shape_ = {.height = o.height,
+            .width = o.width,
+            .in_channels = o.in_channels,
+            .out_channels = o.out_channels,
+            .kernel_height = o.kernel_height,
+            .kernel_width = o.kernel_width,
+            .stride_height = o.stride_height,
+            .stride_width = o.stride_width,
+            .pad_top = rows_.pad_before,
+            .pad_left = cols_.pad_before,
+            .out_height = rows_.out,
+            .out_width = cols_.out,
+            .bias = has_bias()};
+  kernels_ = make_conv_kernels(shape_, o.implementation, o.weight_name);
 }
 
 std::string Conv2D::describe() const {

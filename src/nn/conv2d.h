@@ -68,6 +68,10 @@ class Conv2D : public Layer {
   Shape output_shape() const override;
   std::vector<ParamSpec> param_specs() const override;
   std::string kernels() const override { return kernels_->name(); }
+  // The geometry its kernels run, and the name of its weights ("conv1_w"): for benchmarks that
+  // time the layer's convolutions on each implementation (bench/conv_bench.h).
+  const ConvShape& conv_shape() const { return shape_; }
+  const std::string& weight_name() const { return options_.weight_name; }
   void forward(const ParamSet& params, const LayerIo& io) const override;
   void backward(const ParamSet& params, GradSet& grads, const LayerIo& io, const float* dout,
                 float* din) const override;
@@ -78,6 +82,7 @@ class Conv2D : public Layer {
   Conv2DOptions options_;
   AxisGeometry rows_;
   AxisGeometry cols_;
+  ConvShape shape_;
   std::unique_ptr<const ConvKernels> kernels_;
 };
 

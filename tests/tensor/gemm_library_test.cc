@@ -134,6 +134,32 @@ TEST(GemmBench, ListsTheProductsOfTheStepAndTheCeilingAboveEitherLibrary) {
   EXPECT_GE(best * 1.0001, std::max(openblas, onednn)) << "each product on the faster of the two";
 }
 
+// A model with convolutions: each Conv2D timed on its fastest kernels, in the ceiling with the
+// products; a model without has no convolution section.
+TEST(GemmBench, TimesEachConvolutionOnItsFastestKernelsAndCountsItInTheCeiling) {
+  const testing::ProcessResult r =
+      testing::run_dtrain({"bench", "gemm", "--model", "lenet", "--threads", "1", "--secs", "0.01",
+                           "--reps", "1", "--batch_size", "8"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("convolution, forward and backward"), std::string::npos) << r.out;
+  // lenet's two: one input channel (dtrain's direct kernels run it), then 32 (oneDNN's).
+  std::smatch m;
+  const std::regex conv1(R"(conv1_w 28x28x1->28x28x32 k5x5 +([0-9.]+) \(([a-z /]+)\))");
+  ASSERT_TRUE(std::regex_search(r.out, m, conv1)) << r.out;
+  EXPECT_GT(std::stod(m[1]), 0) << r.out;
+  const std::regex conv2(R"(conv2_w 14x14x32->14x14x64 k5x5 +([0-9.]+) \(([a-z /]+)\))");
+  ASSERT_TRUE(std::regex_search(r.out, m, conv2)) << r.out;
+  const double conv2_ms = std::stod(m[1]);
+  ASSERT_TRUE(std::regex_search(
+      r.out, m, std::regex(R"(each convolution on its fastest kernels \(([0-9.]+) ms a step\))")))
+      << r.out;
+  EXPECT_GT(std::stod(m[1]), conv2_ms) << "the step holds the convolutions and the products";
+  const testing::ProcessResult dense = testing::run_dtrain(
+      {"bench", "gemm", "--model", "softmax", "--threads", "1", "--secs", "0.01", "--reps", "1"});
+  ASSERT_EQ(dense.exit_code, 0) << dense.out << dense.err;
+  EXPECT_EQ(dense.out.find("convolution"), std::string::npos) << dense.out;
+}
+
 // Where the CPU has bf16 kernels, each product is timed in bf16 too, with a ceiling of its own;
 // where oneDNN is held below them, the run says why it left bf16 out.
 TEST(GemmBench, TimesEachProductInBf16WhereTheCpuHasItAndSaysWhyNotWhereNot) {
