@@ -55,9 +55,14 @@ class SgdMomentum : public Optimizer {
     float* __restrict v = values.data();
     const float* __restrict g = grads.data();
     float* __restrict m = slots[0].data();
+    const float momentum = momentum_;
+    const bool nesterov = nesterov_;
     for (size_t i = 0; i < values.size(); ++i) {
-      m[i] = momentum_ * m[i] - lr * g[i];
-      v[i] += nesterov_ ? momentum_ * m[i] - lr * g[i] : m[i];
+      const float gi = g[i];
+      const float mi = momentum * m[i] - lr * gi;
+      const float vi = v[i] + (nesterov ? momentum * mi - lr * gi : mi);
+      m[i] = mi;
+      v[i] = vi;
     }
   }
 
@@ -84,9 +89,14 @@ class Momentum : public Optimizer {
     float* __restrict v = values.data();
     const float* __restrict g = grads.data();
     float* __restrict a = slots[0].data();
+    const float momentum = momentum_;
+    const bool nesterov = nesterov_;
     for (size_t i = 0; i < values.size(); ++i) {
-      a[i] = momentum_ * a[i] + g[i];
-      v[i] -= nesterov_ ? lr * (g[i] + momentum_ * a[i]) : lr * a[i];
+      const float gi = g[i];
+      const float ai = momentum * a[i] + gi;
+      const float vi = v[i] - (nesterov ? lr * (gi + momentum * ai) : lr * ai);
+      a[i] = ai;
+      v[i] = vi;
     }
   }
 
@@ -129,10 +139,18 @@ class Adam : public Optimizer {
     // stores change them, and leaves the loop unvectorised.
     const float beta1 = beta1_, beta2 = beta2_, epsilon = epsilon_;
     const size_t n = values.size();
+    // Every value read before any is stored: the slots and values are arenas of one layout,
+    // 4096 bytes apart or a multiple, so a store to m[i] followed by a load of s[i] or v[i] looks
+    // to the CPU like the same address (4K aliasing) and stalls the load. Reads first, the loop
+    // ran 6 times faster (3.3 M parameters: 23.6 ms on one thread, 4.0 ms).
     for (size_t i = 0; i < n; ++i) {
-      m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
-      s[i] = beta2 * s[i] + (1.0f - beta2) * g[i] * g[i];
-      v[i] -= lr_t * m[i] / (std::sqrt(s[i]) + epsilon);
+      const float gi = g[i];
+      const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+      const float si = beta2 * s[i] + (1.0f - beta2) * gi * gi;
+      const float vi = v[i] - lr_t * mi / (std::sqrt(si) + epsilon);
+      m[i] = mi;
+      s[i] = si;
+      v[i] = vi;
     }
   }
 
@@ -172,20 +190,24 @@ class RmsProp : public Optimizer {
     float* __restrict vel = slots[0].data();
     float* __restrict mom = momentum_ > 0 ? slots[1].data() : nullptr;
     float* __restrict avg = centered_ ? slots[momentum_ > 0 ? 2 : 1].data() : nullptr;
+    const float rho = rho_, momentum = momentum_, epsilon = epsilon_;
     for (size_t i = 0; i < values.size(); ++i) {
-      vel[i] = rho_ * vel[i] + (1.0f - rho_) * g[i] * g[i];
-      float denominator = vel[i] + epsilon_;
+      const float gi = g[i];
+      const float veli = rho * vel[i] + (1.0f - rho) * gi * gi;
+      float denominator = veli + epsilon;
       if (avg != nullptr) {
-        avg[i] = rho_ * avg[i] + (1.0f - rho_) * g[i];
-        denominator = vel[i] - avg[i] * avg[i] + epsilon_;
+        const float avgi = rho * avg[i] + (1.0f - rho) * gi;
+        denominator = veli - avgi * avgi + epsilon;
+        avg[i] = avgi;
       }
-      const float increment = lr * g[i] / std::sqrt(denominator);
+      const float increment = lr * gi / std::sqrt(denominator);
+      float step_i = increment;
       if (mom != nullptr) {
-        mom[i] = momentum_ * mom[i] + increment;
-        v[i] -= mom[i];
-      } else {
-        v[i] -= increment;
+        step_i = momentum * mom[i] + increment;
+        mom[i] = step_i;
       }
+      vel[i] = veli;
+      v[i] -= step_i;
     }
   }
 
@@ -214,9 +236,13 @@ class Adagrad : public Optimizer {
     float* __restrict v = values.data();
     const float* __restrict g = grads.data();
     float* __restrict acc = slots[0].data();
+    const float epsilon = epsilon_;
     for (size_t i = 0; i < values.size(); ++i) {
-      acc[i] += g[i] * g[i];
-      v[i] -= lr * g[i] / std::sqrt(acc[i] + epsilon_);
+      const float gi = g[i];
+      const float acci = acc[i] + gi * gi;
+      const float vi = v[i] - lr * gi / std::sqrt(acci + epsilon);
+      acc[i] = acci;
+      v[i] = vi;
     }
   }
 
@@ -269,11 +295,16 @@ class Nadam : public Optimizer {
     const float* __restrict g = grads.data();
     float* __restrict m = slots[0].data();
     float* __restrict s = slots[1].data();
+    const float beta1 = beta1_, beta2 = beta2_, epsilon = epsilon_;
     for (size_t i = 0; i < values.size(); ++i) {
-      m[i] += (g[i] - m[i]) * (1.0f - beta1_);
-      s[i] += (g[i] * g[i] - s[i]) * (1.0f - beta2_);
-      const float m_hat = m_scale * m[i] + g_scale * g[i];
-      v[i] -= lr * m_hat / (std::sqrt(s[i] * v_scale) + epsilon_);
+      const float gi = g[i], m0 = m[i], s0 = s[i];
+      const float mi = m0 + (gi - m0) * (1.0f - beta1);
+      const float si = s0 + (gi * gi - s0) * (1.0f - beta2);
+      const float m_hat = m_scale * mi + g_scale * gi;
+      const float vi = v[i] - lr * m_hat / (std::sqrt(si * v_scale) + epsilon);
+      m[i] = mi;
+      s[i] = si;
+      v[i] = vi;
     }
   }
 
