@@ -220,9 +220,11 @@ GemmCeiling run_gemm_bench(const GemmBenchConfig& config, std::ostream& out) {
              ceiling.onednn_examples_per_second);
   if (bf16) {
     fmt::print(out,
-               "bf16 ceiling: {:.1f} examples/sec, each product as "
-               "--precision bf16 runs it, conversions included ({:.3f} ms a step)\n",
-               ceiling.bf16_examples_per_second, bf16_step * 1e3);
+               "bf16 ceiling: {:.1f} examples/sec, each product as --precision bf16 runs it, "
+               "conversions included{} ({:.3f} ms a step)\n",
+               ceiling.bf16_examples_per_second,
+               convolutions.empty() ? "" : ", and each convolution on its fastest kernels",
+               bf16_step * 1e3);
     if (any_in_fp32) {
       fmt::print(out,
                  "  * computed in fp32 under --precision bf16: too shallow, too few rows or too "
