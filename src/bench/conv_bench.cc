@@ -2,20 +2,17 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <chrono>
 #include <memory>
 #include <random>
 
 #include "base/error.h"
+#include "bench/window_timing.h"
 #include "nn/conv2d.h"
 #include "nn/conv_kernels.h"
 #include "tensor/blas.h"
 
 namespace dtrain::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // A layer's buffers for one batch, filled with small values so that nothing overflows.
 struct ConvBuffers {
@@ -50,21 +47,7 @@ double seconds_per_pass(const ConvKernels& conv, ConvBuffers& b, int batch, bool
                     input_gradient ? b.din.data() : nullptr);
     }
   };
-  pass();  // a first pass JIT-compiles oneDNN's kernels
-  int64_t passes = 0;
-  const auto start = Clock::now();
-  double elapsed = 0;
-  do {
-    pass();
-    ++passes;
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  } while (elapsed < window);
-  return elapsed / static_cast<double>(passes);
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
+  return seconds_per_run(pass, window);
 }
 
 // An implementation's times, per precision and pass.

@@ -4,13 +4,13 @@
 #include <fmt/ostream.h>
 
 #include <algorithm>
-#include <chrono>
 #include <mutex>
 #include <random>
 #include <vector>
 
 #include "base/error.h"
 #include "bench/conv_bench.h"
+#include "bench/window_timing.h"
 #include "nn/init.h"
 #include "nn/model_zoo.h"
 #include "plan/recipes.h"
@@ -22,8 +22,6 @@
 
 namespace dtrain::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 std::mutex recorded_mutex;
 std::vector<GemmCall> recorded;
@@ -102,21 +100,7 @@ double seconds_per_call(GemmLibrary library, Precision precision, const GemmCall
                         double window) {
   set_gemm_library(library);
   const PrecisionScope in_precision(precision);
-  run(call, o);  // a first call JIT-compiles oneDNN's kernel for the shape
-  int64_t calls = 0;
-  const auto start = Clock::now();
-  double elapsed = 0;
-  do {
-    run(call, o);
-    ++calls;
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  } while (elapsed < window);
-  return elapsed / static_cast<double>(calls);
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
+  return seconds_per_run([&] { run(call, o); }, window);
 }
 
 std::string describe(const GemmCall& call) {
