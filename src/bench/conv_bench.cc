@@ -9,6 +9,7 @@
 #include "bench/window_timing.h"
 #include "nn/conv2d.h"
 #include "nn/conv_kernels.h"
+#include "tensor/aligned.h"
 #include "tensor/blas.h"
 
 namespace dtrain::bench {
@@ -27,10 +28,11 @@ struct ConvBuffers {
         din(in.size()) {
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> value(-0.01f, 0.01f);
-    for (std::vector<float>* x : {&w, &bias, &in, &dout})
+    for (FloatBuffer* x : {&w, &bias, &in, &dout})
       for (float& v : *x) v = value(rng);
   }
-  std::vector<float> w, bias, in, out, dout, dw, db, din;
+  // Cache-line aligned, as a model's tensors are (see Operands in gemm_bench.cc).
+  FloatBuffer w, bias, in, out, dout, dw, db, din;
 };
 
 enum class Pass { kForward, kBackward };

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tensor/aligned.h"
 #include "tensor/blas.h"
 
 namespace dtrain {
@@ -96,9 +97,11 @@ struct ThreadState {
   // Scales seen per unscaled shape: past a few (a learning rate new every step), making a
   // primitive per value costs more than adding the product to C here.
   std::unordered_map<Shape, int, ShapeHash> scales_seen;
-  std::vector<uint16_t> a, b;
-  std::vector<float> product;
-  std::vector<unsigned char> scratchpad;
+  // Cache-line aligned: oneDNN's AMX kernel ran the 4096x784x100 TN product at a quarter of its
+  // speed on operands and outputs 16 bytes off a line, as std::vector's are.
+  std::vector<uint16_t, AlignedAllocator<uint16_t>> a, b;
+  FloatBuffer product;
+  std::vector<unsigned char, AlignedAllocator<unsigned char>> scratchpad;
 
   Plan& plan(const Shape& s) {
     if (plans.size() > 256) {
@@ -124,7 +127,7 @@ ThreadState& thread_state() {
 }
 
 template <typename T>
-T* grown(std::vector<T>& buffer, size_t bytes) {
+T* grown(std::vector<T, AlignedAllocator<T>>& buffer, size_t bytes) {
   const size_t count = bytes / sizeof(T) + 1;
   if (buffer.size() < count) buffer.resize(count);
   return buffer.data();
