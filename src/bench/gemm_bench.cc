@@ -213,9 +213,10 @@ GemmCeiling run_gemm_bench(const GemmBenchConfig& config, std::ostream& out) {
                convolutions.empty() ? "" : ", and each convolution on its fastest kernels",
                bf16_step * 1e3);
     if (any_in_fp32) {
-      fmt::print(out,
-                 "  * computed in fp32 under --precision bf16: too shallow, too few rows or too "
-                 "wide an output for bf16 kernels to be faster\n");
+      fmt::print(
+          out,
+          "  * computed in fp32 under --precision bf16: too shallow or too few rows for bf16 "
+          "kernels to be faster\n");
     }
   }
   return ceiling;

@@ -185,10 +185,9 @@ void bf16_gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, c
   if (threads != 1) omp_set_num_threads(threads);
 }
 
-bool bf16_gemm_pays(int m, int n, int k) {
+bool bf16_gemm_pays(int m, int /*n*/, int k) {
   constexpr int kTileDepth = 32, kTileRows = 16;
-  if (k < kTileDepth || m < kTileRows) return false;
-  return k >= 256 || static_cast<int64_t>(m) * n <= (int64_t{1} << 20);
+  return k >= kTileDepth && m >= kTileRows;
 }
 
 std::string bf16_gemm_implementation(int m, int n, int k) {

@@ -17,10 +17,8 @@ void bf16_gemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, c
 // Whether a product of this shape is faster on bf16 kernels than on fp32 ones, as oneDNN 2.6's
 // bf16 matmul measured on AMX (docs/benchmarks.md): not a product shallower than one AMX tile
 // (k < 32) or with fewer rows than one (m < 16), where converting the operands costs more than
-// the kernel saves, nor a shallow product with a large output (k < 256 and m·n > 2^20, the
-// weight gradient of a wide layer), which runs at a quarter of fp32's speed. By the whole
-// product's shape, so that a product's arithmetic does not depend on how many threads split it.
-// gemm() under Precision::kBf16 computes the others in fp32.
+// the kernel saves. By the whole product's shape, so that a product's arithmetic does not depend
+// on how many threads split it. gemm() under Precision::kBf16 computes the others in fp32.
 bool bf16_gemm_pays(int m, int n, int k);
 
 // Empty when bf16 products run here; else why not, naming what the CPU lacks ("this CPU has

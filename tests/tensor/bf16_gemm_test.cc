@@ -113,10 +113,11 @@ TEST_F(Bf16Gemm, ATeamsPartsRunInTheCallersPrecision) {
 }
 
 TEST_F(Bf16Gemm, ProductsBf16WouldSlowDownAreComputedInFp32) {
-  // Shallower than an AMX tile, fewer rows than one, a shallow product with a wide output; and,
-  // for contrast, the same depth with a smaller output, which bf16 computes.
-  const Dims shallow{37, 53, 10}, few_rows{10, 53, 129}, wide{1030, 1020, 40}, narrow{1030, 60, 40};
-  for (const Dims& d : {shallow, few_rows, wide}) {
+  // Shallower than an AMX tile and fewer rows than one; and, for contrast, products of the same
+  // depth and rows as a tile, a narrow and a wide one (a wide layer's weight gradient), which bf16
+  // computes.
+  const Dims shallow{37, 53, 10}, few_rows{10, 53, 129};
+  for (const Dims& d : {shallow, few_rows}) {
     SCOPED_TRACE(::testing::Message() << d.m << "x" << d.n << "x" << d.k);
     EXPECT_FALSE(bf16_gemm_pays(d.m, d.n, d.k));
     ThreadTeam team(2);
@@ -125,10 +126,16 @@ TEST_F(Bf16Gemm, ProductsBf16WouldSlowDownAreComputedInFp32) {
     EXPECT_LT(e.fp32, 2e-5);
     EXPECT_GT(e.fp32_off_by, 100 * e.fp32 + 1e-4);
   }
-  EXPECT_TRUE(bf16_gemm_pays(narrow.m, narrow.n, narrow.k));
-  const Errors e = check_layout(Trans::kYes, Trans::kNo, 1.0f, 0.0f, Split::kNone, narrow);
-  EXPECT_LT(e.bf16, 2e-5);
-  EXPECT_GT(e.fp32_off_by, 100 * e.bf16 + 1e-4);
+  const Dims narrow{16, 60, 32}, wide{1030, 1020, 40};
+  for (const Dims& d : {narrow, wide}) {
+    SCOPED_TRACE(::testing::Message() << d.m << "x" << d.n << "x" << d.k);
+    EXPECT_TRUE(bf16_gemm_pays(d.m, d.n, d.k));
+    ThreadTeam team(2);
+    ScopedTeam on_team(&team);
+    const Errors e = check_layout(Trans::kYes, Trans::kNo, 1.0f, 0.0f, Split::kAuto, d);
+    EXPECT_LT(e.bf16, 2e-5);
+    EXPECT_GT(e.fp32_off_by, 100 * e.bf16 + 1e-4);
+  }
 }
 
 TEST(Precision, AScopeSetsThisThreadsPrecisionAndPutsItBack) {
