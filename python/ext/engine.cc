@@ -21,6 +21,7 @@
 #include "plan/flag_parser.h"
 #include "train/gradient_computer.h"
 #include "train/local_strategy.h"
+#include "train/loop_step.h"
 #include "train/training_state.h"
 
 namespace py = pybind11;
@@ -107,6 +108,7 @@ struct BatchSession {
   TrainingState state;
   LocalStrategy strategy;
   std::unique_ptr<GradientComputer> computer;
+  std::unique_ptr<LoopStep> step;  // runs computer
   int largest_batch = 0;
   int64_t steps = 0;
 };
@@ -255,16 +257,18 @@ double Engine::train_on_batch(const std::vector<std::string>& arguments, const F
   built_.reset();
   py::gil_scoped_release release;
   if (n > s.largest_batch) {
+    s.step.reset();
     s.computer = std::make_unique<GradientComputer>(s.state.model(), 1, n, s.config.threads);
+    s.step =
+        std::make_unique<LoopStep>(s.config, s.strategy.traits(n), s.strategy, *s.computer, "");
     s.largest_batch = n;
   }
   const Batch batch{data.rows().data(), data.labels.data(), n,
                     data.weights.empty() ? nullptr : data.weights.data()};
   s.computer->set_step_seed(step_seed(s.config.seed, s.state.step, 0));
   // No epochs to count: the schedule's rate is its base, the learning rate.
-  const float loss = s.strategy.step(s.state, *s.computer, batch, s.config.learning_rate, ++s.steps,
-                                     /*keep_gradient=*/false);
-  return loss;
+  return s.step->run(s.state, batch, s.config.learning_rate, ++s.steps, /*keep_gradient=*/false)
+      .loss;
 }
 
 std::vector<std::string> Engine::weight_names() {

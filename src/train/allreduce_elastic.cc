@@ -119,26 +119,14 @@ int64_t AllreduceStrategy::global_batch() const {
   return int64_t{c_.batch_size} * (config_.keep_global_batch ? planned_workers_ : size());
 }
 
-int AllreduceStrategy::largest_batch(int batch_size) const {
-  if (!config_.keep_global_batch) return batch_size;
-  const int64_t global = int64_t{batch_size} * planned_workers_;
-  const int fewest = membership_->min_workers();
-  return static_cast<int>((global + fewest - 1) / fewest);
-}
-
-std::vector<std::pair<int64_t, double>> AllreduceStrategy::take_worker_counts() {
-  return std::exchange(worker_counts_, {});
-}
-
-bool AllreduceStrategy::take_place_change() {
-  const bool changed = place_changed_;
-  place_changed_ = false;
-  return changed;
-}
-
-std::vector<std::pair<std::string, double>> AllreduceStrategy::run_scalars() {
-  if (!elastic()) return {};
-  return {{"workers", static_cast<double>(size())}};
+StrategyTraits AllreduceStrategy::traits(int batch_size) const {
+  StrategyTraits traits{.description = describe(), .largest_batch = batch_size};
+  if (config_.keep_global_batch) {
+    const int64_t global = int64_t{batch_size} * planned_workers_;
+    const int fewest = membership_->min_workers();
+    traits.largest_batch = static_cast<int>((global + fewest - 1) / fewest);
+  }
+  return traits;
 }
 
 }  // namespace dtrain

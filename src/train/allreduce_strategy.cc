@@ -14,8 +14,8 @@
 #include "cluster/bind_address.h"
 #include "nn/model_zoo.h"
 #include "tensor/ops.h"
-#include "train/fault_injection.h"
 #include "train/fusion_buckets.h"
+#include "train/nonfinite_guard.h"
 #include "train/training_loop.h"
 
 namespace dtrain {
@@ -212,6 +212,8 @@ int64_t AllreduceStrategy::start(TrainingState& state, const Restore& restore) {
   if (elastic()) {
     restore_ = restore;
     join_view(state, /*have_state=*/false);
+    place_changed_ = false;  // the loop takes its place after start() in any case
+    own_since_ = std::chrono::steady_clock::now();
     return state.step;
   }
   ring_ = connector_->connect();
@@ -224,34 +226,27 @@ int64_t AllreduceStrategy::start(TrainingState& state, const Restore& restore) {
     if (const auto step = restore()) state.step = *step;
   }
   share_state(state);
+  own_since_ = std::chrono::steady_clock::now();
   return state.step;
 }
 
 // The steady state: no allocation; the buckets are views of the gradient arena, all-reduced in
 // place, and the all-reduce leaves the same bits on every rank, so every rank's optimizer makes
 // the same update.
-float AllreduceStrategy::step(TrainingState& state, GradientComputer& computer, const Batch& batch,
-                              float lr, int64_t local_step, bool /*keep_gradient*/) {
+StepReport AllreduceStrategy::exchange_and_apply(TrainingState& state, const StepContext& context) {
   using Clock = std::chrono::steady_clock;
-  const auto began = Clock::now();
-  const float loss = computer.compute(state.params(), batch, state.grads());
-  inject_nonfinite_gradient(c_, local_step, state.grads());
   // Slices of a kept global batch differ by one example: each mean gradient weighs by its
   // slice's share, so the average over the workers is the mean over the whole global batch.
-  if (const float weight = static_cast<float>(batch.size) * static_cast<float>(size()) /
+  if (const float weight = static_cast<float>(context.examples) * static_cast<float>(size()) /
                            static_cast<float>(global_batch());
       weight != 1.0f) {
     for (float& g : state.grads().flat()) g *= weight;
   }
   const auto computed = Clock::now();
   // What this worker did alone since the last collective ended: its data, its delay, its
-  // gradients (the first step counts from its own start).
-  own_seconds_ = std::chrono::duration<float>(
-                     computed - (own_since_ == Clock::time_point{} ? began : own_since_))
-                     .count();
-  phases_ = {.compute = std::chrono::duration<double>(computed - began).count(),
-             .communicate = -1,
-             .apply = -1};
+  // gradients (the first step counts from the end of start()).
+  own_seconds_ = std::chrono::duration<float>(computed - own_since_).count();
+  StepReport report;
   try {
     // A view of one member has no ring for the coordinator's change to interrupt: it looks at
     // every step, so that no member trains on in a view the job has replaced.
@@ -272,22 +267,23 @@ float AllreduceStrategy::step(TrainingState& state, GradientComputer& computer, 
     reform(state, error.what());  // the step is dropped here, or comes as the furthest applied it
     // Every member is now at the top of a step, as a joiner is: no halt vote before the next.
     skip_vote_ = true;
-    return loss;
+    return report;
   }
   const auto communicated = Clock::now();
   own_since_ = communicated;
-  phases_.communicate = std::chrono::duration<double>(communicated - computed).count();
+  report.communicate = std::chrono::duration<double>(communicated - computed).count();
   if (elastic()) position_ = after_batch(position_, global_batch(), train_examples_);
   // A NaN or an infinity on any rank reaches every rank's average, and the ranks hold the same
   // bits, so each one decides alike to skip the update without a word to the others.
-  if (!all_finite(state.grads().flat())) {
+  if (!context.guard->admits(state.grads().flat(), [&] {
+        return NonFiniteGuard::Refusal{
+            .action = fmt::format("skipped the update of step {}", state.step),
+            .subject = "the averaged gradient",
+            .consequence = "the parameters are unchanged"};
+      })) {
     ++skipped_steps_;
-    spdlog::warn(
-        "worker={}: skipped the update of step {}: the averaged gradient holds a NaN or an "
-        "infinity ({} skipped so far); the parameters are unchanged",
-        rank_, state.step, skipped_steps_);
     ++state.step;
-    return loss;
+    return report;
   }
   // Keras clips the aggregated gradient: here the average, the same bits on every rank.
   state.optimizer().clip(state.grads());
@@ -295,10 +291,10 @@ float AllreduceStrategy::step(TrainingState& state, GradientComputer& computer, 
   // reads each chunk of new parameters while it is still in cache.
   const size_t values = state.params().flat().size();
   for (size_t begin = 0; begin < values; begin += kUpdateChunkFloats)
-    state.apply(lr, state.step, begin, std::min(values, begin + kUpdateChunkFloats));
+    state.apply(context.lr, state.step, begin, std::min(values, begin + kUpdateChunkFloats));
   ++state.step;
-  phases_.apply = std::chrono::duration<double>(Clock::now() - communicated).count();
-  return loss;
+  report.apply = std::chrono::duration<double>(Clock::now() - communicated).count();
+  return report;
 }
 
 // Rank 0 evaluated (the replicas are identical, so its accuracy is everyone's, and so are the
@@ -324,7 +320,14 @@ StopVerdict AllreduceStrategy::agree_to_stop(StopVerdict verdict) {
           .improved = shared[4] != 0};
 }
 
-// A 12-byte all-reduce a step (about 10 us on loopback): which of the signals reached any rank.
+StepBoundary AllreduceStrategy::after_step(int own_signal) {
+  StepBoundary boundary{.halt_signal = agree_to_halt(own_signal)};
+  boundary.left_job = leaving_;
+  boundary.place_changed = std::exchange(place_changed_, false);
+  boundary.worker_counts = std::exchange(worker_counts_, {});
+  return boundary;
+}
+
 // In an elastic job a SIGTERM is one worker's leave (a pod scaled away), unless every worker got
 // one; SIGINT and SIGHUP stop the whole job as before.
 int AllreduceStrategy::agree_to_halt(int own_signal) {
@@ -376,29 +379,32 @@ void AllreduceStrategy::halt_vote(int own_signal) {
   if (worker_times_) worker_times_(stragglers_.times(own, name));
 }
 
-std::vector<std::string> AllreduceStrategy::progress_lines() {
-  if (!chief() || size() < 2) return {};
+LogExtras AllreduceStrategy::log_extras() {
+  LogExtras extras;
+  if (elastic()) extras.scalars.emplace_back("workers", static_cast<double>(size()));
+  if (!chief() || size() < 2) return extras;
   std::string summary = stragglers_.take_summary([this](int rank) { return name_of(rank); });
-  if (summary.empty()) return {};
-  return {std::move(summary)};
+  if (!summary.empty()) extras.lines.push_back(std::move(summary));
+  return extras;
 }
 
-std::string AllreduceStrategy::counters() const {
-  const std::string skipped =
-      fmt::format("{} updates skipped for a non-finite gradient", skipped_steps_);
-  if (!elastic()) return skipped;
-  return fmt::format("{}; {} membership view(s): {} worker(s) left, {} joined", skipped, views_,
-                     left_, joined_);
-}
-
-void AllreduceStrategy::print_summary(std::ostream& out, const RunFigures& f) const {
+Closing AllreduceStrategy::closing(const RunFigures& f) const {
+  Closing closing{.counters =
+                      fmt::format("{} updates skipped for a non-finite gradient", skipped_steps_)};
+  if (elastic()) {
+    closing.counters += fmt::format("; {} membership view(s): {} worker(s) left, {} joined", views_,
+                                    left_, joined_);
+  }
   // Replicas that drifted apart by one bit show here: the tests compare it across workers.
-  fmt::print(out, "worker={}: parameters crc32c = 0x{:08X}\n", place().name_index(), params_crc_);
-  if (!chief()) return;
+  closing.lines.push_back(
+      fmt::format("worker={}: parameters crc32c = 0x{:08X}", place().name_index(), params_crc_));
+  if (!chief()) return closing;
   const int64_t steps = f.last_step - f.first_step;
   const double s = f.train_seconds;
-  fmt::print(out, "aggregate: {} global steps in {:.3f} s, {:.1f} examples/sec over {} workers\n",
-             steps, s, s > 0 ? static_cast<double>(steps * global_batch()) / s : 0.0, size());
+  closing.lines.push_back(
+      fmt::format("aggregate: {} global steps in {:.3f} s, {:.1f} examples/sec over {} workers",
+                  steps, s, s > 0 ? static_cast<double>(steps * global_batch()) / s : 0.0, size()));
+  return closing;
 }
 
 void AllreduceStrategy::finish(TrainingState& state, bool reached_end) {

@@ -1,19 +1,17 @@
-// The local strategies' step: gradients and update in one pass of the computer's threads.
+// The local strategies' step: the update is the compute's (train/loop_step.h), unless it clips.
 #include "train/local_strategy.h"
 
 #include <fmt/format.h>
 
 namespace dtrain {
 
-LocalStrategy::LocalStrategy(const TrainConfig& config)
-    : config_(config),
-      update_([this](size_t begin, size_t end) { state_->apply(lr_, at_, begin, end); }),
-      average_update_([this](size_t begin, size_t end) {
-        state_->moving_average()->update(state_->params(), at_ + 1, begin, end);
-      }) {}
+LocalStrategy::LocalStrategy(const TrainConfig& config) : config_(config) {}
 
-std::string LocalStrategy::describe() const {
-  return config_.towers > 1 ? fmt::format("towers ({} towers)", config_.towers) : "local";
+StrategyTraits LocalStrategy::traits(int batch_size) const {
+  return {.description =
+              config_.towers > 1 ? fmt::format("towers ({} towers)", config_.towers) : "local",
+          .largest_batch = batch_size,
+          .update_in_compute = true};
 }
 
 int64_t LocalStrategy::start(TrainingState& state, const Restore& restore) {
@@ -22,27 +20,14 @@ int64_t LocalStrategy::start(TrainingState& state, const Restore& restore) {
   return state.step;
 }
 
-float LocalStrategy::step(TrainingState& state, GradientComputer& computer, const Batch& batch,
-                          float lr, int64_t /*local_step*/, bool keep_gradient) {
-  state_ = &state;
-  lr_ = lr;
-  at_ = state.step;
-  Optimizer& optimizer = state.optimizer();
-  if (optimizer.clips()) {
+StepReport LocalStrategy::exchange_and_apply(TrainingState& state, const StepContext& context) {
+  if (!context.updated) {
     // A clipped norm needs the whole gradient, summed over the towers, before any update.
-    const float loss = computer.compute(state.params(), batch, state.grads());
-    optimizer.clip(state.grads());
-    state.apply(lr, at_, 0, state.params().flat().size());
-    state.step = at_ + 1;
-    return loss;
+    state.optimizer().clip(state.grads());
+    state.apply(context.lr, state.step, 0, state.params().flat().size());
   }
-  const float loss =
-      optimizer.plain_sgd() && computer.towers() == 1 && !keep_gradient
-          ? computer.sgd_step(state.params(), batch, state.grads(), lr, nullptr,
-                              state.moving_average() != nullptr ? &average_update_ : nullptr)
-          : computer.compute(state.params(), batch, state.grads(), nullptr, &update_);
-  state.step = at_ + 1;
-  return loss;
+  ++state.step;
+  return {};
 }
 
 }  // namespace dtrain

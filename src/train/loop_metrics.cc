@@ -17,10 +17,10 @@ LoopMetrics::LoopMetrics(const TrainConfig& config, const WorkerPlace& place, St
                          std::ostream& out, const std::string& prefix)
     : endpoint_(config.metrics_host, config.metrics_port, task_name(place)), training_(endpoint_) {
   training_.workers(place.workers);
-  strategy.time_collectives([this](int bucket, size_t bytes, double seconds) {
-    training_.collective(bucket, bytes, seconds);
-  });
-  strategy.watch_workers([this](const WorkerTimes& times) { endpoint_.board().workers(times); });
+  strategy.observe(
+      {.collective = [this](int bucket, size_t bytes,
+                            double seconds) { training_.collective(bucket, bytes, seconds); },
+       .workers = [this](const WorkerTimes& times) { endpoint_.board().workers(times); }});
   fmt::print(out, "{}metrics at {}\n", prefix, endpoint_.url());
   out << std::flush;
 }

@@ -13,7 +13,7 @@
 #include "base/log.h"
 #include "metrics/run_board.h"
 #include "tensor/ops.h"
-#include "train/fault_injection.h"
+#include "train/nonfinite_guard.h"
 #include "train/ps_job_settings.h"
 
 namespace dtrain {
@@ -48,12 +48,10 @@ std::string PsStrategy::describe() const {
                          : "");
 }
 
-int64_t PsStrategy::global_steps_per_epoch(int64_t batches_per_epoch) const {
-  return sync_.sync_replicas ? batches_per_epoch : batches_per_epoch * workers_;
-}
-
-int64_t PsStrategy::batch_index_at(int64_t step) const {
-  return sync_.sync_replicas ? step : step / workers_;
+StrategyTraits PsStrategy::traits(int batch_size) const {
+  return {.description = describe(),
+          .steps_per_batch = sync_.sync_replicas ? 1 : workers_,
+          .largest_batch = batch_size};
 }
 
 int64_t PsStrategy::start(TrainingState& state, const Restore& restore) {
@@ -108,22 +106,17 @@ int64_t PsStrategy::start(TrainingState& state, const Restore& restore) {
   return state.step;
 }
 
-float PsStrategy::step(TrainingState& state, GradientComputer& computer, const Batch& batch,
-                       float lr, int64_t local_step, bool /*keep_gradient*/) {
+StepReport PsStrategy::exchange_and_apply(TrainingState& state, const StepContext& context) {
   using Clock = std::chrono::steady_clock;
-  const auto began = Clock::now();
-  const float loss = computer.compute(state.params(), batch, state.grads());
-  inject_nonfinite_gradient(c_, local_step, state.grads());
   const auto computed = Clock::now();
-  push_pull_if_finite(state, lr, local_step);
+  push_pull_if_finite(state, context);
   // The ps tasks apply the update: a worker's step is its gradients and their exchange.
-  phases_ = {.compute = std::chrono::duration<double>(computed - began).count(),
-             .communicate = std::chrono::duration<double>(Clock::now() - computed).count(),
-             .apply = -1};
+  const StepReport report{.communicate =
+                              std::chrono::duration<double>(Clock::now() - computed).count()};
   state.step = client_->global_step();
   print_worker_changes();
   if (MovingAverage* average = state.moving_average()) average->update(state.params(), state.step);
-  return loss;
+  return report;
 }
 
 void PsStrategy::report_failure(const std::string& why) {
@@ -134,12 +127,15 @@ void PsStrategy::before_checkpoint(TrainingState& state) {
   client_->pull_state(state.params(), state.optimizer().slots());
 }
 
-int PsStrategy::agree_to_halt(int own_signal) {
+StepBoundary PsStrategy::after_step(int own_signal) {
   // In an elastic sync job, or an async one that counts its workers, a SIGTERM of this worker
   // alone is its leave (a pod scaled away): the ps tasks go on with the others.
   if (own_signal == SIGTERM && counts_workers() && !client_->halting()) leaving_ = true;
-  if (own_signal != 0) return own_signal;
-  return client_->halting() ? SIGTERM : 0;
+  return {.halt_signal = own_signal != 0      ? own_signal
+                         : client_->halting() ? SIGTERM
+                                              : 0,
+          .left_job = leaving_,
+          .worker_counts = std::exchange(worker_counts_, {})};
 }
 
 void PsStrategy::finish(TrainingState& state, bool reached_end) {
@@ -167,24 +163,17 @@ void PsStrategy::print_worker_changes() {
   worker_counts_.emplace_back(now.step, now.workers);
 }
 
-std::vector<std::pair<std::string, double>> PsStrategy::run_scalars() {
+// Every worker's mean own step time since the chief's last line, as ps0 saw it (ps/worker_pace.h).
+LogExtras PsStrategy::log_extras() {
   if (!chief_) return {};
   const ps_protocol::DoneReply c = client_->counters();
-  std::vector<std::pair<std::string, double>> scalars = {
-      {"ps/stale_gradients", static_cast<double>(c.stale_dropped)},
-      {"ps/duplicate_pushes", static_cast<double>(c.duplicates)},
-      {"ps/non_finite_gradients", static_cast<double>(c.rejected)}};
-  if (counts_workers()) {
-    scalars.emplace_back("workers", c.workers.workers > 0 ? c.workers.workers : workers_);
-  }
-  return scalars;
-}
-
-// Every worker's mean own step time since the chief's last line, as ps0 saw it (ps/worker_pace.h).
-std::vector<std::string> PsStrategy::progress_lines() {
-  if (!chief_) return {};
+  LogExtras extras{.scalars = {{"ps/stale_gradients", static_cast<double>(c.stale_dropped)},
+                               {"ps/duplicate_pushes", static_cast<double>(c.duplicates)},
+                               {"ps/non_finite_gradients", static_cast<double>(c.rejected)}}};
+  if (counts_workers())
+    extras.scalars.emplace_back("workers", c.workers.workers > 0 ? c.workers.workers : workers_);
   std::vector<WorkerPace::Totals> paces;
-  for (const ps_protocol::DoneReply::WorkerSteps& pace : client_->counters().worker_steps)
+  for (const ps_protocol::DoneReply::WorkerSteps& pace : c.worker_steps)
     paces.push_back({.seconds = pace.seconds, .steps = pace.steps});
   const std::string line = mean_step_times_ms(paces, paces_seen_);
   if (worker_times_) {
@@ -201,33 +190,33 @@ std::vector<std::string> PsStrategy::progress_lines() {
     worker_times_(times);
   }
   paces_seen_ = std::move(paces);
-  if (line.empty()) return {};
-  return {"own step time at ps0 (ms, mean since the last line):" + line};
+  if (!line.empty())
+    extras.lines.push_back("own step time at ps0 (ms, mean since the last line):" + line);
+  return extras;
 }
 
-std::string PsStrategy::counters() const {
-  const std::string rounds =
-      fmt::format("{} rounds with a stale gradient, {} with a non-finite one", stale_rounds_,
-                  nonfinite_rounds_);
-  if (!counts_workers()) return rounds;
-  return fmt::format("{}; {} worker(s) left, {} joined", rounds, workers_seen_.left,
-                     workers_seen_.changes - workers_seen_.left);
-}
-
-void PsStrategy::print_summary(std::ostream& out, const RunFigures& f) const {
+Closing PsStrategy::closing(const RunFigures& f) const {
+  Closing closing{.counters =
+                      fmt::format("{} rounds with a stale gradient, {} with a non-finite one",
+                                  stale_rounds_, nonfinite_rounds_)};
+  if (counts_workers()) {
+    closing.counters += fmt::format("; {} worker(s) left, {} joined", workers_seen_.left,
+                                    workers_seen_.changes - workers_seen_.left);
+  }
   // The values this worker last pulled, to the bit: what tests compare across runs and
   // transports.
-  fmt::print(out, "worker={}: parameters crc32c = 0x{:08X}\n", rank_, params_crc_);
-  if (!chief_) return;
+  closing.lines.push_back(
+      fmt::format("worker={}: parameters crc32c = 0x{:08X}", rank_, params_crc_));
+  if (!chief_) return closing;
   const int64_t per_step = sync_.sync_replicas ? sync_.replicas_to_aggregate : 1;
   const int64_t steps = done_.step - f.first_step;
   const double s = f.train_seconds;
-  fmt::print(out,
-             "aggregate: {} global steps in {:.3f} s, {:.1f} examples/sec over {} workers; ps "
-             "tasks dropped {} stale gradients and {} duplicate pushes, and rejected {} "
-             "non-finite gradients\n",
-             steps, s, s > 0 ? steps * per_step * f.batch_size / s : 0.0, workers_,
-             done_.stale_dropped, done_.duplicates, done_.rejected);
+  closing.lines.push_back(fmt::format(
+      "aggregate: {} global steps in {:.3f} s, {:.1f} examples/sec over {} workers; ps tasks "
+      "dropped {} stale gradients and {} duplicate pushes, and rejected {} non-finite gradients",
+      steps, s, s > 0 ? steps * per_step * f.batch_size / s : 0.0, workers_, done_.stale_dropped,
+      done_.duplicates, done_.rejected));
+  return closing;
 }
 
 std::string PsStrategy::name() const { return fmt::format("worker{}", rank_); }
@@ -300,16 +289,18 @@ void PsStrategy::wait_for_chief() {
   }
 }
 
-void PsStrategy::push_pull_if_finite(TrainingState& state, float lr, int64_t local_step) {
-  if (!all_finite(state.grads().flat())) {
+void PsStrategy::push_pull_if_finite(TrainingState& state, const StepContext& context) {
+  if (!context.guard->admits(state.grads().flat(), [&] {
+        return NonFiniteGuard::Refusal{
+            .action = fmt::format("held back the gradient of local step {} at global step {}",
+                                  context.local_step, client_->global_step()),
+            .subject = "it",
+            .consequence = "the ps values are unchanged"};
+      })) {
     ++nonfinite_rounds_;
-    spdlog::warn(
-        "{}: held back the gradient of local step {} at global step {}: it holds a NaN or an "
-        "infinity ({} so far); the ps values are unchanged",
-        name(), local_step, client_->global_step(), nonfinite_rounds_);
     return;
   }
-  const RoundOutcome outcome = client_->push_pull(state.grads(), state.params(), lr);
+  const RoundOutcome outcome = client_->push_pull(state.grads(), state.params(), context.lr);
   stale_rounds_ += outcome.stale > 0 ? 1 : 0;
   nonfinite_rounds_ += outcome.rejected > 0 ? 1 : 0;
 }

@@ -41,17 +41,14 @@ class PsStrategy final : public Strategy {
             .distributed = true,
             .id = rank_ >= workers_ ? rank_ : -1};
   }
-  std::string describe() const override;
   // Async: every worker's batch is a global step. Sync: one global step takes a batch from each
   // worker.
-  int64_t global_steps_per_epoch(int64_t batches_per_epoch) const override;
-  int64_t batch_index_at(int64_t step) const override;
+  StrategyTraits traits(int batch_size) const override;
 
   int64_t start(TrainingState& state, const Restore& restore) override;
 
-  // The gradient stays in state.grads(): it is what this worker pushed.
-  float step(TrainingState& state, GradientComputer& computer, const Batch& batch, float lr,
-             int64_t local_step, bool keep_gradient) override;
+  // One push-pull. The gradient stays in state.grads(): it is what this worker pushed.
+  StepReport exchange_and_apply(TrainingState& state, const StepContext& context) override;
 
   bool finished() const override { return client_->finished(); }
 
@@ -68,28 +65,21 @@ class PsStrategy final : public Strategy {
   // once every worker has. Telling them at once matters for a chief that stopped at its target:
   // the others stop when the ps tasks pass the word on, at their next push.
   // The ps tasks stopping (a signal of theirs) stop this worker too, as SIGTERM would.
-  int agree_to_halt(int own_signal) override;
+  StepBoundary after_step(int own_signal) override;
 
   void finish(TrainingState& state, bool reached_end) override;
-  bool left_job() const override { return leaving_; }
-  std::vector<std::pair<int64_t, double>> take_worker_counts() override {
-    return std::exchange(worker_counts_, {});
+
+  // The chief's: one round trip to every ps task per step line.
+  LogExtras log_extras() override;
+  void observe(StrategyObservers observers) override {
+    worker_times_ = std::move(observers.workers);
   }
 
-  // One round trip to every ps task per step line.
-  std::vector<std::pair<std::string, double>> run_scalars() override;
-  std::vector<std::string> progress_lines() override;
-  void watch_workers(std::function<void(const WorkerTimes&)> observe) override {
-    worker_times_ = std::move(observe);
-  }
-
-  StepPhases last_phases() const override { return phases_; }
-  std::string counters() const override;
-
-  void print_summary(std::ostream& out, const RunFigures& f) const override;
+  Closing closing(const RunFigures& f) const override;
 
  private:
   std::string name() const;
+  std::string describe() const;
 
   // Which way gradients and values travel to each ps: the honest answer to "is this run using
   // memory or TCP?"
@@ -107,7 +97,7 @@ class PsStrategy final : public Strategy {
   // counts towards a step on some shards but not on others). The ps tasks reject any that arrives
   // all the same, from a worker that does not check; both are counted and reported. Sync: the
   // next gradient is still computed at this step, so it takes this one's place.
-  void push_pull_if_finite(TrainingState& state, float lr, int64_t local_step);
+  void push_pull_if_finite(TrainingState& state, const StepContext& context);
   // A sync job with --min_workers, or an async one that takes joiners: the line of each change
   // of its workers that ps0 reported.
   void print_worker_changes();
@@ -131,7 +121,6 @@ class PsStrategy final : public Strategy {
   WorkerCount workers_seen_;      // ps0's newest word on the workers, as printed
   bool leaving_ = false;          // a SIGTERM made this worker leave an elastic job
   std::vector<std::pair<int64_t, double>> worker_counts_;  // not yet taken
-  StepPhases phases_;
   // ps0's totals of each worker's steps at the chief's last progress line.
   std::vector<WorkerPace::Totals> paces_seen_;
   std::function<void(const WorkerTimes&)> worker_times_;  // the chief's, at each step line

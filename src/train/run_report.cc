@@ -19,8 +19,14 @@ std::string line_prefix(const WorkerPlace& place) {
 void print_closing_lines(std::ostream& out, const Strategy& strategy, const RunEnd& end) {
   const TrainResult& result = *end.result;
   const WorkerPlace& place = end.place;
+  const Closing closing = strategy.closing(RunFigures{.first_step = end.first_step,
+                                                      .last_step = result.global_step,
+                                                      .local_steps = end.local_steps,
+                                                      .train_seconds = result.train_seconds,
+                                                      .batch_size = end.batch_size,
+                                                      .test_accuracy = result.test_accuracy});
   if (place.distributed) {
-    const std::string counters = strategy.counters();
+    const std::string& counters = closing.counters;
     fmt::print(out, "worker={}: test accuracy = {:.4f}\n", place.name_index(),
                result.test_accuracy);
     fmt::print(out,
@@ -36,12 +42,7 @@ void print_closing_lines(std::ostream& out, const Strategy& strategy, const RunE
                result.train_seconds, end.local_steps, result.examples_per_second);
     fmt::print(out, "Peak resident memory: {}\n", format_peak_resident());
   }
-  strategy.print_summary(out, RunFigures{.first_step = end.first_step,
-                                         .last_step = result.global_step,
-                                         .local_steps = end.local_steps,
-                                         .train_seconds = result.train_seconds,
-                                         .batch_size = end.batch_size,
-                                         .test_accuracy = result.test_accuracy});
+  for (const std::string& line : closing.lines) fmt::print(out, "{}\n", line);
   // The chief judges the target; a ps worker may end its steps before it hears the verdict.
   if (place.chief && end.target_accuracy && !result.seconds_to_target)
     fmt::print(out, "{}target accuracy {} not reached\n", line_prefix(place), *end.target_accuracy);

@@ -21,6 +21,7 @@
 #include "train/examples_record.h"
 #include "train/histogram_snapshots.h"
 #include "train/loop_metrics.h"
+#include "train/loop_step.h"
 #include "train/run_report.h"
 #include "train/run_steering.h"
 #include "train/run_table.h"
@@ -50,9 +51,11 @@ class TrainingLoop {
         out_(out),
         place_(strategy.place()),
         batches_(input.batches(place_, config.batch_size, config.seed, config.shuffle)),
-        computer_(state.model(), config.towers, strategy.largest_batch(config.batch_size),
+        traits_(strategy.traits(config.batch_size)),
+        computer_(state.model(), config.towers, traits_.largest_batch,
                   threads_per_tower(config.threads, config.towers)),
-        steps_per_epoch_(strategy.global_steps_per_epoch(batches_->steps_per_epoch())),
+        step_(config, traits_, strategy, computer_, line_prefix(place_)),
+        steps_per_epoch_(batches_->steps_per_epoch() * traits_.steps_per_batch),
         total_steps_(total_global_steps(config, steps_per_epoch_)),
         eval_every_(eval_interval(config, steps_per_epoch_)),
         schedule_(lr_schedule_of(config, steps_per_epoch_, total_steps_)),
@@ -77,14 +80,14 @@ class TrainingLoop {
   TrainResult run() {
     if (place_.chief) print_config();
     const int64_t first_step = strategy_.start(state_, [this] { return restore(); });
-    if (strategy_.take_place_change()) follow_place_change();
+    follow_place_change();
     if (first_step >= total_steps_) {
       fmt::print(out_,
                  "{}already finished at step {} (this run ends at step {}): nothing to train; a "
                  "larger --train_steps or --epochs goes on, --overwrite starts afresh\n",
                  prefix(), first_step, total_steps_);
     }
-    batches_->seek(strategy_.batch_index_at(first_step));
+    batches_->seek(first_step / traits_.steps_per_batch);
     if (eval_every_ > 0) next_eval_ = next_multiple(first_step, eval_every_);
     if (steps_per_epoch_ > 0) epochs_recorded_ = first_step / steps_per_epoch_;
     if (c_.save_steps > 0) next_save_ = next_multiple(first_step, c_.save_steps);
@@ -108,12 +111,14 @@ class TrainingLoop {
         break;
       }
       train_one_step();
-      result_.halt_signal = strategy_.agree_to_halt(c_.stop != nullptr ? c_.stop->signal() : 0);
+      StepBoundary boundary = strategy_.after_step(c_.stop != nullptr ? c_.stop->signal() : 0);
+      result_.halt_signal = boundary.halt_signal;
+      left_job_ = boundary.left_job;
       // The boundary where a membership view formed has no evaluation: a worker that joins there
       // starts after it, and every member must call the same collectives.
-      const bool moved = strategy_.take_place_change();
+      const bool moved = boundary.place_changed;
       if (moved) follow_place_change();
-      write_worker_counts();
+      write_worker_counts(boundary.worker_counts);
       if (result_.halt_signal != 0) break;
       if (histograms_due()) write_histograms();
       if (log_due()) {
@@ -145,7 +150,7 @@ class TrainingLoop {
                            .model = state_.model(),
                            .parameters = state_.params().num_values(),
                            .optimizer = state_.optimizer().name(),
-                           .strategy = strategy_.describe(),
+                           .strategy = traits_.description,
                            .input = input_,
                            .schedule = schedule_,
                            .place = place_,
@@ -179,8 +184,8 @@ class TrainingLoop {
   }
 
   // Every membership change, at the step it took effect at, besides every step line's count.
-  void write_worker_counts() {
-    for (const auto& [step, workers] : strategy_.take_worker_counts()) {
+  void write_worker_counts(const std::vector<std::pair<int64_t, double>>& counts) {
+    for (const auto& [step, workers] : counts) {
       if (place_.chief && run_log_.enabled()) run_log_.write({step, {{"workers", workers}}});
       if (training_metrics_) training_metrics_->workers(static_cast<int>(workers));
     }
@@ -203,14 +208,14 @@ class TrainingLoop {
     // gradient is always kept.
     const bool keep_gradient = histograms_ && state_.step + 1 >= next_histograms_;
     const int64_t step_before = state_.step;
-    loss_ = strategy_.step(state_, computer_, batch, lr, local_steps_ + 1, keep_gradient);
+    const LoopStep::Done done = step_.run(state_, batch, lr, local_steps_ + 1, keep_gradient);
+    loss_ = done.loss;
     if (state_.step == step_before + 1)
       examples_record_.write(state_.step, epoch_, batch, input_.feature_count());
     const auto elapsed = Clock::now() - start;
     if (training_metrics_) {
       training_metrics_->step(state_.step, local_steps_ + 1, batch.size, loss_, seconds(elapsed));
-      const StepPhases phases = strategy_.last_phases();
-      training_metrics_->phases(phases.compute, phases.communicate, phases.apply);
+      training_metrics_->phases(done.phases.compute, done.phases.communicate, done.phases.apply);
     }
     train_time_ += elapsed;
     interval_time_ += elapsed;
@@ -279,8 +284,8 @@ class TrainingLoop {
                  state_.step, loss_, examples_per_second,
                  interval_steps_ > 0 ? s / interval_steps_ : 0.0);
     }
-    for (const std::string& line : strategy_.progress_lines())
-      fmt::print(out_, "{}{}\n", prefix(), line);
+    LogExtras extras = strategy_.log_extras();
+    for (const std::string& line : extras.lines) fmt::print(out_, "{}{}\n", prefix(), line);
     out_ << std::flush;
     interval_time_ = {};
     interval_steps_ = 0;
@@ -291,7 +296,7 @@ class TrainingLoop {
                         {"learning_rate", steering_.rate_at(state_.step)},
                         {"examples_per_sec", examples_per_second},
                         {"steps_per_sec", steps_per_second}}};
-      for (auto& scalar : strategy_.run_scalars()) record.scalars.push_back(std::move(scalar));
+      for (auto& scalar : extras.scalars) record.scalars.push_back(std::move(scalar));
       run_log_.write(record);
     }
     worker_log_.write({state_.step, {{"loss", loss_}, {"examples_per_sec", examples_per_second}}});
@@ -357,7 +362,7 @@ class TrainingLoop {
     }
     run_log_.write({.step = first_step,
                     .texts = {{"config", fmt::format("dtrain train, strategy {}:\n\n{}",
-                                                     strategy_.describe(), config)}},
+                                                     traits_.description, config)}},
                     .start = true,
                     .resumed = resumed});
   }
@@ -573,7 +578,7 @@ class TrainingLoop {
     result_.final_loss = loss_;
     run_log_.close();
     worker_log_.close();
-    const bool left = strategy_.left_job();
+    const bool left = left_job_;
     print_stopped_line(out_, run_end(0), left,
                        checkpoints_ ? std::optional(c_.train_dir) : std::nullopt);
     if (left) result_.halt_signal = 0;  // a clean leave, not a failure
@@ -599,7 +604,9 @@ class TrainingLoop {
   std::ostream& out_;
   WorkerPlace place_;  // follows the membership of an elastic job
   std::unique_ptr<BatchSource> batches_;
+  const StrategyTraits traits_;
   GradientComputer computer_;
+  LoopStep step_;                  // after computer_, which it runs
   const int64_t steps_per_epoch_;  // global steps
   const int64_t total_steps_;
   const int64_t eval_every_;
@@ -619,6 +626,7 @@ class TrainingLoop {
   std::optional<LogCadence> log_cadence_;  // from the first step
 
   TrainResult result_;
+  bool left_job_ = false;  // the halt is this worker's leave of a job that goes on
   int64_t local_steps_ = 0;
   int64_t epoch_ = 0;  // of the last batch
   float loss_ = 0;

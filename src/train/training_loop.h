@@ -1,7 +1,8 @@
 // The one training loop (DESIGN.md §2) that every strategy runs: batches of this worker's share of
-// the data → Strategy::step → step lines, the run log, evaluation, the target accuracy, early
-// stopping and checkpoints at their cadence, then the closing lines. What differs between local,
-// towers, async ps, sync ps and all-reduce is behind the Strategy (train/strategy.h).
+// the data → a step (train/loop_step.h: compute, then Strategy::exchange_and_apply) → step lines,
+// the run log, evaluation, the target accuracy, early stopping and checkpoints at their cadence,
+// then the closing lines. What differs between local, towers, async ps, sync ps and all-reduce is
+// behind the Strategy (train/strategy.h).
 #pragma once
 
 #include <cstdint>

@@ -50,28 +50,29 @@ Dataset separable_dataset(int64_t n, uint64_t seed) {
 }
 
 // Records every call; a step applies plain SGD itself and advances the global step by
-// `step_stride` (an async ps worker sees the step jump by the other workers' pushes).
+// `step_stride` (an async ps worker sees the step jump by the other workers' pushes). Its compute
+// is the loop's unless it sets one (own_compute).
 class FakeStrategy final : public Strategy {
  public:
   explicit FakeStrategy(int step_stride = 1, int64_t finish_at = -1)
       : stride_(step_stride), finish_at_(finish_at) {}
 
   WorkerPlace place() const override { return place_; }
-  std::string describe() const override { return "fake"; }
+  StrategyTraits traits(int batch_size) const override {
+    return {.description = "fake", .largest_batch = batch_size, .compute = own_compute};
+  }
   int64_t start(TrainingState& state, const Restore& restore) override {
     calls.push_back("start");
     state.initialize(1);
     if (const auto step = restore()) state.step = *step;
     return state.step;
   }
-  float step(TrainingState& state, GradientComputer& computer, const Batch& batch, float lr,
-             int64_t local_step, bool /*keep_gradient*/) override {
-    learning_rates.push_back(lr);
-    local_steps.push_back(local_step);
-    const float loss = computer.compute(state.params(), batch, state.grads());
-    state.apply(lr, state.step, 0, state.params().flat().size());
+  StepReport exchange_and_apply(TrainingState& state, const StepContext& context) override {
+    learning_rates.push_back(context.lr);
+    local_steps.push_back(context.local_step);
+    if (!context.updated) state.apply(context.lr, state.step, 0, state.params().flat().size());
     state.step += stride_;
-    return next_loss ? *next_loss : loss;
+    return {};
   }
   bool finished() const override { return finish_at_ >= 0 && calls_to_step() >= finish_at_; }
   StopVerdict agree_to_stop(StopVerdict verdict) override {
@@ -92,7 +93,7 @@ class FakeStrategy final : public Strategy {
   std::vector<float> learning_rates;
   std::vector<int64_t> local_steps;
   std::vector<bool> verdicts;
-  std::optional<float> next_loss;
+  StepCompute* own_compute = nullptr;
   WorkerPlace place_;
 
  private:
@@ -343,9 +344,21 @@ TEST_F(TrainingLoopTest, EndsWhenTheStrategySaysTheRunIsOver) {
   EXPECT_EQ(strategy.calls.back(), "finish@7 reached");
 }
 
+// A strategy's own compute, whose loss is NaN: the loop, not the compute, judges it.
+class NanLossCompute final : public StepCompute {
+ public:
+  float compute(TrainingState& /*state*/, const Batch& /*batch*/,
+                StepContext& /*context*/) override {
+    ++calls;
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  int calls = 0;
+};
+
 TEST_F(TrainingLoopTest, ADivergedLossStopsTheRunNamingTheStepAndTheFlag) {
   FakeStrategy strategy;
-  strategy.next_loss = std::numeric_limits<float>::quiet_NaN();
+  NanLossCompute compute;
+  strategy.own_compute = &compute;
   try {
     run(strategy);
     FAIL() << "a NaN loss must end the run";
@@ -353,6 +366,7 @@ TEST_F(TrainingLoopTest, ADivergedLossStopsTheRunNamingTheStepAndTheFlag) {
     EXPECT_THAT(e.what(), HasSubstr("at global step 1"));
     EXPECT_THAT(e.what(), HasSubstr("--learning_rate"));
   }
+  EXPECT_EQ(compute.calls, 1);  // the strategy's compute ran, not the loop's
 }
 
 TEST_F(TrainingLoopTest, AResumedRunContinuesFromTheCheckpointsStep) {
