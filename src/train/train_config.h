@@ -186,6 +186,11 @@ int64_t total_global_steps(const TrainConfig& config, int64_t global_steps_per_e
 // scripts evaluate); 0: only at the end.
 int64_t eval_interval(const TrainConfig& config, int64_t global_steps_per_epoch);
 
+// The first multiple of `every` above `step`: when a cadence of `every` global steps next falls
+// due. Async ps workers see the global step jump by several at once, so cadences are crossings
+// of multiples rather than equalities.
+inline int64_t next_multiple(int64_t step, int64_t every) { return (step / every + 1) * every; }
+
 // The learning-rate schedule a run follows: its flags, with a decay_steps of 0 made one epoch of
 // global steps (exponential) or the run's total steps (cosine).
 LrSchedule lr_schedule_of(const TrainConfig& config, int64_t global_steps_per_epoch,

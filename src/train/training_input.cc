@@ -139,6 +139,16 @@ int64_t TrainingInput::train_examples() const {
   return stream_files_.empty() ? train_.size : stream_examples_;
 }
 
+void TrainingInput::check_labels(const Batch& batch, const Model& model) const {
+  const int32_t classes = model.num_classes();
+  for (int i = 0; i < batch.size; ++i) {
+    if (batch.labels[i] < 0 || batch.labels[i] >= classes) {
+      throw DataError(fmt::format("a training example has label {} ({}), but model {} takes {}",
+                                  batch.labels[i], describe(), model.name(), model.label_rule()));
+    }
+  }
+}
+
 void TrainingInput::check_fits(const Model& model) const {
   // Training and test data in memory may differ from each other (data handed over as arrays).
   const int64_t width = feature_count() != model.input_size() || test_.size == 0

@@ -60,6 +60,10 @@ class TrainingInput {
   // Throws DataError naming the data and the model when the data does not fit it: another number
   // of features, or a label the model does not take, named by its row where the data is in memory.
   void check_fits(const Model& model) const;
+  // Throws DataError naming the data and the model for a label of the batch the model does not
+  // take: streamed labels are first seen in their batch, and one beyond the model's outputs would
+  // index past its logits.
+  void check_labels(const Batch& batch, const Model& model) const;
 
  private:
   std::string in_memory() const;  // "N training, V validation and T test examples ..."
