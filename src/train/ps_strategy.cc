@@ -14,17 +14,9 @@
 #include "metrics/run_board.h"
 #include "tensor/ops.h"
 #include "train/nonfinite_guard.h"
-#include "train/ps_job_settings.h"
+#include "train/ps_worker_setup.h"
 
 namespace dtrain {
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-}  // namespace
 
 PsStrategy::PsStrategy(const TrainConfig& train, const PsClusterConfig& config,
                        const TrainingState& state, std::ostream& out)
@@ -56,47 +48,19 @@ StrategyTraits PsStrategy::traits(int batch_size) const {
 
 int64_t PsStrategy::start(TrainingState& state, const Restore& restore) {
   print_start_line(state);
-  PsClientOptions options;
-  options.ps = config_.cluster.cluster.tasks("ps");
-  options.secret = config_.secret;
-  options.connection.connect_timeout_ms = config_.peer_timeout_ms;
-  options.connection.liveness_timeout_ms = config_.liveness_timeout_ms;
-  options.connection.authenticate_frames = config_.cluster.authenticate_frames;
-  options.connection.tcp_congestion = config_.cluster.tcp_congestion;
-  options.connection.wait_report_interval_ms = config_.wait_report_interval_ms;
-  options.connection.stop = c_.stop;
-  options.worker = rank_;
-  // Said to every ps before the hello: a ps started with only the cluster flags takes the chief's.
-  options.settings = ps_job_settings(state.model().name(), state.model().param_specs(),
-                                     c_.precision, c_.optimizer, config_)
-                         .dump();
-  // The chief keeps the newest values it was sent: with them it re-seeds a ps that comes back
-  // without a checkpoint to restore, so that a killed ps does not end a run under default flags.
-  if (chief_) options.reseed_from = &state.params();
-  options.transport = config_.transport;
-  options.report = [this](const std::string& line) {
-    fmt::print(out_, "{}: {}\n", name(), line);
-    out_ << std::flush;
-  };
-  options.stall_warning_ms = config_.stall_warning_ms;
-  // The log, not out_: the lines come from the client's watchdog thread, while this one waits.
-  options.stall_report = [who = name()](const std::string& line) {
-    spdlog::warn("{}: {}", who, line);
-  };
-  if (config_.sync.sync_replicas) {
-    options.stall_why =
-        "a sync step is answered once it has its workers' gradients: the ps tasks name those "
-        "not yet in";
-  }
+  const PsClientOptions options =
+      ps_client_options(c_, config_, state, rank_, chief_, name(), out_);
   client_.emplace(state.params(), map_, options);
   fmt::print(out_, "{}: connected to {} ps task(s) as worker {}\n", name(), options.ps.size(),
              rank_);
-  print_payload_paths(options.ps.size());
+  fmt::print(out_, "worker={}: transport to {}\n", rank_,
+             payload_paths(*client_, options.ps.size()));
+  out_ << std::flush;
   bool restored = false;
   if (chief_) {
     restored = initialize_or_restore(state, restore);
   } else {
-    wait_for_chief();
+    wait_for_chief(*client_, c_, config_, name(), out_);
   }
   client_->pull(state.params());
   // A restored chief keeps the checkpoint's moving average; otherwise it starts from the values
@@ -221,29 +185,6 @@ Closing PsStrategy::closing(const RunFigures& f) const {
 
 std::string PsStrategy::name() const { return fmt::format("worker{}", rank_); }
 
-void PsStrategy::print_payload_paths(size_t ps_tasks) {
-  std::string paths;
-  bool memory = false;
-  for (size_t p = 0; p < ps_tasks; ++p) {
-    const bool by_reference = client_->payloads_by_reference(static_cast<int>(p));
-    const std::string why_not = client_->why_by_value(static_cast<int>(p));
-    memory = memory || by_reference;
-    const std::string tcp_congestion =
-        fmt::format("congestion control {}", client_->congestion_control(static_cast<int>(p)));
-    paths += fmt::format("{}ps{}: {}", p == 0 ? "" : "; ", p,
-                         by_reference      ? "shm"
-                         : why_not.empty() ? fmt::format("tcp ({})", tcp_congestion)
-                                           : fmt::format("tcp ({}; {})", why_not, tcp_congestion));
-  }
-  if (memory) {
-    paths +=
-        " (shm: the ps copies the gradients out of this worker's memory and the values "
-        "into it)";
-  }
-  fmt::print(out_, "worker={}: transport to {}\n", rank_, paths);
-  out_ << std::flush;
-}
-
 void PsStrategy::print_start_line(const TrainingState& state) {
   fmt::print(out_, "{}: {} training of {} ({} parameters), batch {} on slice {} of {}{}\n", name(),
              sync_.sync_replicas ? "sync" : "async", state.model().name(),
@@ -265,28 +206,6 @@ bool PsStrategy::initialize_or_restore(TrainingState& state, const Restore& rest
                       step.value_or(0));
   out_ << std::flush;
   return step.has_value();
-}
-
-void PsStrategy::wait_for_chief() {
-  const auto start = Clock::now();
-  const int slice_ms = std::min(5000, config_.wait_report_interval_ms);  // how often it says so
-  while (!client_->wait_ready(slice_ms)) {
-    const double waited = seconds(Clock::now() - start);
-    if (c_.stop != nullptr && c_.stop->requested()) {
-      throw StopRequested(fmt::format("stopped by {} while waiting for the chief to initialise "
-                                      "the ps tasks",
-                                      signal_name(c_.stop->signal())),
-                          c_.stop->signal());
-    }
-    if (waited * 1000 >= config_.peer_timeout_ms) {
-      throw Error(fmt::format("{}: the chief did not initialise the ps tasks within {} s", name(),
-                              config_.peer_timeout_ms / 1000));
-    }
-    fmt::print(out_,
-               "{}: waiting for the chief to initialise the ps tasks ({:.0f} s; {:.0f} s left)\n",
-               name(), waited, config_.peer_timeout_ms / 1000.0 - waited);
-    out_ << std::flush;
-  }
 }
 
 void PsStrategy::push_pull_if_finite(TrainingState& state, const StepContext& context) {

@@ -81,16 +81,10 @@ class PsStrategy final : public Strategy {
   std::string name() const;
   std::string describe() const;
 
-  // Which way gradients and values travel to each ps: the honest answer to "is this run using
-  // memory or TCP?"
-  void print_payload_paths(size_t ps_tasks);
-
   void print_start_line(const TrainingState& state);
 
   // Returns whether the state came from a checkpoint.
   bool initialize_or_restore(TrainingState& state, const Restore& restore);
-
-  void wait_for_chief();
 
   // A gradient with a NaN or an infinity is held back whole: the ps tasks would reject only the
   // shards that hold one and apply the rest, a partial update (and, in sync mode, a worker that
