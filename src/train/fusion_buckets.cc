@@ -2,6 +2,7 @@
 #include "train/fusion_buckets.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace dtrain {
 
@@ -24,6 +25,31 @@ std::vector<ArenaSlice> fusion_buckets(const ParamSet& layout, size_t fusion_byt
   }
   if (arena > open) buckets.push_back({open, arena - open});
   return buckets;
+}
+
+GradientBuckets::GradientBuckets(GradSet& grads, size_t fusion_bytes) {
+  for (const ArenaSlice& slice : fusion_buckets(grads, fusion_bytes))
+    buckets_.push_back(grads.flat().subspan(slice.begin, slice.size));
+}
+
+size_t GradientBuckets::largest_bytes() const {
+  size_t largest = 0;
+  for (const std::span<float> bucket : buckets_) largest = std::max(largest, bucket.size_bytes());
+  return largest;
+}
+
+void GradientBuckets::average(Communicator& communicator) {
+  using Clock = std::chrono::steady_clock;
+  auto began = Clock::now();
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    communicator.allreduce(buckets_[i], ReduceOp::kAverage, static_cast<int>(i));
+    if (observer_) {
+      const auto now = Clock::now();
+      observer_(static_cast<int>(i), buckets_[i].size_bytes(),
+                std::chrono::duration<double>(now - began).count());
+      began = now;
+    }
+  }
 }
 
 }  // namespace dtrain

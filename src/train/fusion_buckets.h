@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <span>
 #include <vector>
 
+#include "collective/communicator.h"
 #include "nn/param_set.h"
 
 namespace dtrain {
@@ -22,5 +25,26 @@ struct ArenaSlice {
 // piece then shared with what follows. The padding after a tensor goes with it. fusion_bytes 0:
 // one bucket, the whole arena. A pure function of its arguments, so every worker cuts the same.
 std::vector<ArenaSlice> fusion_buckets(const ParamSet& layout, size_t fusion_bytes);
+
+// A step's gradients as the exchange sees them: the fusion buckets of the gradient arena, views
+// of it, each averaged in turn in place. The steady state allocates nothing.
+class GradientBuckets {
+ public:
+  // REQUIRES: grads outlives this and keeps its arena.
+  GradientBuckets(GradSet& grads, size_t fusion_bytes);
+
+  size_t count() const { return buckets_.size(); }
+  size_t largest_bytes() const;
+  // Each bucket's average is timed and given to `observer` with its number and bytes.
+  void observe(std::function<void(int bucket, size_t bytes, double seconds)> observer) {
+    observer_ = std::move(observer);
+  }
+  // Every bucket averaged over the communicator's ranks, in order. Throws CollectiveError.
+  void average(Communicator& communicator);
+
+ private:
+  std::vector<std::span<float>> buckets_;
+  std::function<void(int, size_t, double)> observer_;
+};
 
 }  // namespace dtrain
