@@ -181,7 +181,7 @@ void run_worker(SizeRun& run, int worker, WorkerTimes& result) {
     std::ranges::fill(grads.values(0), 1.0f);
     const std::unique_ptr<PsClient> client = ready_client(run, worker, params);
     for (int p = 0; p < run.map.num_ps(); ++p)
-      result.memory_paths += client->payloads_by_reference(p);
+      result.memory_paths += client->link_traits(p).in_memory;
     meet();
     const double fastest = warm_up(*client, grads, params, run.config.warmup_seconds);
     meet();

@@ -5,7 +5,6 @@
 // with the same message.
 #include "cluster/rendezvous.h"
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -143,26 +142,6 @@ class Registry {
   std::string error_;
 };
 
-std::string numeric_host(const sockaddr_storage& address) {
-  char text[INET6_ADDRSTRLEN] = {};
-  const void* raw =
-      address.ss_family == AF_INET
-          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&address)->sin_addr)
-          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&address)->sin6_addr);
-  return inet_ntop(address.ss_family, raw, text, sizeof text) ? text : "";
-}
-
-// The address of this end of a connected socket: the interface through which rank 0 is reached,
-// and so one the other ranks can reach too.
-std::string local_host(int fd) {
-  sockaddr_storage address{};
-  socklen_t length = sizeof address;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    throw TransportError(fmt::format("rendezvous: getsockname: {}", std::strerror(errno)));
-  }
-  return numeric_host(address);
-}
-
 void answer(Connection& connection, const Registry& registry, uint16_t coordinator_port) {
   const std::string error = registry.error();
   json reply;
@@ -253,7 +232,7 @@ std::vector<HostPort> join_rendezvous(const RendezvousOptions& o, uint16_t* coor
   options.type_carries_tensors = carries_no_tensors;
   const std::unique_ptr<Connection> connection =
       connect(o.address.host, o.address.port, o.secret, options);
-  const std::string host = local_host(connection->stream().native_handle());
+  const std::string host = connection->local_host();
   const HostPort own{host, free_port_on(host)};
   const json registration = {
       {"rank", o.rank}, {"world_size", o.world_size}, {"address", own.to_string()}};

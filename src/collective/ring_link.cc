@@ -28,12 +28,12 @@ void RingLink::send_abort(Connection& to, std::string_view message, int timeout_
       }
       if (to.bytes_moved() != before) continue;
       if (SteadyClock::now() > deadline) return;
-      TcpStream::wait_either(nullptr, &to.stream(), 100);
+      wait_for(to.waitable(false, true), 100);
     }
     to.start_send(proto::kRingAbort, 0, meta.bytes(), {});
     while (!to.continue_send()) {
       if (SteadyClock::now() > deadline) return;
-      TcpStream::wait_either(nullptr, &to.stream(), 100);
+      wait_for(to.waitable(false, true), 100);
     }
   } catch (const TransportError& error) {
     // That neighbour is gone as well; the rank beyond it hears of the failure from its own side.
@@ -60,7 +60,7 @@ void RingLink::drain(Connection& from, int timeout_ms) {
       }
       if (from.bytes_moved() != before) continue;
       if (SteadyClock::now() > deadline) return;
-      TcpStream::wait_either(&from.stream(), nullptr, 100);
+      wait_for(from.waitable(true, false), 100);
     }
   } catch (const TransportError&) {
     // That neighbour has gone too (or sent junk): nothing is waiting on us there any more.

@@ -63,8 +63,7 @@ uint16_t TcpRing::port() const { return formation_.port(); }
 std::string TcpRing::describe_link(Side side) const {
   return reads_memory(side)
              ? "shm (copied out of the sender's memory, announced through a shared mailbox)"
-             : fmt::format("tcp (congestion control {})",
-                           tcp_congestion_of(connection(side).stream().native_handle()));
+             : fmt::format("tcp (congestion control {})", connection(side).congestion_control());
 }
 
 int TcpRing::left_rank() const { return (rank() + size() - 1) % size(); }
@@ -370,7 +369,7 @@ void TcpRing::wait_for_io(const Side* reading, SteadyClock::time_point until) {
   const auto left_ms =
       std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now()).count();
   const int timeout_ms = static_cast<int>(std::clamp<int64_t>(left_ms, 1, 1000));
-  TcpStream::Wait waits[3];
+  Waitable waits[3];
   size_t count = 0;
   for (const Side side : {Side::kLeft, Side::kRight}) {
     // A link holding a chunk for a later step stays readable until that step: watching it would
@@ -378,11 +377,11 @@ void TcpRing::wait_for_io(const Side* reading, SteadyClock::time_point until) {
     const bool read = link(side).closed.empty() &&
                       ((reading != nullptr && *reading == side) || !link(side).header_in);
     const bool write = !link(side).idle();
-    if (read || write) waits[count++] = {&connection(side).stream(), read, write};
+    if (read || write) waits[count++] = connection(side).waitable(read, write);
   }
   if (options_.interrupt != nullptr)
-    waits[count++] = {.read = true, .fd = options_.interrupt->fd()};
-  TcpStream::wait_any(std::span(waits, count), timeout_ms);
+    waits[count++] = {.fd = options_.interrupt->fd(), .read = true};
+  wait_any(std::span(waits, count), timeout_ms);
   // Frames from a neighbour we are not reading from are keepalives or an abort, or a chunk
   // arriving early; read their openings now so that an abort is acted on at once. The one we read
   // from is read by progress(), where what it brings counts against the timeouts.

@@ -71,7 +71,7 @@ class TcpRing final : public RingLinks {
   // Whether chunks to and from the neighbour on `side` are copied out of the sender's memory
   // rather than sent over the socket, announced through a page the two share (a by-reference
   // link always has one). REQUIRES: connected.
-  bool reads_memory(Side side) const { return connection(side).payloads_by_reference(); }
+  bool reads_memory(Side side) const { return connection(side).link_traits().in_memory; }
   bool shares_mailbox(Side side) const { return reads_memory(side); }
 
  private:

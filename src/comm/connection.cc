@@ -14,6 +14,8 @@
 #include "comm/auth.h"
 #include "comm/frame.h"
 #include "comm/handshake.h"
+#include "comm/local_address.h"
+#include "comm/tcp_congestion.h"
 #include "comm/transport_counters.h"
 
 namespace dtrain {
@@ -158,9 +160,22 @@ void Connection::settle() {
   guarded([&] { link_->settle(*this); });
 }
 
+std::string Connection::describe_link() const {
+  if (link_) return "shm";
+  if (why_by_value_.empty())
+    return fmt::format("tcp (congestion control {})", congestion_control());
+  return fmt::format("tcp ({}; congestion control {})", why_by_value_, congestion_control());
+}
+
+std::string Connection::congestion_control() const {
+  return tcp_congestion_of(stream_->native_handle());
+}
+
+std::string Connection::local_host() const { return local_address_of(stream_->native_handle()); }
+
 bool Connection::input_waiting() {
   if (link_ && link_->input_waiting()) return true;
-  return TcpStream::wait_either(stream_.get(), nullptr, /*timeout_ms=*/0);
+  return wait_for(stream_->waitable(true, false), /*timeout_ms=*/0);
 }
 
 void Connection::start_send(uint16_t type, uint64_t request_id, std::span<const std::byte> meta,

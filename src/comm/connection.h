@@ -26,9 +26,11 @@
 #include "comm/frame_mac.h"
 #include "comm/frame_reader.h"
 #include "comm/frame_writer.h"
+#include "comm/link.h"
 #include "comm/memory_link.h"
 #include "comm/peer_memory.h"
 #include "comm/tcp_stream.h"
+#include "comm/waitable.h"
 
 namespace dtrain {
 
@@ -117,8 +119,9 @@ class Connection {
 
   // ---- Non-blocking frames, for one thread that drives several connections at once
   // (collective/tcp_ring.h). Each call makes the progress the socket allows now and never waits;
-  // TcpStream::wait_either is how the caller waits for more. The same format, limits and checks
-  // as the blocking calls, which must not be mixed with these in the middle of a frame.
+  // waiting on waitable() (comm/waitable.h) is how the caller waits for more. The same format,
+  // limits and checks as the blocking calls, which must not be mixed with these in the middle of a
+  // frame.
 
   // Begins sending a frame as send() would; meta and tensors are referenced, not copied, and must
   // stay valid until continue_send() returns true, and the tensors, by reference, unchanged until
@@ -141,19 +144,31 @@ class Connection {
   // Bytes moved so far, both directions (by reference, the tensors copied and the records passed):
   // how a caller tells whether a call made progress.
   uint64_t bytes_moved() const { return bytes_moved_ + reader_.bytes_read(); }
-  const TcpStream& stream() const { return *stream_; }
+  // What a thread waits on (comm/waitable.h) for this connection to be readable or writable.
+  Waitable waitable(bool read, bool write) const { return stream_->waitable(read, write); }
 
   // ---- The link the link step chose. By reference, the receiver copies tensors out of this
   // process's memory, and frames with tensors pass through a mailbox page the two share.
-  bool payloads_by_reference() const { return link_ != nullptr; }
+  LinkTraits link_traits() const { return {.in_memory = link_ != nullptr}; }
+  // Which way payloads go, for a start-up line: "shm", "tcp (congestion control cubic)", or with
+  // why a client that asked for memory has TCP: "tcp (ps0 was started with --transport tcp;
+  // congestion control cubic)".
+  std::string describe_link() const;
+  // The congestion control this connection's socket runs (comm/tcp_congestion.h).
+  std::string congestion_control() const;
   // Why a client that asked for payloads by reference has them by value ("ps0 was started with
   // --transport tcp"); empty otherwise.
   const std::string& why_by_value() const { return why_by_value_; }
+  // This end's numeric address: the interface through which the peer is reached
+  // (comm/local_address.h).
+  std::string local_host() const;
+  // The socket under the connection, for tests that ask the kernel about it themselves.
+  int socket_fd() const { return stream_->native_handle(); }
   // Non-blocking: every frame's tensors sent so far are the caller's again (by value always; by
   // reference once the peer has acknowledged copying them), and how many the peer acknowledged.
   bool sends_settled() { return link_ == nullptr || link_->sends_settled(); }
   uint64_t payloads_acknowledged() const { return link_ ? link_->acknowledged() : 0; }
-  // Around a wait on stream() (TcpStream::wait_any) by the thread that drives the non-blocking
+  // Around a wait on waitable() (comm/waitable.h) by the thread that drives the non-blocking
   // calls: by reference, tells the peer in the mailbox to wake this side with a frame when it
   // posts, and returns false if something came meanwhile (then do not sleep).
   bool begin_wait() { return link_ == nullptr || link_->begin_wait(); }

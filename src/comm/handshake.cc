@@ -277,8 +277,7 @@ void Connection::handshake_as_server(std::string_view secret, const Admission& a
           writer_.busy() ? fmt::format("timed out sending to {}", peer())
                          : fmt::format("timed out waiting for data from {}", peer()))));
     }
-    const TcpStream::Wait wait{stream_.get(), !writer_.busy(), writer_.busy()};
-    TcpStream::wait_any(std::span(&wait, 1), static_cast<int>(left.count()));
+    wait_for(waitable(!writer_.busy(), writer_.busy()), static_cast<int>(left.count()));
   }
 }
 

@@ -90,7 +90,7 @@ class LinkStep {
   std::unique_ptr<MemoryLink> link(int32_t pid, std::unique_ptr<SharedMailbox> mailbox) const {
     return std::make_unique<MemoryLink>(pid, std::move(mailbox), c_.peer());
   }
-  bool peer_shares_host() const { return dtrain::peer_shares_host(c_.stream()); }
+  bool peer_shares_host() const { return dtrain::peer_shares_host(*c_.stream_); }
 
  private:
   Connection& c_;

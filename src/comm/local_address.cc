@@ -44,4 +44,16 @@ std::string local_address_toward(const std::string& host) {
   throw TransportError(fmt::format("{}: no route from this host: {}", host, why));
 }
 
+std::string local_address_of(int fd) {
+  sockaddr_storage local{};
+  socklen_t length = sizeof local;
+  char text[NI_MAXHOST] = {};
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0 ||
+      ::getnameinfo(reinterpret_cast<sockaddr*>(&local), length, text, sizeof text, nullptr, 0,
+                    NI_NUMERICHOST) != 0) {
+    throw TransportError(fmt::format("the local address of a socket: {}", std::strerror(errno)));
+  }
+  return text;
+}
+
 }  // namespace dtrain

@@ -12,4 +12,9 @@ namespace dtrain {
 // nothing. Throws TransportError naming `host` when it does not resolve or no route leads there.
 std::string local_address_toward(const std::string& host);
 
+// The numeric address of this end of the connected socket `fd`: the interface through which its
+// peer is reached, and so one that peer's other peers on that network can reach too. Throws
+// TransportError.
+std::string local_address_of(int fd);
+
 }  // namespace dtrain

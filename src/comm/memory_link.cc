@@ -258,8 +258,7 @@ void MemoryLink::wait(Connection& c, std::chrono::steady_clock::time_point began
     throw PeerProcessGone(fmt::format("{} closed the connection", c.peer()));
   }
   if (begin_wait(reasons)) {
-    const TcpStream::Wait socket{c.stream_.get(), true, false};
-    TcpStream::wait_any(std::span(&socket, 1), kSliceMs);
+    wait_for(c.waitable(true, false), kSliceMs);
   }
   end_wait(reasons);
 }

@@ -251,8 +251,8 @@ void Server::handshake_loop(std::stop_token stop) {
         // Only this thread changes a connection still authenticating, or marks its peer done, so
         // the peer and its connection stay valid after the lock is released.
         const Connection& c = *peer.connection;
-        fds.push_back(pollfd{c.stream().native_handle(),
-                             static_cast<short>(c.handshake_wants_write() ? POLLOUT : POLLIN), 0});
+        const Waitable wait = c.waitable(!c.handshake_wants_write(), c.handshake_wants_write());
+        fds.push_back(pollfd{wait.fd, static_cast<short>(wait.write ? POLLOUT : POLLIN), 0});
         waiting.push_back(&peer);
         wake_at = std::min(wake_at, peer.handshake_until);
       }

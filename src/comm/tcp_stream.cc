@@ -237,31 +237,6 @@ size_t TcpStream::write_available(std::span<const std::span<const std::byte>> pi
   }
 }
 
-bool TcpStream::wait_either(const TcpStream* reader, const TcpStream* writer, int timeout_ms) {
-  std::array<Wait, 2> waits;
-  size_t count = 0;
-  if (reader) waits[count++] = {reader, true, false};
-  if (writer) waits[count++] = {writer, false, true};
-  return wait_any(std::span(waits.data(), count), timeout_ms);
-}
-
-bool TcpStream::wait_any(std::span<const Wait> waits, int timeout_ms) {
-  std::array<pollfd, 4> entries;
-  if (waits.size() > entries.size())
-    throw std::logic_error("TcpStream::wait_any: too many streams");
-  for (size_t i = 0; i < waits.size(); ++i) {
-    const short events =
-        static_cast<short>((waits[i].read ? POLLIN : 0) | (waits[i].write ? POLLOUT : 0));
-    entries[i] = {waits[i].stream != nullptr ? waits[i].stream->fd_ : waits[i].fd, events, 0};
-  }
-  const int ready = ::poll(entries.data(), waits.size(), timeout_ms);
-  if (ready < 0 && errno != EINTR) {
-    throw TransportError(fmt::format("poll failed: {}", std::generic_category().message(errno)));
-  }
-  // EINTR counts as a wake-up: the caller tries again and waits anew.
-  return ready != 0;
-}
-
 void TcpStream::shutdown() { ::shutdown(fd_, SHUT_RDWR); }
 
 void TcpStream::wait_ready(Direction direction, SteadyClock::time_point stall_until,

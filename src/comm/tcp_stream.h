@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "comm/waitable.h"
+
 namespace dtrain {
 
 using SteadyClock = std::chrono::steady_clock;
@@ -77,20 +79,10 @@ class TcpStream {
   // Writes what the socket takes now of the pieces, starting `skip` bytes into the first; returns
   // the bytes written, 0 if the socket is full. Throws TransportError.
   size_t write_available(std::span<const std::span<const std::byte>> pieces, size_t skip);
-  // Waits until `reader` has bytes (or an error) to read or `writer` has room, or until timeout_ms
-  // has passed (then returns false). Either may be null.
-  static bool wait_either(const TcpStream* reader, const TcpStream* writer, int timeout_ms);
-  // What wait_any watches on one stream.
-  struct Wait {
-    const TcpStream* stream = nullptr;
-    bool read = false;   // bytes (or an error) to read
-    bool write = false;  // room to write
-    int fd = -1;         // without a stream: another descriptor to watch (an eventfd)
-  };
-  // Waits until any of `waits` is ready, or until timeout_ms has passed (then returns false).
-  static bool wait_any(std::span<const Wait> waits, int timeout_ms);
   // The socket, for a poller of comm/'s own that also watches other descriptors (comm/server.h).
   int native_handle() const { return fd_; }
+  // What a wait (comm/waitable.h) on this socket watches.
+  Waitable waitable(bool read, bool write) const { return {fd_, read, write}; }
 
   // Shuts both directions down: blocked and later reads and writes return at once (end of stream
   // or an error). The descriptor stays open until the destructor, so a thread still inside a call

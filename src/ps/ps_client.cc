@@ -123,17 +123,12 @@ int64_t PsClient::say_hello(Lane& lane) {
   return step;
 }
 
-bool PsClient::payloads_by_reference(int ps) const {
-  return lanes_.at(static_cast<size_t>(ps))->connection->payloads_by_reference();
+LinkTraits PsClient::link_traits(int ps) const {
+  return lanes_.at(static_cast<size_t>(ps))->connection->link_traits();
 }
 
-std::string PsClient::congestion_control(int ps) const {
-  return tcp_congestion_of(
-      lanes_.at(static_cast<size_t>(ps))->connection->stream().native_handle());
-}
-
-std::string PsClient::why_by_value(int ps) const {
-  return lanes_.at(static_cast<size_t>(ps))->connection->why_by_value();
+std::string PsClient::describe_link(int ps) const {
+  return lanes_.at(static_cast<size_t>(ps))->connection->describe_link();
 }
 
 void PsClient::report(const std::string& line) const {
@@ -175,7 +170,7 @@ void PsClient::round(Send&& send, Receive&& receive, bool by_caller) {
     };
     std::vector<std::string> why(pending.size());
     if (by_caller && std::all_of(pending.begin(), pending.end(), [](const Lane* l) {
-          return l->connection->payloads_by_reference();
+          return l->connection->link_traits().in_memory;
         })) {
       // Every frame is small, so sending never waits for a reply being read: this thread sends
       // every lane's requests, then reads each lane's replies in turn, where handing them to two

@@ -93,13 +93,11 @@ class PsClient {
   // A job that counts its workers: how many changes of them ps0 had seen at its last reply (the
   // newest comes with counters()).
   uint32_t worker_changes() const { return worker_changes_; }
-  // Whether payloads to and from ps `ps` travel by reference (comm/link_setup.h), as of the last
-  // (re)connection. REQUIRES: 0 <= ps < the number of ps tasks.
-  bool payloads_by_reference(int ps) const;
-  // Why not, where this client asked for it (Connection::why_by_value); empty otherwise.
-  std::string why_by_value(int ps) const;
-  // The TCP congestion control of the connection to ps `ps` (comm/tcp_congestion.h).
-  std::string congestion_control(int ps) const;
+  // What the link to ps `ps` does (comm/link.h), as of the last (re)connection, and which way its
+  // payloads go, for a start-up line (Connection::describe_link). REQUIRES: 0 <= ps < the number
+  // of ps tasks.
+  LinkTraits link_traits(int ps) const;
+  std::string describe_link(int ps) const;
 
  private:
   using Lane = PsLane;

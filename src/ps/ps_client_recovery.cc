@@ -28,14 +28,14 @@ void PsClient::reconnect(Lane& lane, const std::string& why,
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   int64_t step = 0;
-  const bool memory_before = lane.connection->payloads_by_reference();
+  const bool memory_before = lane.connection->link_traits().in_memory;
   const uint64_t instance_before = lane.instance;
   PeerWait wait = ps_wait(options_, lane.ps, deadline, "reconnect to");
   retry_connection(wait, [&] {
     lane.connection = connect_to_ps(options_, lane.ps, wait);
     step = say_hello(lane);
   });
-  if (const bool memory = lane.connection->payloads_by_reference(); memory != memory_before) {
+  if (const bool memory = lane.connection->link_traits().in_memory; memory != memory_before) {
     report(memory ? fmt::format("payloads to ps{} now go through memory", lane.ps)
                   : fmt::format("payloads to ps{} now go over TCP: {}", lane.ps,
                                 lane.connection->why_by_value()));

@@ -442,7 +442,7 @@ void PsService::apply_push(Connection& connection, uint64_t request_id, const pr
   // copies these values into the worker, and one worker's round keeps two cores busy. With
   // nothing waiting, handing them over would only add a wake-up.
   const bool overlap =
-      m.want_values && connection.payloads_by_reference() && connection.input_waiting();
+      m.want_values && connection.link_traits().in_memory && connection.input_waiting();
   // (The link is chosen in the connection's first receive, so the replier starts here.)
   if (overlap) start_replier(connection, scratch);
   if (scratch.replier != nullptr && (reply.wait || overlap || !scratch.replier->idle())) {

@@ -150,7 +150,7 @@ void send_shard_values(const ShardStore& store, Connection& connection, uint16_t
     const std::span<const float> tensors[] = {values};
     connection.send(type, request_id, meta.bytes(), tensors);
   };
-  if (connection.payloads_by_reference()) {
+  if (connection.link_traits().in_memory) {
     store.read_to(shard, send);
     return;
   }

@@ -53,15 +53,9 @@ std::string payload_paths(const PsClient& client, size_t ps_tasks) {
   std::string paths;
   bool memory = false;
   for (size_t p = 0; p < ps_tasks; ++p) {
-    const bool by_reference = client.payloads_by_reference(static_cast<int>(p));
-    const std::string why_not = client.why_by_value(static_cast<int>(p));
-    memory = memory || by_reference;
-    const std::string tcp_congestion =
-        fmt::format("congestion control {}", client.congestion_control(static_cast<int>(p)));
-    paths += fmt::format("{}ps{}: {}", p == 0 ? "" : "; ", p,
-                         by_reference      ? "shm"
-                         : why_not.empty() ? fmt::format("tcp ({})", tcp_congestion)
-                                           : fmt::format("tcp ({}; {})", why_not, tcp_congestion));
+    memory = memory || client.link_traits(static_cast<int>(p)).in_memory;
+    paths +=
+        fmt::format("{}ps{}: {}", p == 0 ? "" : "; ", p, client.describe_link(static_cast<int>(p)));
   }
   if (memory) {
     paths +=

@@ -157,7 +157,7 @@ TEST(Link, ByReferenceMovesFramesWithTensorsBitForBitBothWaysBetweenTwoProcesses
   EchoChild child(Transport::kShm);
   const std::unique_ptr<Connection> connection =
       connect("127.0.0.1", child.port(), kLoopbackSecret, client_options(Transport::kShm));
-  ASSERT_TRUE(connection->payloads_by_reference());
+  ASSERT_TRUE(connection->link_traits().in_memory);
   // A record (one tensor, small meta), a frame with a long meta and two tensors over the socket,
   // a frame without tensors, and a record again: each comes back in its turn, bit for bit, copied
   // out of the other process's memory each way.
@@ -195,7 +195,7 @@ TEST(Link, ATensorOfferedALandingIsWrittenThereByThePeerBeforeItsFrameArrives) {
   EchoChild child(Transport::kShm);
   const std::unique_ptr<Connection> connection =
       connect("127.0.0.1", child.port(), kLoopbackSecret, client_options(Transport::kShm));
-  ASSERT_TRUE(connection->payloads_by_reference());
+  ASSERT_TRUE(connection->link_traits().in_memory);
   const std::vector<float> a = bit_patterns(1000, 5);
   const std::vector<float> other = bit_patterns(500, 6);
   const std::vector<std::byte> meta(16, std::byte{3});
@@ -235,7 +235,7 @@ TEST(Link, APeerGoneBeforeItsTensorsAreCopiedEndsTheConnectionAsIfItHadClosedIt)
   EchoChild child(Transport::kShm);
   const std::unique_ptr<Connection> connection =
       connect("127.0.0.1", child.port(), kLoopbackSecret, client_options(Transport::kShm));
-  ASSERT_TRUE(connection->payloads_by_reference());
+  ASSERT_TRUE(connection->link_traits().in_memory);
   const std::vector<float> a = bit_patterns(1000, 7);
   const std::span<const float> out_a[] = {a};
   connection->send(kFrameType, 1, {}, out_a);
@@ -315,7 +315,7 @@ TEST(Link, FramesOverTheSocketAndRecordsThroughTheMailboxArriveInTheOrderSent) {
   });
   const auto client =
       connect("127.0.0.1", server.port(), kLoopbackSecret, client_options(Transport::kAuto));
-  ASSERT_TRUE(client->payloads_by_reference());
+  ASSERT_TRUE(client->link_traits().in_memory);
   client->send(kFrameType, 0, {}, {});
   const std::vector<float> values = {1, 2, 3, 4};
   const std::span<const float> tensors[] = {values};
@@ -345,7 +345,7 @@ TEST(Link, AReferenceOutsideTheSendersMemoryIsAFrameErrorNamingIt) {
   ASSERT_EQ(munmap(static_cast<char*>(mapped) + page, page), 0);
   for (const size_t floats : {size_t{16}, static_cast<size_t>(page) / sizeof(float) + 16}) {
     InProcessLink link;
-    ASSERT_TRUE(link.client().payloads_by_reference());
+    ASSERT_TRUE(link.client().link_traits().in_memory);
     const float* start = floats == 16 ? static_cast<const float*>(nullptr) + 1024  // unmapped
                                       : static_cast<const float*>(mapped);
     const std::span<const float> forged[] = {std::span(start, floats)};
@@ -361,7 +361,7 @@ TEST(Link, AReferenceOutsideTheSendersMemoryIsAFrameErrorNamingIt) {
 
 TEST(Link, AMailboxWhoseCountersMakeNoSenseIsAFrameErrorNamingThePeer) {
   InProcessLink link;
-  ASSERT_TRUE(link.client().payloads_by_reference());
+  ASSERT_TRUE(link.client().link_traits().in_memory);
   // The client created the one mailbox; every line but the first (the magic) becomes ones, as a
   // peer could write them in its own mapping.
   ASSERT_EQ(testing::scribble_over_mailboxes(), 1);

@@ -59,13 +59,13 @@ std::pair<std::string, std::string> connect_with(const std::string& server_choic
   ServerOptions options = testing::loopback_options();
   options.connection.tcp_congestion = server_choice;
   Server server(options, [&accepted](Connection& connection) {
-    accepted.set_value(algorithm_of(connection.stream().native_handle()));
+    accepted.set_value(algorithm_of(connection.socket_fd()));
     connection.receive();  // until the client closes
   });
   ConnectionOptions client = testing::client_options();
   client.tcp_congestion = client_choice;
   auto connection = connect("127.0.0.1", server.port(), testing::kLoopbackSecret, client);
-  const std::string mine = algorithm_of(connection->stream().native_handle());
+  const std::string mine = algorithm_of(connection->socket_fd());
   EXPECT_EQ(accepted_algorithm.wait_for(testing::kPatience), std::future_status::ready);
   return {mine, accepted_algorithm.get()};
 }

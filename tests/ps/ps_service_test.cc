@@ -39,8 +39,11 @@ namespace dtrain {
 namespace {
 
 using ::testing::AllOf;
+using ::testing::AnyOf;
+using ::testing::Eq;
 using ::testing::HasSubstr;
 using testing::kLoopbackSecret;
+using ::testing::StartsWith;
 using ::testing::ThrowsMessage;
 
 // Two variables big enough to be split over two ps tasks and cut into several shards each.
@@ -107,8 +110,10 @@ class PsServiceTransportTest : public ::testing::TestWithParam<Transport> {
   // Asserts that the client's payloads go the way the parameter says to every ps.
   void expect_paths(const PsClient& client, const Cluster& cluster) {
     for (int p = 0; p < static_cast<int>(cluster.services.size()); ++p) {
-      EXPECT_EQ(client.payloads_by_reference(p), GetParam() != Transport::kTcp) << "ps" << p;
-      EXPECT_EQ(client.why_by_value(p), "") << "ps" << p;
+      EXPECT_EQ(client.link_traits(p).in_memory, GetParam() != Transport::kTcp) << "ps" << p;
+      // No reason why not: memory where asked for, TCP where not.
+      EXPECT_THAT(client.describe_link(p), AnyOf(Eq("shm"), StartsWith("tcp (congestion control ")))
+          << "ps" << p;
     }
   }
 };
@@ -375,8 +380,7 @@ class HandSpokenPeer {
   bool read_by_ps() const {
     sockaddr_in local{};
     socklen_t length = sizeof local;
-    getsockname(connection_->stream().native_handle(), reinterpret_cast<sockaddr*>(&local),
-                &length);
+    getsockname(connection_->socket_fd(), reinterpret_cast<sockaddr*>(&local), &length);
     // The ps's end: local address 127.0.0.1:ps port, remote address ours.
     const std::string ends =
         fmt::format("0100007F:{:04X} 0100007F:{:04X}", ps_port_, ntohs(local.sin_port));
@@ -594,8 +598,9 @@ TEST(PsService, ShmAgainstTcpIsRefusedNamingTheFlagAndAutoFallsBackToTcp) {
                                          HasSubstr("--transport tcp"), HasSubstr("worker0"))));
     options.transport = Transport::kAuto;
     PsClient client(params, cluster.map, options);
-    EXPECT_FALSE(client.payloads_by_reference(0));
-    EXPECT_EQ(client.why_by_value(0), "ps0 was started with --transport tcp");
+    EXPECT_FALSE(client.link_traits(0).in_memory);
+    EXPECT_THAT(client.describe_link(0),
+                StartsWith("tcp (ps0 was started with --transport tcp; congestion control "));
     client.initialize(params, {}, 0);
     client.pull(params);
   }
@@ -608,7 +613,7 @@ TEST(PsService, ShmAgainstTcpIsRefusedNamingTheFlagAndAutoFallsBackToTcp) {
                                            HasSubstr("--transport tcp"))));
     options.transport = Transport::kAuto;
     PsClient client(params, cluster.map, options);
-    EXPECT_TRUE(client.payloads_by_reference(0));
+    EXPECT_TRUE(client.link_traits(0).in_memory);
   }
 }
 
