@@ -115,10 +115,7 @@ void check_elastic_ranks(const RunPlan& plan, const LaunchEnv& env, int ps) {
           "--max_workers: a sync job's workers are the ranks that are not ps tasks; only an "
           "all-reduce job takes more");
     }
-    if (f.min_workers < 1 || f.min_workers > env.world_size - ps) {
-      throw UsageError(fmt::format("--min_workers {}: must be between 1 and the {} workers",
-                                   f.min_workers, env.world_size - ps));
-    }
+    check_flag(plan, "--min_workers", env.world_size - ps);
     return;
   }
   if (ps > 0 || plan.strategy != StrategyKind::kAllreduce) {
@@ -127,10 +124,7 @@ void check_elastic_ranks(const RunPlan& plan, const LaunchEnv& env, int ps) {
         "sync ones; give --strategy allreduce, or --strategy sync with --ps",
         f.min_workers));
   }
-  if (f.min_workers < 1 || f.min_workers > env.world_size) {
-    throw UsageError(fmt::format("--min_workers {}: must be between 1 and the {} ranks {} starts",
-                                 f.min_workers, env.world_size, env.source));
-  }
+  check_flag(plan, "--min_workers", env.world_size);
   if (f.max_workers != 0 && f.max_workers < env.world_size) {
     throw UsageError(fmt::format("--max_workers {}: must be at least the {} ranks {} starts",
                                  f.max_workers, env.world_size, env.source));
@@ -399,6 +393,10 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
                           launched ? std::span<const std::string_view>(kRendezvousFlags)
                                    : std::span<const std::string_view>());
   check_flags(plan, CheckWhen::kUnderItsStrategies, kind);
+  // A sync job's ps tasks and workers count its workers in the cluster they were started in.
+  if (kind == StrategyKind::kSync) {
+    check_flag(plan, "--min_workers", static_cast<int>(training_workers(cluster.cluster).size()));
+  }
   // An elastic member's cluster is the view it joins, not the job's configured size: its global
   // batch stays unknown (not compared) rather than wrong.
   if (plan.flags.min_workers == 0 && member_name.empty() && !claimed) {
