@@ -313,11 +313,20 @@ void check_workers(const RunPlan& p, int) {
                     p.flags.workers, kMostLocalTasks));
 }
 
-void check_min_workers(const RunPlan& p, int) {
+// The one range check of --min_workers (DESIGN.md §2a "One Membership"): against --workers for
+// the local launcher's job, against the cluster's workers for a task of a cluster (a launcher's
+// ranks, a hand-started sync job), whose run passes them.
+void check_min_workers(const RunPlan& p, int cluster_workers) {
   const FlagValues& f = p.flags;
-  check(f.min_workers >= 0 && f.min_workers <= f.workers,
-        fmt::format("--min_workers {}: must be between 1 and --workers ({}), or 0 (not elastic)",
-                    f.min_workers, f.workers));
+  const int workers = cluster_workers > 0 ? cluster_workers : f.workers;
+  check(f.min_workers >= 0 && f.min_workers <= workers,
+        cluster_workers > 0
+            ? fmt::format("--min_workers {}: must be between 1 and the {} workers of the cluster, "
+                          "or 0 (not elastic)",
+                          f.min_workers, workers)
+            : fmt::format("--min_workers {}: must be between 1 and --workers ({}), or 0 (not "
+                          "elastic)",
+                          f.min_workers, workers));
 }
 
 void check_max_workers(const RunPlan& p, int) {

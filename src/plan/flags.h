@@ -46,7 +46,8 @@ enum class CheckWhen { kAlways, kUnderItsStrategies, kLocalLauncher };
 
 // Throws UsageError naming the flag and its value when the plan's value is out of range.
 // `cluster_workers`: the workers of the cluster the local launcher is about to start; 0 in one
-// task of a cluster, which checks against its cluster spec instead.
+// task of a cluster, which checks against its cluster spec instead — or, for a row that a task
+// runs by name (check_flag), its cluster's workers.
 using FlagCheck = void (*)(const RunPlan& plan, int cluster_workers);
 
 // Where a checkpoint records a flag's effective value: the settings after the model's recipe, so

@@ -13,10 +13,9 @@
 #include "cluster/bind_address.h"
 #include "cluster/cluster_secret.h"
 #include "cluster/cluster_source.h"
+#include "cluster/joining_worker.h"
+#include "cluster/launched_ranks.h"
 #include "cluster/membership_client.h"
-#include "cluster/membership_service.h"
-#include "cluster/rendezvous.h"
-#include "comm/local_address.h"
 #include "data/data_files.h"
 #include "plan/cluster_configs.h"
 #include "plan/flags.h"
@@ -89,14 +88,6 @@ ClusterFlags cluster_flags_of(const RunPlan& plan) {
           .rendezvous_given = plan.has("--rendezvous")};
 }
 
-struct LaunchedCluster {
-  ClusterConfig config;
-  int ranks_on_host = 1;  // the ranks that split this host's cores
-  // An elastic job (--min_workers): where its coordinator listens, and on rank 0 the coordinator.
-  std::optional<HostPort> coordinator;
-  std::unique_ptr<MembershipService> coordinator_service;
-};
-
 // Under a launcher's ranks, an elastic all-reduce job's coordinator runs in rank 0's process,
 // which must therefore stay for the whole run (docs/elastic.md).
 void check_elastic_ranks(const RunPlan& plan, const LaunchEnv& env, int ps) {
@@ -115,10 +106,7 @@ void check_elastic_ranks(const RunPlan& plan, const LaunchEnv& env, int ps) {
           "--max_workers: a sync job's workers are the ranks that are not ps tasks; only an "
           "all-reduce job takes more");
     }
-    if (f.min_workers < 1 || f.min_workers > env.world_size - ps) {
-      throw UsageError(fmt::format("--min_workers {}: must be between 1 and the {} workers",
-                                   f.min_workers, env.world_size - ps));
-    }
+    check_flag(plan, "--min_workers", env.world_size - ps);
     return;
   }
   if (ps > 0 || plan.strategy != StrategyKind::kAllreduce) {
@@ -127,10 +115,7 @@ void check_elastic_ranks(const RunPlan& plan, const LaunchEnv& env, int ps) {
         "sync ones; give --strategy allreduce, or --strategy sync with --ps",
         f.min_workers));
   }
-  if (f.min_workers < 1 || f.min_workers > env.world_size) {
-    throw UsageError(fmt::format("--min_workers {}: must be between 1 and the {} ranks {} starts",
-                                 f.min_workers, env.world_size, env.source));
-  }
+  check_flag(plan, "--min_workers", env.world_size);
   if (f.max_workers != 0 && f.max_workers < env.world_size) {
     throw UsageError(fmt::format("--max_workers {}: must be at least the {} ranks {} starts",
                                  f.max_workers, env.world_size, env.source));
@@ -141,9 +126,9 @@ void check_elastic_ranks(const RunPlan& plan, const LaunchEnv& env, int ps) {
 // at the rendezvous; --ps P makes the first P of them ps tasks. nullopt for a world of one task,
 // which `train` runs in this process. Train and task read a launcher's ranks alike, but a world of
 // one is an error for task.
-std::optional<LaunchedCluster> join_launched_cluster(const RunPlan& plan, const LaunchEnv& env,
-                                                     const RunEnvironment& environment,
-                                                     std::ostream& out) {
+std::optional<LaunchedRanks> join_launched_cluster(const RunPlan& plan, const LaunchEnv& env,
+                                                   const RunEnvironment& environment,
+                                                   std::ostream& out) {
   const FlagValues& f = plan.flags;
   const std::string_view command = plan.command == Command::kTask ? "dtrain task" : "dtrain train";
   if (env.world_size == 1) {
@@ -202,40 +187,13 @@ std::optional<LaunchedCluster> join_launched_cluster(const RunPlan& plan, const 
   options.tcp_congestion = f.tcp_congestion;
   options.timeout_ms = f.peer_timeout * 1000;
   options.bind = f.bind;
-  const std::string coordinator_host = bind_address_for(env.rendezvous, f.bind).host;
-  if (elastic && env.rank == 0) options.coordinator_port = free_port_on(coordinator_host);
-  uint16_t coordinator_port = 0;
-  const std::vector<HostPort> ranks = rendezvous(options, &coordinator_port);
-  LaunchedCluster launched;
-  launched.config = cluster_of_ranks(ranks, env.rank, ps);
-  launched.ranks_on_host = ranks_on_host_of(ranks, env.rank);
+  std::optional<ElasticBounds> bounds;
   if (elastic) {
-    if (coordinator_port == 0) {
-      throw UsageError(fmt::format(
-          "--min_workers: rank 0 (at {}) started no coordinator for an elastic job; give every "
-          "rank the same flags",
-          env.rendezvous.to_string()));
-    }
-    launched.coordinator = HostPort{env.rendezvous.host, coordinator_port};
-    if (env.rank == 0) {
-      launched.coordinator_service = std::make_unique<MembershipService>(
-          MembershipOptions{.bind_host = coordinator_host,
-                            .port = coordinator_port,
-                            .secret = options.secret,
-                            .authenticate_frames = options.authenticate_frames,
-                            .tcp_congestion = options.tcp_congestion,
-                            .workers = env.world_size,
-                            .min_workers = f.min_workers,
-                            .max_workers = f.max_workers > 0 ? f.max_workers : env.world_size,
-                            .timeout_ms = f.collective_timeout * 1000});
-      fmt::print(out, "{}: elastic: the job's coordinator at {}:{} (in rank 0's process)\n",
-                 command, coordinator_host, coordinator_port);
-    }
+    bounds = ElasticBounds{.min_workers = f.min_workers,
+                           .max_workers = f.max_workers,
+                           .timeout_ms = f.collective_timeout * 1000};
   }
-  fmt::print(out, "{}: rank {} is {} of {}\n", command, env.rank, launched.config.task.to_string(),
-             launched.config.cluster.to_string());
-  out << std::flush;
-  return launched;
+  return meet_launched_ranks(std::move(options), ps, bounds, command, out);
 }
 
 // A cluster with ps tasks runs the ps strategies and one without runs allreduce; a strategy the
@@ -311,11 +269,7 @@ JoiningWorker joining_worker(const RunPlan& plan) {
   }
   JoiningWorker joiner;
   joiner.coordinator = parse_host_port("--join", f.join);
-  const std::string host = local_address_toward(joiner.coordinator.host);
-  ClusterSpec::JobMap jobs;
-  jobs[std::string(kWorkerJob)] = {HostPort{host, free_port_on(host)}};
-  joiner.cluster.cluster = ClusterSpec(std::move(jobs));
-  joiner.cluster.task = TaskId{std::string(kWorkerJob), 0};
+  joiner.cluster = joining_worker_cluster(joiner.coordinator);
   joiner.name = fmt::format("{}{}", kWorkerJob, f.task_index);
   return joiner;
 }
@@ -342,12 +296,8 @@ JoiningWorker joining_async_worker(const RunPlan& plan, const RunEnvironment& en
   options.connection.connect_timeout_ms = f.peer_timeout * 1000;
   options.transport = Transport::kTcp;  // one small request
   joiner.claimed = claim_worker(options, f.peer_timeout * 1000);
-  const std::string host = local_address_toward(joiner.coordinator.host);
-  ClusterSpec::JobMap jobs;
-  jobs[std::string(kPsJob)] = parse_host_list("ps0's answer", joiner.claimed->ps_hosts);
-  jobs[std::string(kWorkerJob)] = {HostPort{host, free_port_on(host)}};
-  joiner.cluster.cluster = ClusterSpec(std::move(jobs));
-  joiner.cluster.task = TaskId{std::string(kWorkerJob), 0};
+  joiner.cluster = joining_worker_cluster(
+      joiner.coordinator, parse_host_list("ps0's answer", joiner.claimed->ps_hosts));
   joiner.name = fmt::format("{}{}", kWorkerJob, joiner.claimed->worker);
   return joiner;
 }
@@ -399,6 +349,10 @@ int run_task(const RunPlan& plan, TrainConfig config, ClusterConfig cluster, boo
                           launched ? std::span<const std::string_view>(kRendezvousFlags)
                                    : std::span<const std::string_view>());
   check_flags(plan, CheckWhen::kUnderItsStrategies, kind);
+  // A sync job's ps tasks and workers count its workers in the cluster they were started in.
+  if (kind == StrategyKind::kSync) {
+    check_flag(plan, "--min_workers", static_cast<int>(training_workers(cluster.cluster).size()));
+  }
   // An elastic member's cluster is the view it joins, not the job's configured size: its global
   // batch stays unknown (not compared) rather than wrong.
   if (plan.flags.min_workers == 0 && member_name.empty() && !claimed) {
@@ -488,7 +442,7 @@ int run_plan(const RunPlan& plan, const RunEnvironment& environment, std::ostrea
   std::optional<HostPort> coordinator;
   std::unique_ptr<MembershipService> coordinator_service;  // rank 0's, for the whole run
   if (found.launcher) {
-    if (std::optional<LaunchedCluster> l =
+    if (std::optional<LaunchedRanks> l =
             join_launched_cluster(plan, *found.launcher, environment, out)) {
       found.cluster = std::move(l->config);
       launched = true;

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cassert>
 #include <utility>
 
 #include "base/error.h"
@@ -17,10 +18,9 @@ WorkerRoster::WorkerRoster(const PsServiceOptions& options, ShardStore& store)
     : options_(options),
       store_(store),
       workers_(static_cast<size_t>(options.sync.total_num_replicas)) {
-  if (options.min_workers < 0 || options.min_workers > options.sync.total_num_replicas) {
-    throw UsageError(fmt::format("--min_workers {}: must be between 1 and the {} workers, or 0",
-                                 options.min_workers, options.sync.total_num_replicas));
-  }
+  // The flag's row checked it (plan/flag_checks.cc), the chief's settings when learnt
+  // (train/ps_job_settings.cc).
+  assert(options.min_workers >= 0 && options.min_workers <= options.sync.total_num_replicas);
   if (options.planned_workers < 0 || options.planned_workers > options.sync.total_num_replicas) {
     throw UsageError(fmt::format("--max_workers {}: must be at least --workers ({})",
                                  options.sync.total_num_replicas, options.planned_workers));

@@ -18,7 +18,8 @@ namespace dtrain {
 // Thread-safe: the connections' threads report, run()'s thread waits.
 class WorkerRoster {
  public:
-  // REQUIRES: options and store outlive the roster.
+  // REQUIRES: options and store outlive the roster; options.min_workers in
+  // 0..sync.total_num_replicas (checked once, by its flag's row or against the chief's settings).
   WorkerRoster(const PsServiceOptions& options, ShardStore& store);
   WorkerRoster(const WorkerRoster&) = delete;
   WorkerRoster& operator=(const WorkerRoster&) = delete;

@@ -32,7 +32,7 @@ void AllreduceStrategy::join_view(TrainingState& state, bool have_state) {
     has_state = has_state && ring_.rank() == source;
     broadcast_state(ring_.communicator(), state, source, &batches_.position());
     has_state = true;
-    worker_counts_.emplace_back(state.step, size());
+    ring_.membership().took_effect(state.step);
   });
   ring_.print_links(place().name_index());
 }

@@ -211,14 +211,19 @@ std::string AllreduceRing::rank_prefix() const {
 }
 
 void AllreduceRing::print_changes(const MembershipView& view, const MembershipView& before) {
+  MembershipState next = members_.current();
   for (const std::string& change : view.changes) {
     fmt::print(out_, "{}: {}: {} workers now\n", name(), change, view.size());
     if (change.find(" joined at ") != std::string::npos) {
-      ++joined_;
+      ++next.joined;
     } else {
-      ++left_;
+      ++next.left;
     }
   }
+  next.version = view.id;
+  next.workers = view.size();
+  next.rank = rank_;
+  members_.settle(next);
   if (before.id == 0 || before.names() != view.names()) {
     fmt::print(out_, "{}: membership view {}: rank {} of {} ({}){}\n", name(), view.id, rank_,
                view.size(), fmt::join(view.names(), ", "), chief() ? ", the chief" : "");

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cluster/cluster_spec.h"
+#include "cluster/membership.h"
 #include "cluster/membership_client.h"
 #include "collective/communicator.h"
 #include "collective/ring_connector.h"
@@ -79,8 +80,10 @@ class AllreduceRing {
   void print_links(int name_index);
 
   int64_t views() const { return views_; }
-  int64_t left() const { return left_; }
-  int64_t joined() const { return joined_; }
+  // An elastic job's membership, as the coordinator's views settle it; the strategy says when
+  // one took effect.
+  Membership& membership() { return members_; }
+  const Membership& membership() const { return members_; }
 
  private:
   RingOptions options(int size, int rank, const HostPort& right) const;
@@ -101,9 +104,8 @@ class AllreduceRing {
   MembershipClientOptions membership_options_;  // to join again once dropped
   std::unique_ptr<MembershipClient> membership_;
   MembershipView view_;
-  int64_t views_ = 0;   // views this worker formed its ring from
-  int64_t left_ = 0;    // workers that left or were lost during the run
-  int64_t joined_ = 0;  // workers that joined it after the first view
+  int64_t views_ = 0;  // views this worker formed its ring from
+  Membership members_;
 };
 
 // Rank `root`'s parameters, optimizer slots, moving average and global step, on every rank, and

@@ -287,7 +287,7 @@ StepBoundary AllreduceStrategy::after_step(int own_signal) {
   StepBoundary boundary{.halt_signal = agree_to_halt(own_signal)};
   boundary.left_job = leaving_;
   boundary.place_changed = std::exchange(place_changed_, false);
-  boundary.worker_counts = std::exchange(worker_counts_, {});
+  boundary.worker_counts = ring_.membership().take_at_boundary();
   return boundary;
 }
 
@@ -339,8 +339,8 @@ Closing AllreduceStrategy::closing(const RunFigures& f) const {
   Closing closing{.counters =
                       fmt::format("{} updates skipped for a non-finite gradient", skipped_steps_)};
   if (elastic()) {
-    closing.counters += fmt::format("; {} membership view(s): {} worker(s) left, {} joined",
-                                    ring_.views(), ring_.left(), ring_.joined());
+    closing.counters +=
+        fmt::format("; {} membership view(s): {}", ring_.views(), ring_.membership().counts());
   }
   // Replicas that drifted apart by one bit show here: the tests compare it across workers.
   closing.lines.push_back(

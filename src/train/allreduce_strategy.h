@@ -118,7 +118,6 @@ class AllreduceStrategy final : public Strategy {
   bool place_changed_ = false;
   bool leaving_ = false;
   bool skip_vote_ = false;  // the step re-formed the ring: the next halt vote is left out
-  std::vector<std::pair<int64_t, double>> worker_counts_;  // not yet taken
 };
 
 }  // namespace dtrain

@@ -229,6 +229,12 @@ std::string adopt_ps_job_settings(const json& settings, const PsClusterConfig& c
   into.specs = std::move(specs);
   into.optimizer = std::move(optimizer);
   into.min_workers = learnt.sync.sync_replicas ? learnt.min_workers : 0;
+  // A peer's word, checked here as the flag's row checks the chief's own.
+  if (into.min_workers > into.sync.total_num_replicas) {
+    throw Error(
+        fmt::format("the chief's settings: sync.min_workers {} is above the job's {} workers",
+                    into.min_workers, into.sync.total_num_replicas));
+  }
   into.planned_workers = 0;
   // An async job that takes joining workers holds room for --max_workers of them.
   if (!into.sync.sync_replicas && learnt.max_workers > into.sync.total_num_replicas) {

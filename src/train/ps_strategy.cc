@@ -99,7 +99,7 @@ StepBoundary PsStrategy::after_step(int own_signal) {
                          : client_->halting() ? SIGTERM
                                               : 0,
           .left_job = leaving_,
-          .worker_counts = std::exchange(worker_counts_, {})};
+          .worker_counts = membership_.take_at_boundary()};
 }
 
 void PsStrategy::finish(TrainingState& state, bool reached_end) {
@@ -124,7 +124,12 @@ void PsStrategy::print_worker_changes() {
              missed > 0 ? fmt::format(" (the newest of {} changes)", missed + 1) : "");
   out_ << std::flush;
   workers_seen_ = now;
-  worker_counts_.emplace_back(now.step, now.workers);
+  // ps0's count is the job's membership: every change it counted, whoever joined or left.
+  membership_.settle({.version = now.changes,
+                      .workers = now.workers,
+                      .left = now.left,
+                      .joined = now.changes - now.left});
+  membership_.took_effect(now.step);
 }
 
 // Every worker's mean own step time since the chief's last line, as ps0 saw it (ps/worker_pace.h).
@@ -164,8 +169,7 @@ Closing PsStrategy::closing(const RunFigures& f) const {
                       fmt::format("{} rounds with a stale gradient, {} with a non-finite one",
                                   stale_rounds_, nonfinite_rounds_)};
   if (counts_workers()) {
-    closing.counters += fmt::format("; {} worker(s) left, {} joined", workers_seen_.left,
-                                    workers_seen_.changes - workers_seen_.left);
+    closing.counters += "; " + membership_.counts();
   }
   // The values this worker last pulled, to the bit: what tests compare across runs and
   // transports.

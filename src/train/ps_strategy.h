@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "cluster/membership.h"
 #include "ps/partition.h"
 #include "ps/ps_client.h"
 #include "ps/ps_protocol.h"
@@ -114,7 +115,7 @@ class PsStrategy final : public Strategy {
   uint32_t params_crc_ = 0;       // of the values pulled at the end
   WorkerCount workers_seen_;      // ps0's newest word on the workers, as printed
   bool leaving_ = false;          // a SIGTERM made this worker leave an elastic job
-  std::vector<std::pair<int64_t, double>> worker_counts_;  // not yet taken
+  Membership membership_;         // as ps0 counts it (a sync job's workers, an async one's joiners)
   // ps0's totals of each worker's steps at the chief's last progress line.
   std::vector<WorkerPace::Totals> paces_seen_;
   std::function<void(const WorkerTimes&)> worker_times_;  // the chief's, at each step line

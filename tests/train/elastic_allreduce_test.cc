@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cluster/free_ports.h"
+#include "support/elastic_job.h"
 #include "support/process.h"
 #include "support/ps_cluster.h"
 #include "support/tamper_relay.h"
@@ -35,34 +36,33 @@ using testing::all_output;
 using testing::concat;
 using testing::count_lines_containing;
 using testing::DtrainProcess;
+using testing::elastic_training;
 using ::testing::HasSubstr;
 using testing::Match;
 using ::testing::Not;
 using testing::ProcessResult;
 using testing::VirtualNetwork;
 
-// An elastic job of `workers` that goes on while `min_workers` remain, with a step line every 20
-// steps; steps held to 2 ms or more (--step_delay_ms), so that the test's signal, and a restarted
-// worker's joining, come in the middle of it.
 constexpr std::string_view kElasticSecret = "elastic test secret, of 32 bytes";
 
-// The training flags every worker of these jobs shares.
-std::vector<std::string> elastic_training(int steps) {
-  return concat(testing::with_flag(testing::softmax_flags(), "--log_every", "20"),
-                {"--train_steps", std::to_string(steps), "--step_delay_ms", "2"});
+// An elastic all-reduce job (support/elastic_job.h, the sync tests' fixture too).
+testing::ElasticJob allreduce_job(int workers, int min_workers, int max_restarts, int steps) {
+  return {.strategy = "allreduce",
+          .workers = workers,
+          .min_workers = min_workers,
+          .max_restarts = max_restarts,
+          .steps = steps};
 }
 
 std::vector<std::string> elastic_job(int workers, int min_workers, int max_restarts, int steps) {
-  return concat(
-      {"train", "--strategy", "allreduce", "--workers", std::to_string(workers), "--min_workers",
-       std::to_string(min_workers), "--max_restarts", std::to_string(max_restarts)},
-      elastic_training(steps));
+  return allreduce_job(workers, min_workers, max_restarts, steps).launcher_flags();
 }
 
 // Waits until worker `index` has logged step `step` (a multiple of 20), then signals it.
 void signal_worker_at(DtrainProcess& launcher, int index, int64_t step, int signal) {
   ASSERT_GT(
-      testing::signal_worker_at(launcher, index, fmt::format("global_step={},", step), signal), 0);
+      testing::ElasticJob{.strategy = "allreduce"}.signal_worker_at(launcher, index, step, signal),
+      0);
 }
 
 int64_t drawn_step(std::string_view what) {
@@ -192,9 +192,7 @@ TEST(ElasticAllreduce, ARestartThatComesAfterTheEndSaysItCameTooLateAndTheRunSuc
 // whose view held the joiner, re-form without it as soon as it is gone, and finish alike.
 TEST(ElasticAllreduce, AForgedFrameOnAJoinersLinkIsCaughtAndSaidAndTheJobGoesOn) {
   testing::TempDir dir;
-  testing::write_bytes(dir / "secret", std::string(kElasticSecret));
-  std::filesystem::permissions(dir / "secret", std::filesystem::perms::owner_read);
-  const std::string secret_file = (dir / "secret").string();
+  const std::string secret_file = testing::write_secret_file(dir, kElasticSecret);
   DtrainProcess launcher(
       concat(elastic_job(2, 1, 0, 3000), {"--max_workers", "3", "--secret_file", secret_file}));
   const std::vector<Match> at = all_matches(launcher.wait_for_line("its coordinator at"),
@@ -367,9 +365,7 @@ TEST(ElasticAllreduce, AKeptGlobalBatchIsSplitOverTheWorkersThereAreAndEachExamp
 
 TEST(ElasticAllreduce, AFourthWorkerStartedByHandJoinsTheRunningJob) {
   testing::TempDir dir;
-  testing::write_bytes(dir / "secret", std::string(kElasticSecret));
-  std::filesystem::permissions(dir / "secret", std::filesystem::perms::owner_read);
-  const std::string secret_file = (dir / "secret").string();
+  const std::string secret_file = testing::write_secret_file(dir, kElasticSecret);
   DtrainProcess launcher(
       concat(elastic_job(3, 2, 0, 2000), {"--max_workers", "4", "--secret_file", secret_file}));
   const std::vector<Match> at = all_matches(launcher.wait_for_line("its coordinator at"),
@@ -457,9 +453,7 @@ void kill_one_of_three_ranks(const VirtualNetwork* net) {
   for (int r = 0; r < 3; ++r) {
     DtrainProcess::Options options;
     if (net != nullptr) options.prefix = net->run_on(r);
-    options.extra_env = {fmt::format("RANK={}", r), "WORLD_SIZE=3", "MASTER_ADDR=" + master,
-                         fmt::format("MASTER_PORT={}", port),
-                         fmt::format("DTRAIN_SECRET={}", kElasticSecret)};
+    options.extra_env = testing::launcher_rank_env(r, 3, master, port, kElasticSecret);
     ranks.push_back(std::make_unique<DtrainProcess>(
         std::vector<std::string>{"task", "--strategy", "allreduce", "--min_workers", "2", "--model",
                                  "softmax", "--threads", "1", "--data_dir",

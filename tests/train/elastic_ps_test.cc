@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cluster/free_ports.h"
+#include "support/elastic_job.h"
 #include "support/process.h"
 #include "support/ps_cluster.h"
 #include "support/tamper_relay.h"
@@ -37,26 +38,23 @@ using ::testing::HasSubstr;
 using testing::Match;
 using testing::ProcessResult;
 
-// The training flags every worker of these sync jobs shares: a step line every 20 steps; steps
-// held to 2 ms or more (--step_delay_ms), so that the test's signal, and a restarted worker's
-// joining, come in the middle of the run.
-std::vector<std::string> sync_training(int steps) {
-  return concat(testing::with_flag(testing::softmax_flags(), "--log_every", "20"),
-                {"--train_steps", std::to_string(steps), "--step_delay_ms", "2"});
+// An elastic sync job (one ps task; support/elastic_job.h, the all-reduce tests' fixture too).
+testing::ElasticJob sync_job(int workers, int min_workers, int max_restarts, int steps) {
+  return {.strategy = "sync",
+          .workers = workers,
+          .min_workers = min_workers,
+          .max_restarts = max_restarts,
+          .steps = steps};
 }
 
-// A sync job of `workers` (one ps task) that goes on while `min_workers` remain.
 std::vector<std::string> elastic_sync_job(int workers, int min_workers, int max_restarts,
                                           int steps) {
-  return concat(
-      {"train", "--strategy", "sync", "--workers", std::to_string(workers), "--min_workers",
-       std::to_string(min_workers), "--max_restarts", std::to_string(max_restarts)},
-      sync_training(steps));
+  return sync_job(workers, min_workers, max_restarts, steps).launcher_flags();
 }
 
 // Waits until worker `index` has logged its local step `step` (a multiple of 20), then signals it.
 void signal_sync_worker_at(DtrainProcess& launcher, int index, int64_t step, int signal) {
-  ASSERT_GT(testing::signal_worker_at(launcher, index, fmt::format("local_step={},", step), signal),
+  ASSERT_GT(testing::ElasticJob{.strategy = "sync"}.signal_worker_at(launcher, index, step, signal),
             0);
 }
 
@@ -164,12 +162,11 @@ TEST(ElasticSync, UnderTorchrunStyleVariablesAKilledWorkerRankLeavesAndTheOthers
   std::vector<std::unique_ptr<DtrainProcess>> ranks;
   for (int r = 0; r < 4; ++r) {
     DtrainProcess::Options options;
-    options.extra_env = {fmt::format("RANK={}", r), "WORLD_SIZE=4", "MASTER_ADDR=127.0.0.1",
-                         fmt::format("MASTER_PORT={}", port),
-                         "DTRAIN_SECRET=elastic sync test secret, 32 bytes"};
+    options.extra_env =
+        testing::launcher_rank_env(r, 4, "127.0.0.1", port, "elastic sync test secret, 32 bytes");
     ranks.push_back(std::make_unique<DtrainProcess>(
         concat({"task", "--strategy", "sync", "--ps", "1", "--min_workers", "2"},
-               sync_training(600)),
+               testing::elastic_training(600)),
         options));
   }
   const int64_t kill_at = testing::fault_step("elastic sync rank 3 killed at step", 2, 10) * 20;
@@ -208,9 +205,8 @@ std::vector<std::string> async_training() {
 
 TEST(ElasticAsync, AWorkerStartedByHandJoinsTheRunningJobAsTheNextFreeIdentity) {
   testing::TempDir dir;
-  testing::write_bytes(dir / "secret", "async join test secret, 32 bytes");
-  std::filesystem::permissions(dir / "secret", std::filesystem::perms::owner_read);
-  const std::string secret_file = (dir / "secret").string();
+  const std::string secret_file =
+      testing::write_secret_file(dir, "async join test secret, 32 bytes");
   DtrainProcess launcher(concat({"train", "--strategy", "async", "--workers", "2", "--max_workers",
                                  "3", "--secret_file", secret_file},
                                 async_training()));
@@ -262,9 +258,8 @@ TEST(ElasticAsync, AWorkerStartedByHandJoinsTheRunningJobAsTheNextFreeIdentity) 
 // than exiting, or finding every identity taken by its own first claim.
 TEST(ElasticAsync, AJoinerWhoseClaimReplyIsCutAsksAgainAndGetsTheIdentityHeldForIt) {
   testing::TempDir dir;
-  testing::write_bytes(dir / "secret", "async join test secret, 32 bytes");
-  std::filesystem::permissions(dir / "secret", std::filesystem::perms::owner_read);
-  const std::string secret_file = (dir / "secret").string();
+  const std::string secret_file =
+      testing::write_secret_file(dir, "async join test secret, 32 bytes");
   DtrainProcess launcher(concat({"train", "--strategy", "async", "--workers", "2", "--max_workers",
                                  "3", "--secret_file", secret_file},
                                 async_training()));
