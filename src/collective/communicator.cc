@@ -57,6 +57,12 @@ void Communicator::allreduce(std::span<float> data, ReduceOp op, int bucket) {
   }
 }
 
+// The one place where a bucket's bytes become the floats the algorithms sum: a codec will decode
+// into float32 before it.
+void Communicator::allreduce(TypedSpan data, ReduceOp op, int bucket) {
+  allreduce(data.float32("all-reduce"), op, bucket);
+}
+
 bool Communicator::use_halving_doubling(size_t bytes) const {
   if (!halving_doubling_fits(size())) return false;
   switch (options_.algorithm) {
@@ -157,6 +163,6 @@ void Communicator::allgather_bytes(std::span<const std::byte> mine, std::span<st
   }
 }
 
-void Communicator::barrier() { allreduce({}, ReduceOp::kSum); }
+void Communicator::barrier() { allreduce(std::span<float>{}, ReduceOp::kSum); }
 
 }  // namespace dtrain

@@ -10,6 +10,7 @@
 
 #include "collective/ring_allreduce.h"
 #include "collective/ring_links.h"
+#include "tensor/typed_span.h"
 
 namespace dtrain {
 
@@ -43,6 +44,9 @@ class Communicator {
   // Throws CollectiveError (or TransportError) if the ring fails.
   // `bucket`: which of the caller's gradient buckets this is, for a stalled wait's report.
   void allreduce(std::span<float> data, ReduceOp op = ReduceOp::kSum, int bucket = -1);
+  // A typed bucket (tensor/typed_span.h), as the exchange hands it over. The algorithms sum
+  // float32: a bucket of any other type is refused (UsageError naming it) before anything is sent.
+  void allreduce(TypedSpan data, ReduceOp op = ReduceOp::kSum, int bucket = -1);
   // Rank `root`'s data to every rank. Throws UsageError for a root that is not a rank, before
   // anything is sent. The ranks then exchange the root each names: where they differ, every rank
   // throws UsageError naming them all, and nothing else is sent.

@@ -19,7 +19,8 @@ namespace dtrain {
 struct MemoryRing::Shared {
   struct Message {
     ChunkTag tag;
-    std::vector<float> data;
+    ElementType type = ElementType::kFloat32;
+    std::vector<std::byte> data;
   };
   struct Rank {
     std::deque<Message> from_left;
@@ -85,19 +86,20 @@ class MemoryRing::Links final : public RingLinks {
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(shared_->ranks.size()); }
 
-  void send(Side to, std::span<const float> data, ChunkTag tag) override {
+  void send(Side to, ConstTypedSpan data, ChunkTag tag) override {
     Shared::Rank& receiver = shared_->ranks[static_cast<size_t>(peer(to))];
+    const std::span<const std::byte> bytes = data.bytes();
     {
       std::lock_guard lock(shared_->mutex);
       throw_if_failed();
-      receiver.inbox(opposite(to)).push_back({tag, {data.begin(), data.end()}});
+      receiver.inbox(opposite(to)).push_back({tag, data.type(), {bytes.begin(), bytes.end()}});
     }
     ++shared_->messages;
-    shared_->floats_sent += static_cast<long>(data.size());
+    shared_->floats_sent += static_cast<long>(bytes.size() / sizeof(float));
     receiver.arrived.notify_all();
   }
 
-  void recv(Side from, std::span<float> into, ChunkTag tag) override {
+  void recv(Side from, TypedSpan into, ChunkTag tag) override {
     Shared::Rank& self = shared_->ranks[static_cast<size_t>(rank_)];
     std::unique_lock lock(shared_->mutex);
     std::deque<Shared::Message>& box = self.inbox(from);
@@ -113,14 +115,23 @@ class MemoryRing::Links final : public RingLinks {
     }
     Shared::Message message = std::move(box.front());
     box.pop_front();
-    if (!(message.tag == tag) || message.data.size() != into.size()) {
+    // As TcpRing checks: the tag, then the type (which changes the length too), then the length.
+    const bool same_tag = message.tag == tag;
+    if (same_tag && message.type != into.type()) {
+      fail(
+          fmt::format("{} sent {} as {} where {} expected {}: the ranks do not encode their "
+                      "gradients alike",
+                      name(peer(from)), to_string(tag), to_string(message.type), name(rank_),
+                      to_string(into.type())));
+    }
+    if (!same_tag || message.data.size() != into.size_bytes()) {
       fail(fmt::format(
-          "{} sent {} ({} floats) where {} expected {} ({} floats): the ranks are not running "
+          "{} sent {} ({} bytes) where {} expected {} ({} bytes): the ranks are not running "
           "the same collectives",
           name(peer(from)), to_string(message.tag), message.data.size(), name(rank_),
-          to_string(tag), into.size()));
+          to_string(tag), into.size_bytes()));
     }
-    std::copy(message.data.begin(), message.data.end(), into.begin());
+    std::copy(message.data.begin(), message.data.end(), into.bytes().begin());
   }
 
   // Messages are copied when sent: the sender's memory is its own again at once.

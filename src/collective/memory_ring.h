@@ -45,7 +45,7 @@ class MemoryRing {
   int waiting() const;
   // Messages sent so far, over all ranks.
   int messages() const;
-  // Floats sent so far, over all ranks.
+  // Bytes sent so far over all ranks, in floats (4 bytes each).
   long floats_sent() const;
 
   // Runs body(rank) on one thread per rank; rethrows the first exception any of them threw.

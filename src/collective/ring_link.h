@@ -20,7 +20,7 @@ namespace dtrain {
 struct RingLink {
   enum class Kind { kChunk, kKeepalive, kStall };
   struct Outgoing {
-    std::span<const float> data;
+    ConstTypedSpan data;
     ChunkTag tag;
     Kind kind = Kind::kChunk;
   };
@@ -33,6 +33,8 @@ struct RingLink {
   bool header_in = false;     // a chunk's header has been read, its tensors not yet
   ChunkTag incoming_tag;      // and this is its tag
   uint64_t incoming_bytes = 0;
+  uint8_t incoming_type = 0;  // its ElementType and Codec as the wire has them, checked on recv
+  uint8_t incoming_codec = 0;
   bool abort_seen = false;    // this neighbour has stopped and told us why
   uint64_t frames_in = 0;     // frames whose opening has come from this neighbour: it is alive
   bool stall_queued = false;  // a kStall notice waits in the queue, not yet begun

@@ -2,13 +2,17 @@
 // place in a ring, a queue of messages to each neighbour and blocking receives from each. The ring
 // algorithms send right and receive left; halving-doubling on four ranks exchanges with either
 // neighbour (collective/halving_doubling.h). collective/tcp_ring.h implements it over comm/,
-// collective/memory_ring.h in one process; collective/ring_connector.h hands out either.
+// collective/memory_ring.h in one process; collective/ring_connector.h hands out either. A message
+// is bytes with their element type (tensor/typed_span.h): the links move both and check the type,
+// while the algorithms, which sum float32, pass float spans.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "tensor/typed_span.h"
 
 namespace dtrain {
 
@@ -46,15 +50,16 @@ class RingLinks {
   // in the order queued. `data` must stay valid and unchanged until that neighbour has received
   // it, which a rank knows either causally (a message that depends on it) or from wait_sent().
   // REQUIRES: size() > 1.
-  virtual void send(Side to, std::span<const float> data, ChunkTag tag) = 0;
+  virtual void send(Side to, ConstTypedSpan data, ChunkTag tag) = 0;
 
   // Blocks until the next message from the neighbour on side `from` has been written into `into`.
-  // Throws CollectiveError when that message is not `tag` or not into.size() floats long, or when
-  // the ring has failed (a lost or stuck rank, named in the message). REQUIRES: size() > 1.
-  virtual void recv(Side from, std::span<float> into, ChunkTag tag) = 0;
+  // Throws CollectiveError when that message is not `tag`, not of into.type() or not
+  // into.size_bytes() long (naming the neighbour, the tag, and both types or lengths), or when the
+  // ring has failed (a lost or stuck rank, named in the message). REQUIRES: size() > 1.
+  virtual void recv(Side from, TypedSpan into, ChunkTag tag) = 0;
 
-  void send_right(std::span<const float> data, ChunkTag tag) { send(Side::kRight, data, tag); }
-  void recv_left(std::span<float> into, ChunkTag tag) { recv(Side::kLeft, into, tag); }
+  void send_right(ConstTypedSpan data, ChunkTag tag) { send(Side::kRight, data, tag); }
+  void recv_left(TypedSpan into, ChunkTag tag) { recv(Side::kLeft, into, tag); }
 
   // Blocks until every queued message has been handed to the transport; throws as recv_left if
   // the ring failed.

@@ -8,7 +8,8 @@
 //   from the rank that listened
 //   kRingWelcome           -                                            -         -
 //   either way
-//   kRingChunk             op u64, step u32, chunk u32                  the chunk -
+//   kRingChunk             op u64, step u32, chunk u32,                 the chunk -
+//                          element type u8, codec u8
 //   kRingAbort             the reason, naming the rank at fault         -         -
 //   kRingKeepalive         -                                            -         -
 //   kRingStall             op u64, culprit i32, silent ms u32,          -         -
@@ -18,6 +19,10 @@
 // How a chunk's floats travel, by value over TCP or by reference between ranks of one host
 // (--transport), is the connection's business (comm/link_setup.h, comm/memory_link.h), chosen
 // right after the handshake and before the hello.
+//
+// A chunk's element type and codec are tensor/element_type.h's wire values; a receiver refuses a
+// chunk of another type or codec than it expects, naming both. The codec is 0 (none) until one
+// lands: carried from now on so that it lands without another frame version.
 //
 // kRingRefused's meta is the reason. A rank that stops sends an abort to both neighbours, and each
 // rank passes it on to its other neighbour, because every rank blocked in a collective is waiting

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "base/error.h"
@@ -18,6 +19,24 @@
 namespace dtrain {
 
 namespace proto = ring_protocol;
+
+namespace {
+
+// The connection moves tensors as float spans (comm/connection.h): a chunk's bytes cross it as the
+// floats that overlay them, bit for bit, whatever their element type. Until it moves bytes, a
+// chunk must therefore be whole float-aligned 4-byte words, which every float32 chunk is.
+template <typename Byte>
+auto as_words(std::span<Byte> bytes) {
+  using Word = std::conditional_t<std::is_const_v<Byte>, const float, float>;
+  if (bytes.size() % sizeof(float) != 0 ||
+      reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) != 0) {
+    throw UsageError(fmt::format(
+        "a TCP ring chunk of {} bytes is not whole float-aligned 4-byte words", bytes.size()));
+  }
+  return std::span<Word>(reinterpret_cast<Word*>(bytes.data()), bytes.size() / sizeof(float));
+}
+
+}  // namespace
 
 TcpRing::TcpRing(RingOptions options)
     : options_(std::move(options)),
@@ -86,7 +105,7 @@ Connection* TcpRing::reached(Side side) {
 
 // ---- moving chunks -----------------------------------------------------------------------------
 
-void TcpRing::send(Side to, std::span<const float> data, ChunkTag tag) {
+void TcpRing::send(Side to, ConstTypedSpan data, ChunkTag tag) {
   throw_if_failed();
   op_ = tag.op;
   RingLink& l = link(to);
@@ -95,7 +114,7 @@ void TcpRing::send(Side to, std::span<const float> data, ChunkTag tag) {
   pump_sends(to);
 }
 
-void TcpRing::recv(Side from, std::span<float> into, ChunkTag tag) {
+void TcpRing::recv(Side from, TypedSpan into, ChunkTag tag) {
   throw_if_failed();
   op_ = tag.op;
   progress(Want::kChunk, from, into, tag);
@@ -110,7 +129,7 @@ std::string TcpRing::lost_message(int peer, std::string_view what) const {
   return fmt::format("lost {}: {} (seen by {})", rank_name(peer), what, rank_name(rank()));
 }
 
-void TcpRing::progress(Want want, Side from, std::span<float> into, ChunkTag tag) {
+void TcpRing::progress(Want want, Side from, TypedSpan into, ChunkTag tag) {
   constexpr Side kSides[] = {Side::kLeft, Side::kRight};
   const auto timeout = std::chrono::milliseconds(options_.timeout_ms);
   // A rank that waits must not look stalled to its neighbours (collective/ring_stall.h).
@@ -234,7 +253,9 @@ bool TcpRing::pump_sends(Side side) {
           to.start_send(proto::kRingStall, 0, l.send_meta.bytes(), {});
         } else {
           l.send_meta.put(item.tag.op).put(item.tag.step).put(item.tag.chunk);
-          const std::span<const float> tensors[] = {item.data};
+          l.send_meta.put(static_cast<uint8_t>(item.data.type()))
+              .put(static_cast<uint8_t>(Codec::kNone));
+          const std::span<const float> tensors[] = {as_words(item.data.bytes())};
           to.start_send(proto::kRingChunk, 0, l.send_meta.bytes(), tensors);
         }
         l.head_started = true;
@@ -301,6 +322,8 @@ bool TcpRing::read_header(Side side) {
         l.incoming_tag.op = reader.get<uint64_t>();
         l.incoming_tag.step = reader.get<uint32_t>();
         l.incoming_tag.chunk = reader.get<uint32_t>();
+        l.incoming_type = reader.get<uint8_t>();
+        l.incoming_codec = reader.get<uint8_t>();
       } catch (const ShortMeta&) {
         fail(fmt::format("{} sent a malformed chunk header", conn.peer()), std::nullopt);
       }
@@ -333,17 +356,39 @@ void TcpRing::fail_mismatch(Side from, ChunkTag got, uint64_t got_bytes, ChunkTa
        std::nullopt);
 }
 
-bool TcpRing::pump_receive(Side from, std::span<float> into, ChunkTag tag) {
+void TcpRing::fail_encoding(Side from, ChunkTag tag, TypedSpan into) {
+  const RingLink& l = link(from);
+  const std::string expected = to_string(into.type());
+  const std::string got =
+      l.incoming_codec != static_cast<uint8_t>(Codec::kNone)
+          ? fmt::format("encoded by codec {}, which this build does not know", l.incoming_codec)
+          : "as " + describe_element_type(l.incoming_type);
+  fail(fmt::format("{} sent {} {} where {} expected {}: the ranks do not encode their gradients "
+                   "alike; check that every worker runs the same dtrain build and flags",
+                   connection(from).peer(), to_string(tag), got, rank_name(rank()), expected),
+       std::nullopt);
+}
+
+bool TcpRing::pump_receive(Side from, TypedSpan into, ChunkTag tag) {
   RingLink& l = link(from);
   if (!read_header(from)) {
     if (!l.closed.empty()) fail_lost(from, l.closed);
     return false;
   }
-  if (!(l.incoming_tag == tag) || l.incoming_bytes != into.size_bytes()) {
+  if (!(l.incoming_tag == tag)) {
+    fail_mismatch(from, l.incoming_tag, l.incoming_bytes, tag, into.size_bytes());
+  }
+  // The type before the length: a chunk of another type has another length too, and its type is
+  // the news.
+  if (l.incoming_type != static_cast<uint8_t>(into.type()) ||
+      l.incoming_codec != static_cast<uint8_t>(Codec::kNone)) {
+    fail_encoding(from, tag, into);
+  }
+  if (l.incoming_bytes != into.size_bytes()) {
     fail_mismatch(from, l.incoming_tag, l.incoming_bytes, tag, into.size_bytes());
   }
   try {
-    if (!connection(from).try_receive_tensors(into)) return false;
+    if (!connection(from).try_receive_tensors(as_words(into.bytes()))) return false;
   } catch (const TransportError& error) {
     fail_link(from, error);
   }

@@ -57,8 +57,8 @@ class TcpRing final : public RingLinks {
 
   int rank() const override { return options_.rank; }
   int size() const override { return options_.size; }
-  void send(Side to, std::span<const float> data, ChunkTag tag) override;
-  void recv(Side from, std::span<float> into, ChunkTag tag) override;
+  void send(Side to, ConstTypedSpan data, ChunkTag tag) override;
+  void recv(Side from, TypedSpan into, ChunkTag tag) override;
   void wait_sent() override;
 
   // Both neighbours are told `reason`, and pass it on.
@@ -89,13 +89,13 @@ class TcpRing final : public RingLinks {
   // The progress loop: moves bytes both ways on both links until `want` holds; throws
   // CollectiveError naming the neighbour at fault. For kChunk, the chunk `tag` comes from `from`
   // into `into`.
-  void progress(Want want, Side from, std::span<float> into, ChunkTag tag);
+  void progress(Want want, Side from, TypedSpan into, ChunkTag tag);
   // Writes queued frames to `side` as far as the socket takes them; returns whether a byte moved.
   // A lost neighbour is a CollectiveError naming it.
   bool pump_sends(Side side);
   // Reads what has arrived of the expected chunk; returns true once it is all in. Throws the
   // failure a kRingAbort carries, or CollectiveError for a chunk the ranks disagree on.
-  bool pump_receive(Side from, std::span<float> into, ChunkTag tag);
+  bool pump_receive(Side from, TypedSpan into, ChunkTag tag);
   // Reads the next frame's opening from `side` if one has arrived, handling keepalives and
   // aborts; returns true once a chunk's header is in (RingLink::header_in).
   bool read_header(Side side);
@@ -109,6 +109,8 @@ class TcpRing final : public RingLinks {
   bool settled(Side side);
   [[noreturn]] void fail_mismatch(Side from, ChunkTag got, uint64_t got_bytes, ChunkTag tag,
                                   uint64_t bytes);
+  // The chunk `tag` from `from` is not of the element type or codec `into` expects.
+  [[noreturn]] void fail_encoding(Side from, ChunkTag tag, TypedSpan into);
   // The wait has lasted past the stall warning (collective/ring_stall.h): reports it, naming the
   // neighbour waited on (`from`, or the first that has not taken our chunks), silent since
   // `heard`, and tells the neighbours what is new.

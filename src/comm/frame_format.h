@@ -6,7 +6,8 @@
 //
 // magic is the ASCII bytes "DTRN". The meta block is a small binary record whose layout belongs to
 // the frame's type (the caller defines it; store_le/load_le below help); the tensor bytes are raw
-// little-endian float32, so they leave and land in the caller's buffers without a copy. crc32c is
+// little-endian elements (float32, or the element type the meta names where the protocol carries
+// one), so they leave and land in the caller's buffers without a copy. crc32c is
 // the CRC-32C (base/crc32c.h) of the 24 encoded header bytes before it followed by the whole
 // payload. Types 1-15 belong to the connection handshake (comm/auth.h); callers use 16 and up.
 //
@@ -39,9 +40,11 @@ inline constexpr uint32_t kMagic = 0x4E525444;  // "DTRN" as little-endian bytes
 // ring links offer a shared mailbox; 4: the opening of a tagged frame has its own tag. (The link
 // step after the handshake kept 4: a task from before it stops at its first frame, type 7, saying
 // so.) 5: the ps hello has no memory fields and the ps's by-reference types are gone (the link
-// moves payloads by reference, into landings the receiver offers). Tasks of different versions
-// refuse each other at the first frame, naming both versions, rather than misreading a field.
-inline constexpr uint16_t kVersion = 5;
+// moves payloads by reference, into landings the receiver offers). 6: a ring chunk's meta and the
+// ps push and shard replies say the element type and codec of their tensors
+// (tensor/element_type.h). Tasks of different versions refuse each other at the first frame, naming
+// both versions, rather than misreading a field.
+inline constexpr uint16_t kVersion = 6;
 
 // Header field offsets and sizes.
 inline constexpr size_t kMagicOffset = 0;

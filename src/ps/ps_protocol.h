@@ -20,7 +20,7 @@
 //   kInit (chief)                    shard u32, step i64, slots u32      values, slots   kAck
 //   kWaitReady                       timeout_ms u32                      -               kReady
 //   kPull                            -                                   -               kValues per shard held
-//   kPush                            PushMeta                            gradient        kPushReply
+//   kPush                            PushMeta, element type u8, codec u8 gradient        kPushReply
 //   kPullState (chief, checkpoints)  -                                   -               kState per shard held
 //   kWorkerDone                      worker i32, finished u8             -               kDoneReply
 //     (finished 0: the worker stops before the end, for a signal; it is then as good as lost)
@@ -58,6 +58,7 @@
 #include "comm/frame_format.h"
 #include "comm/meta_codec.h"
 #include "ps/worker_count.h"
+#include "tensor/element_type.h"
 
 namespace dtrain::ps_protocol {
 
@@ -108,6 +109,27 @@ using ::dtrain::ShortMeta;
 // enough from INT64_MAX that counting on from them cannot overflow.
 inline constexpr int64_t kMaxStep = int64_t{1} << 62;
 
+// A push's and a shard reply's tensors: their element type and codec (tensor/element_type.h), as
+// the ring's chunks carry them, last in the meta. Only float32, not encoded, is pushed or pulled
+// yet, so the writers below write that and the structs hold no field for it: a frame that says
+// otherwise is one this build cannot read, and its reader refuses it as malformed (the callers
+// turn ShortMeta into a FrameError naming the peer) before its tensors are read.
+inline void write_float32_encoding(MetaWriter& w) {
+  w.put(static_cast<uint8_t>(ElementType::kFloat32)).put(static_cast<uint8_t>(Codec::kNone));
+}
+inline void read_float32_encoding(MetaReader& r, std::string_view what) {
+  const auto type = r.get<uint8_t>();
+  const auto codec = r.get<uint8_t>();
+  if (codec != static_cast<uint8_t>(Codec::kNone)) {
+    throw ShortMeta(std::string(what) + " encoded by codec " + std::to_string(codec) +
+                    ", which this build does not know");
+  }
+  if (type != static_cast<uint8_t>(ElementType::kFloat32)) {
+    throw ShortMeta(std::string(what) + " of " + describe_element_type(type) +
+                    " where this build reads float32");
+  }
+}
+
 struct PushMeta {
   uint32_t shard = 0;
   int32_t worker = 0;
@@ -119,6 +141,7 @@ struct PushMeta {
 
 inline void write(MetaWriter& w, const PushMeta& m) {
   w.put(m.shard).put(m.worker).put(m.sequence).put(m.computed_at_step).put(m.lr).put(m.want_values);
+  write_float32_encoding(w);
 }
 inline PushMeta read_push(MetaReader& r) {
   PushMeta m;
@@ -128,6 +151,7 @@ inline PushMeta read_push(MetaReader& r) {
   m.computed_at_step = r.get<int64_t>();
   m.lr = r.get<float>();
   m.want_values = r.get<uint8_t>();
+  read_float32_encoding(r, "a push");
   return m;
 }
 
@@ -135,8 +159,8 @@ inline PushMeta read_push(MetaReader& r) {
 // whether the ps task is stopping (it was asked to by a signal: its workers stop too).
 // A job that counts its workers (ps/worker_count.h) adds how many changes of them there were, so
 // that a worker asks for the newest (kCounters) when that number moves. The meta block must fit a
-// memory link's record (MemoryLink::kRecordMetaBytes, 24 bytes): a reply too large for one goes
-// over the socket, and the landing the worker offered for its values is never used.
+// memory link's record (MemoryLink::kRecordMetaBytes, 24 bytes; this one is 21): a reply too large
+// for one goes over the socket, and the landing the worker offered for its values is never used.
 struct ShardReply {
   uint32_t shard = 0;
   uint8_t outcome = 0;  // kPushReply: PushResult::Outcome
@@ -146,8 +170,11 @@ struct ShardReply {
   uint32_t worker_changes = 0;
 };
 
+inline constexpr size_t kShardReplyMetaBytes = 21;
+
 inline void write(MetaWriter& w, const ShardReply& m) {
   w.put(m.shard).put(m.outcome).put(m.step).put(m.finished).put(m.halting).put(m.worker_changes);
+  write_float32_encoding(w);
 }
 inline ShardReply read_shard_reply(MetaReader& r) {
   ShardReply m;
@@ -157,6 +184,7 @@ inline ShardReply read_shard_reply(MetaReader& r) {
   m.finished = r.get<uint8_t>();
   m.halting = r.get<uint8_t>();
   m.worker_changes = r.get<uint32_t>();
+  read_float32_encoding(r, "a shard reply");
   return m;
 }
 

@@ -34,7 +34,7 @@ GradientBuckets::GradientBuckets(GradSet& grads, size_t fusion_bytes) {
 
 size_t GradientBuckets::largest_bytes() const {
   size_t largest = 0;
-  for (const std::span<float> bucket : buckets_) largest = std::max(largest, bucket.size_bytes());
+  for (const TypedSpan& bucket : buckets_) largest = std::max(largest, bucket.size_bytes());
   return largest;
 }
 

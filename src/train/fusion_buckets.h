@@ -9,6 +9,7 @@
 
 #include "collective/communicator.h"
 #include "nn/param_set.h"
+#include "tensor/typed_span.h"
 
 namespace dtrain {
 
@@ -26,14 +27,16 @@ struct ArenaSlice {
 // one bucket, the whole arena. A pure function of its arguments, so every worker cuts the same.
 std::vector<ArenaSlice> fusion_buckets(const ParamSet& layout, size_t fusion_bytes);
 
-// A step's gradients as the exchange sees them: the fusion buckets of the gradient arena, views
-// of it, each averaged in turn in place. The steady state allocates nothing.
+// A step's gradients as the exchange sees them: the fusion buckets of the gradient arena, typed
+// views of it (float32 today; tensor/typed_span.h), each averaged in turn in place. The steady
+// state allocates nothing.
 class GradientBuckets {
  public:
   // REQUIRES: grads outlives this and keeps its arena.
   GradientBuckets(GradSet& grads, size_t fusion_bytes);
 
   size_t count() const { return buckets_.size(); }
+  TypedSpan bucket(size_t i) const { return buckets_.at(i); }
   size_t largest_bytes() const;
   // Each bucket's average is timed and given to `observer` with its number and bytes.
   void observe(std::function<void(int bucket, size_t bytes, double seconds)> observer) {
@@ -43,7 +46,7 @@ class GradientBuckets {
   void average(Communicator& communicator);
 
  private:
-  std::vector<std::span<float>> buckets_;
+  std::vector<TypedSpan> buckets_;
   std::function<void(int, size_t, double)> observer_;
 };
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "tensor/typed_span.h"
 
 namespace dtrain {
 namespace {
@@ -50,7 +51,7 @@ TEST(MemoryRingTest, AnAbortStopsEveryWaitingRankWithItsReason) {
     RingLinks& links = ring.links(rank);
     if (rank != 0) {
       std::vector<float> mine(3);
-      links.recv_left(mine, {.op = 0});
+      links.recv_left(std::span(mine), {.op = 0});
       return;
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -67,11 +68,11 @@ TEST(MemoryRingTest, AWaitPastTheTimeoutFailsTheRingNamingTheSilentNeighbour) {
   MemoryRing ring(2, 100);
   std::vector<float> into(1);
   const std::vector<std::string> errors = errors_of(ring, [&](int rank) {
-    if (rank == 0) ring.links(0).recv_left(into, {.op = 5});
+    if (rank == 0) ring.links(0).recv_left(std::span(into), {.op = 5});
   });
   EXPECT_THAT(errors[0], HasSubstr("lost rank1: timed out: no data for 0.1 s (seen by rank0)"));
   // A later call on another rank finds the ring failed.
-  EXPECT_THROW(ring.links(1).send_right(into, {.op = 6}), CollectiveError);
+  EXPECT_THROW(ring.links(1).send_right(std::span(into), {.op = 6}), CollectiveError);
 }
 
 TEST(MemoryRingTest, ConnectorsHandOutTheRanksLinksUnderTheirOptions) {
@@ -88,14 +89,14 @@ TEST(MemoryRingTest, ConnectorsHandOutTheRanksLinksUnderTheirOptions) {
   EXPECT_EQ(b->rank(), 1);
   EXPECT_EQ(a->describe_link(Side::kRight), "memory");
   const std::vector<float> sent = {1.5f, -2.0f};
-  a->send_right(sent, {.op = 1});
+  a->send_right(std::span(sent), {.op = 1});
   std::vector<float> got(2);
-  b->recv_left(got, {.op = 1});
+  b->recv_left(std::span(got), {.op = 1});
   EXPECT_EQ(got, sent);
   // A message the receiver did not expect names both ranks, as the links' options name them.
-  a->send_right(sent, {.op = 2});
+  a->send_right(std::span(sent), {.op = 2});
   try {
-    b->recv_left(got, {.op = 3});
+    b->recv_left(std::span(got), {.op = 3});
     ADD_FAILURE() << "a message of another collective was taken";
   } catch (const CollectiveError& error) {
     EXPECT_THAT(error.what(), HasSubstr("worker0 sent op 2"));
@@ -123,6 +124,26 @@ TEST(MemoryRingTest, ARankWithAnotherFingerprintIsRefusedByName) {
   EXPECT_THAT(errors[0], HasSubstr("check --model and the flags that shape the parameters"));
   EXPECT_EQ(errors[1], errors[0]);
   EXPECT_FALSE(connectors[0]->has_address());
+}
+
+// A message of bfloat16 where float32 is expected, of the same length in bytes: refused naming the
+// sender, the tag and both types, and the ring fails for every rank.
+TEST(MemoryRingTest, AMessageOfAnotherElementTypeIsRefusedNamingBothTypes) {
+  MemoryRing ring(2);
+  const std::vector<std::string> errors = errors_of(ring, [&](int rank) {
+    std::vector<float> data(4, 1.0f);
+    RingLinks& links = ring.links(rank);
+    if (rank == 0) {
+      links.send_right(ConstTypedSpan(std::as_bytes(std::span(data)), ElementType::kBFloat16),
+                       {.op = 2});
+      links.recv_left(std::span(data), {.op = 2});  // ends with rank 1's failure
+    } else {
+      links.recv_left(std::span(data), {.op = 2});
+    }
+  });
+  EXPECT_THAT(errors[1],
+              HasSubstr("rank0 sent op 2 step 0 chunk 0 as bfloat16 where rank1 expected float32"));
+  EXPECT_EQ(errors[0], errors[1]);
 }
 
 }  // namespace

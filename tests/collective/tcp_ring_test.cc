@@ -26,6 +26,7 @@
 #include "comm/loopback.h"
 #include "support/mailbox_pages.h"
 #include "support/tamper_relay.h"
+#include "tensor/typed_span.h"
 
 namespace dtrain {
 namespace {
@@ -353,21 +354,43 @@ TEST_P(TcpRingTransportTest, ANeighbourThatLeftOwingNothingIsNotALoss) {
     data[rank] = testing::rank_values(rank, 100'000);
     RingLinks& links = group.ring(rank);
     if (rank == 0) {  // sends right, needs nothing back, and leaves
-      links.send_right(data[0], tag);
+      links.send_right(std::span(data[0]), tag);
       links.wait_sent();
       group.drop(0);
       rank0_gone.count_down();
     } else if (rank == 1) {  // passes rank 0's values on only once rank 0 has gone
-      links.recv_left(data[1], tag);
+      links.recv_left(std::span(data[1]), tag);
       rank0_gone.wait();
-      links.send_right(data[1], tag);
+      links.send_right(std::span(data[1]), tag);
       links.wait_sent();
     } else {  // waits on rank 1 while its right neighbour, rank 0, closes
-      links.recv_left(data[2], tag);
+      links.recv_left(std::span(data[2]), tag);
     }
   });
   expect_no_errors(errors);
   EXPECT_EQ(data[2], testing::rank_values(0, 100'000));
+}
+
+// Rank 0 sends a chunk of bfloat16 where rank 1 expects float32 of the same length in bytes: rank 1
+// refuses it naming rank 0, the chunk and both types, and rank 0 stops with the same message.
+TEST_P(TcpRingTransportTest, AChunkOfAnotherElementTypeIsRefusedNamingBothTypes) {
+  LoopbackRing group(2, over(GetParam()));
+  ASSERT_NO_FATAL_FAILURE(expect_no_errors(group.connect()));
+  const ChunkTag tag{3, 1, 0};
+  const auto errors = group.run([&](int rank) {
+    RingLinks& links = group.ring(rank);
+    std::vector<float> data(8, 1.0f);
+    if (rank == 0) {
+      links.send_right(ConstTypedSpan(std::as_bytes(std::span(data)), ElementType::kBFloat16), tag);
+      links.recv_left(std::span(data), tag);  // rank 1's abort ends this wait
+    } else {
+      links.recv_left(std::span(data), tag);
+    }
+  });
+  EXPECT_THAT(errors[1], HasSubstr("sent op 3 step 1 chunk 0 as bfloat16 where worker1 expected "
+                                   "float32"));
+  EXPECT_THAT(errors[1], HasSubstr("worker0"));
+  EXPECT_EQ(errors[0], errors[1]);
 }
 
 TEST(TcpRingTest, RankWithAnotherFingerprintIsRefusedByName) {

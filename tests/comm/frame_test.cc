@@ -60,7 +60,7 @@ TEST(FrameFormat, MagicSpellsDtrnOnTheWire) {
 
 TEST(FrameFormat, HeaderFieldsAreLittleEndianAtFixedOffsets) {
   const auto frame = sample_frame();
-  EXPECT_EQ(frame[ff::kVersionOffset], std::byte{5});
+  EXPECT_EQ(frame[ff::kVersionOffset], std::byte{6});
   EXPECT_EQ(frame[ff::kVersionOffset + 1], std::byte{0});
   EXPECT_EQ(frame[ff::kTypeOffset], std::byte{17});
   EXPECT_EQ(frame[ff::kRequestIdOffset], std::byte{0x08});
@@ -105,10 +105,10 @@ TEST(Frame, DecodeRejectsBadMagicShowingWhatCame) {
 
 TEST(Frame, DecodeRejectsAnotherVersion) {
   auto frame = sample_frame();
-  patch<uint16_t>(frame, ff::kVersionOffset, 2);
+  patch<uint16_t>(frame, ff::kVersionOffset, 5);  // the build before chunks named their type
   EXPECT_THAT([&] { decode(frame); },
               ::testing::ThrowsMessage<FrameError>(
-                  HasSubstr("unsupported frame version 2, this build speaks version 5")));
+                  HasSubstr("unsupported frame version 5, this build speaks version 6")));
 }
 
 TEST(Frame, DecodeRejectsAPayloadOverTheLimitFromTheHeaderAlone) {

@@ -98,13 +98,14 @@ TEST(Server, GarbageBeforeAuthenticationIsRejectedAndNothingMoreIsRead) {
   expect_echo_works(*connect_to(server));
 }
 
-// A task of an earlier dtrain build says hello in frame version 2: it is turned away at that first
-// frame, and the log names both versions rather than a field the two builds read differently.
+// A task of the previous dtrain build (frame version 5: its ring chunks and pushes name no element
+// type) says hello: it is turned away at that first frame, and the log names both versions rather
+// than a field the two builds read differently.
 TEST(Server, APeerOfAnotherBuildIsRejectedNamingBothFrameVersions) {
   LogCapture log;
   Server server(loopback_options(), echo);
   FrameHeader header;
-  header.version = 2;
+  header.version = 5;
   header.type = frame_format::kTypeHello;
   header.payload_len = frame_format::kMetaLenBytes;
   std::array<std::byte, frame_format::kHeaderBytes> hello{};
@@ -115,7 +116,7 @@ TEST(Server, APeerOfAnotherBuildIsRejectedNamingBothFrameVersions) {
   ASSERT_TRUE(wait_for_rejected(server, 1));
   EXPECT_THAT(log.text(),
               AllOf(HasSubstr("rejected connection: bad frame from 127.0.0.1:"),
-                    HasSubstr("unsupported frame version 2, this build speaks version 5")));
+                    HasSubstr("unsupported frame version 5, this build speaks version 6")));
   expect_echo_works(*connect_to(server));
 }
 
