@@ -38,6 +38,13 @@ void on_signal(int signal) {
   errno = saved;
 }
 
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const int signal : kSignals) sigaddset(&set, signal);
+  return set;
+}
+
 // Lines from a thread while others print: one write each, straight to stderr.
 void say(const std::string& line) {
   const std::string text = line + "\n";
@@ -57,7 +64,12 @@ GracefulShutdown::GracefulShutdown(std::chrono::milliseconds timeout, std::strin
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
   for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &action, &previous[i]);
-  watcher_ = std::jthread([this] { watch(); });
+  const sigset_t signals = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &signals, &blocked_before_);
+  watcher_ = std::jthread([this, signals] {
+    pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+    watch();
+  });
 }
 
 GracefulShutdown::~GracefulShutdown() {
@@ -74,6 +86,9 @@ GracefulShutdown::~GracefulShutdown() {
   const char quit = kQuit;
   [[maybe_unused]] const ssize_t ignored = write(wake_pipe[1], &quit, 1);
   watcher_.join();
+  // A signal that came after the watcher left is pending here, and is taken by the disposition
+  // just restored.
+  pthread_sigmask(SIG_SETMASK, &blocked_before_, nullptr);
   close(wake_pipe[0]);
   close(wake_pipe[1]);
   wake_pipe[0] = wake_pipe[1] = -1;

@@ -5,6 +5,8 @@
 // with that status, so that a task always leaves within the grace its scheduler gives.
 #pragma once
 
+#include <signal.h>
+
 #include <chrono>
 #include <string>
 #include <thread>
@@ -13,8 +15,13 @@
 
 namespace dtrain::cli {
 
-// Installs the handlers for its lifetime and watches for the signals on a thread of its own.
-// One at a time per process (the handlers are the process's).
+// Installs the handlers for its lifetime and watches for the signals on a thread of its own,
+// the only one that takes them: the constructing thread blocks them, and so does every thread it
+// starts from then on (a thread inherits its creator's mask). A signal handled in the middle of
+// a step's kernels corrupted the heap now and then (1 run in 4 stopped by SIGTERM on this
+// project's AMX machine, in oneDNN's sgemm, whatever its ISA); on the watcher, never. One at a
+// time per process (the handlers are the process's). A child forked meanwhile must unblock them
+// before it execs, as the local launcher does (masks survive exec).
 class GracefulShutdown {
  public:
   // `who` names the task in its lines ("worker0", "dtrain train").
@@ -31,6 +38,7 @@ class GracefulShutdown {
   void watch();
 
   StopRequest request_;
+  sigset_t blocked_before_;  // the constructing thread's mask, put back by the destructor
   const std::chrono::milliseconds timeout_;
   const std::string who_;
   std::jthread watcher_;  // last: it uses everything above

@@ -130,6 +130,10 @@ Child spawn(const std::vector<LocalTask>& tasks, size_t index, const LaunchOptio
     // Die with the launcher, even if it is killed with SIGKILL; if it already died, do not run.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
+    // A task starts with every signal deliverable, whatever this thread blocks (cli/shutdown.h).
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     // This child's listener alone crosses the exec; the other tasks' stay close-on-exec.
     if (listen_fd >= 0) fcntl(listen_fd, F_SETFD, 0);
     dup2(fds[1], STDOUT_FILENO);

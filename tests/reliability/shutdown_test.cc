@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <string>
 
 #include "ckpt/checkpoint_manager.h"
 #include "support/process.h"
@@ -77,6 +80,38 @@ TEST(Shutdown, ALocalRunStoppedBySigtermCheckpointsExitsWith143AndResumesBitForB
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
   for (size_t i = 0; i < a.tensors.size(); ++i)
     EXPECT_EQ(a.tensors[i].values, b.tensors[i].values) << a.tensors[i].name;
+}
+
+// The mask of signals a thread of `pid` blocks, from /proc (its SigBlk line, hexadecimal).
+uint64_t blocked_signals(pid_t pid, const std::string& thread) {
+  std::ifstream status(fmt::format("/proc/{}/task/{}/status", pid, thread));
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigBlk:", 0) == 0) return std::stoull(line.substr(7), nullptr, 16);
+  }
+  ADD_FAILURE() << "no SigBlk line for thread " << thread << " of " << pid;
+  return 0;
+}
+
+// A stop signal handled in the middle of a step's kernels corrupted the heap now and then
+// (cli/shutdown.h): the training threads block the stop signals, and one thread, the watcher,
+// takes them.
+TEST(Shutdown, OnlyTheWatcherTakesTheStopSignalsNeverTheTrainingThread) {
+  TempDir dir;
+  DtrainProcess run(local_flags(dir.path(), 1'000'000));
+  ASSERT_FALSE(run.wait_for_line("step 10,").empty());
+  const uint64_t stop_signals =
+      uint64_t{1} << (SIGTERM - 1) | uint64_t{1} << (SIGHUP - 1) | uint64_t{1} << (SIGINT - 1);
+  EXPECT_EQ(blocked_signals(run.pid(), std::to_string(run.pid())) & stop_signals, stop_signals)
+      << "the main thread, which trains, takes stop signals";
+  int taking = 0;
+  for (const auto& task : std::filesystem::directory_iterator(
+           std::filesystem::path(fmt::format("/proc/{}/task", run.pid())))) {
+    if ((blocked_signals(run.pid(), task.path().filename().string()) & stop_signals) == 0) ++taking;
+  }
+  EXPECT_GE(taking, 1) << "no thread takes the stop signals";
+  run.send_signal(SIGTERM);
+  const ProcessResult result = run.wait();
+  EXPECT_EQ(result.exit_code, 143) << all_output(result);
 }
 
 TEST(Shutdown, ALocalClusterGivenSighupStopsEveryTaskAfterTheChiefsCheckpoint) {
